@@ -1,0 +1,3 @@
+from kernelwiki.cli import main
+
+raise SystemExit(main())

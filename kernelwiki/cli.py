@@ -1,0 +1,146 @@
+"""The `kernelwiki` command: validate, get, query."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from kernelwiki.repo import OutsideRepo, Repo
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return args.func(args)
+    except BrokenPipeError:
+        return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kernelwiki", description="GPU kernel knowledge base backed by probes.")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--root", help="repository root (default: found from the current directory)")
+    sub = parser.add_subparsers(dest="command")
+
+    p = sub.add_parser("validate", parents=[common], help="check pages, probes, provenance and records")
+    add_validate_arguments(p)
+    p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("get", parents=[common], help="print one page (by id, alias or path)")
+    add_get_arguments(p)
+    p.set_defaults(func=cmd_get)
+
+    p = sub.add_parser("query", parents=[common], help="search pages")
+    add_query_arguments(p)
+    p.set_defaults(func=cmd_query)
+    return parser
+
+
+def _repo(args) -> Repo:
+    return Repo(Path(args.root).resolve()) if getattr(args, "root", None) else Repo.find()
+
+
+# --- validate ------------------------------------------------------------------------------------
+def add_validate_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--fix", action="store_true", help="rewrite frontmatter into canonical form (BOM, CRLF, layout)")
+    p.add_argument("--format", choices=("text", "json"), default="text", dest="fmt")
+    p.add_argument("--no-cache", action="store_true", help="ignore and do not write .kernelwiki-cache/")
+
+
+def cmd_validate(args) -> int:
+    from kernelwiki.index import Wiki
+    from kernelwiki.validate import validate
+
+    wiki = Wiki.load(_repo(args), use_cache=not args.no_cache)
+    report = validate(wiki, fix=args.fix)
+    for rel in report.fixed:
+        print(f"fixed: {rel}", file=sys.stderr)
+    if args.fmt == "json":
+        print(json.dumps({"ok": report.ok, "problems": [p.to_json() for p in report.problems],
+                          "counts": {"pages": report.pages, "probes": report.probes,
+                                     "provenance": report.provenance, "records": report.records}}, indent=2))
+    else:
+        for problem in report.problems:
+            print(problem)
+        print(f"{report.pages} pages, {report.probes} probes, {report.provenance} provenance files, "
+              f"{report.records} run records: {len(report.problems) or 'no'} problem(s)", file=sys.stderr)
+    return 0 if report.ok else 1
+
+
+# --- get -----------------------------------------------------------------------------------------
+def add_get_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("page", help="page id, alias (skill-wgmma) or path (wiki/hardware/wgmma.md)")
+    part = p.add_mutually_exclusive_group()
+    part.add_argument("--frontmatter-only", action="store_true", help="only the YAML frontmatter")
+    part.add_argument("--body-only", action="store_true", help="only the Markdown body")
+    part.add_argument("--claims", action="store_true", help="only the claims, as a table")
+    p.add_argument("--follow-sources", action="store_true", help="append the source pages the page cites")
+    p.add_argument("--include-code", action="store_true",
+                   help="append the artifact bundle, the probe code and the latest run record of each probe")
+    p.add_argument("--format", choices=("md", "json"), default="md", dest="fmt")
+
+
+def cmd_get(args) -> int:
+    from kernelwiki.get import Options, get_page
+    from kernelwiki.index import UnknownPage, Wiki
+
+    wiki = Wiki.load(_repo(args))
+    try:
+        entry = wiki.resolve(args.page)
+    except (UnknownPage, OutsideRepo) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    part = "frontmatter" if args.frontmatter_only else "body" if args.body_only else "claims" if args.claims else "page"
+    sys.stdout.write(get_page(wiki, entry, Options(part, args.follow_sources, args.include_code, args.fmt)))
+    return 0
+
+
+# --- query ---------------------------------------------------------------------------------------
+def add_query_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("words", nargs="*", help="words to look for (aliases understood: UMMA, B200, H100, ...)")
+    p.add_argument("--type", action="append", default=[], dest="types",
+                   choices=("hardware", "kernel", "technique", "footgun", "language", "source"))
+    p.add_argument("--tag", action="append", default=[], dest="tags", help="page must carry this tag (repeatable)")
+    p.add_argument("--arch", action="append", default=[], dest="archs", help="sm_90a, sm_100a, H100, B200, ...")
+    p.add_argument("--evidence", action="append", default=[],
+                   choices=("spec", "source-reported", "compiled", "measured"))
+    p.add_argument("--status", action="append", default=[], dest="statuses",
+                   choices=("draft", "verified", "regressed", "stale"))
+    p.add_argument("--limit", type=int, default=20, help="at most this many results (0: all)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def cmd_query(args) -> int:
+    from kernelwiki.index import Wiki
+    from kernelwiki.query import Filters, search
+
+    wiki = Wiki.load(_repo(args))
+    unknown_tags = [t for t in args.tags if t not in wiki.vocab.tags]
+    if unknown_tags:
+        from kernelwiki.vocab import did_you_mean
+
+        for tag in unknown_tags:
+            print(f"error: unknown tag {tag!r}{did_you_mean(tag, wiki.vocab.tags)}", file=sys.stderr)
+        return 2
+    filters = Filters(args.types, args.tags, args.archs, args.evidence, args.statuses)
+    hits = search(wiki, args.words, filters, args.limit)
+    if args.json:
+        print(json.dumps([h.to_json() for h in hits], indent=2, ensure_ascii=False))
+        return 0
+    if not hits:
+        print("no pages match", file=sys.stderr)
+        return 0
+    for hit in hits:
+        e = hit.entry
+        evidence = e.get("evidence_level") or "-"
+        print(f"{e.id:<40} {str(e.get('type')):<10} {evidence:<16} {str(e.get('status') or '-'):<9} {e.get('title')}")
+        if e.headline:
+            print(f"    {e.headline[:110]}")
+    return 0

@@ -1,0 +1,275 @@
+"""`kernelwiki get` / scripts/get_page.py: one page, as Markdown or JSON, optionally with its
+sources, claims, artifact code, probe code and the latest run record of each probe."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from kernelwiki import yamlio
+from kernelwiki.index import Entry, Wiki
+from kernelwiki.validate import sha256_file
+
+LANGUAGES = {".py": "python", ".cu": "cuda", ".cuh": "cuda", ".cpp": "cpp", ".h": "cpp", ".hpp": "cpp",
+             ".yaml": "yaml", ".yml": "yaml", ".json": "json", ".sh": "bash", ".md": "markdown", ".ptx": "ptx"}
+MAX_FILE_BYTES = 256 * 1024
+
+
+@dataclass
+class Options:
+    part: str = "page"
+    """page | frontmatter | body | claims"""
+    follow_sources: bool = False
+    include_code: bool = False
+    fmt: str = "md"
+
+
+def get_page(wiki: Wiki, entry: Entry, options: Options) -> str:
+    page = wiki.page(entry.rel)
+    meta = page.meta or {}
+    result: dict[str, Any] = {"id": entry.id, "path": entry.rel}
+    if options.part in ("page", "frontmatter"):
+        result["frontmatter"] = meta
+    if options.part in ("page", "body"):
+        result["body"] = page.body
+    if options.part == "claims":
+        result["claims"] = all_claims(meta)
+    if options.follow_sources:
+        ids = wiki.by_id()
+        result["sources"] = [_source_summary(ids[s]) if s in ids else {"id": s, "missing": True}
+                             for s in meta.get("sources") or [] if isinstance(s, str)]
+    if options.include_code:
+        result["artifacts"] = artifact_bundle(wiki, meta)
+        result["probes"] = [probe_bundle(wiki, p) for p in meta.get("probes") or [] if isinstance(p, str)]
+    if options.fmt == "json":
+        return json.dumps(result, indent=2, ensure_ascii=False, default=str) + "\n"
+    return _markdown(wiki, entry, page, result, options)
+
+
+def all_claims(meta: dict) -> list[dict]:
+    """Claims in our format, with legacy performance_claims read as source-reported ones."""
+    claims = [dict(c) for c in meta.get("claims") or [] if isinstance(c, dict)]
+    for index, legacy in enumerate(meta.get("performance_claims") or []):
+        if isinstance(legacy, dict):
+            claim = {k: v for k, v in legacy.items() if k != "source_id"}
+            claim.update(id=f"performance-claim-{index}", evidence="source-reported", source=legacy.get("source_id"))
+            claims.append(claim)
+    return claims
+
+
+def _source_summary(entry: Entry) -> dict:
+    keys = ("id", "title", "kind", "url", "authors", "published", "retrieved", "pin", "facts")
+    return {k: entry.get(k) for k in keys if entry.get(k) is not None}
+
+
+# --- code bundles --------------------------------------------------------------------------------
+def artifact_bundle(wiki: Wiki, meta: dict) -> dict:
+    """The page's artifact directory: PROVENANCE, our files' text, upstream files from the installed
+    package after their hashes check out (or how to get them)."""
+    directory = meta.get("artifact_dir")
+    if not isinstance(directory, str):
+        return {"dir": None, "files": [], "note": "this page has no artifact_dir"}
+    try:
+        root = wiki.repo.inside(directory)
+    except ValueError as err:
+        return {"dir": directory, "files": [], "note": str(err)}
+    if not root.is_dir():
+        return {"dir": directory, "files": [], "note": f"{directory} does not exist"}
+    provenance_path = root / "PROVENANCE.yaml"
+    provenance: dict = {}
+    if provenance_path.is_file():
+        try:
+            provenance, _ = yamlio.load(provenance_path.read_text(encoding="utf-8"))
+        except (yamlio.YamlProblem, UnicodeDecodeError):
+            provenance = {}
+        provenance = provenance if isinstance(provenance, dict) else {}
+    files = []
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        files.append(_file_item(wiki, path))
+    upstream = provenance.get("upstream") or {}
+    for item in provenance.get("files") or []:
+        if isinstance(item, dict) and item.get("origin") == "upstream":
+            files.append(_upstream_item(item, upstream))
+    return {"dir": directory, "provenance": provenance or None, "files": files}
+
+
+def _file_item(wiki: Wiki, path: Path) -> dict:
+    rel = wiki.repo.rel(path)
+    size = path.stat().st_size
+    if size > MAX_FILE_BYTES:
+        return {"path": rel, "origin": "own", "note": f"{size} bytes; too large to print"}
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        return {"path": rel, "origin": "own", "note": "binary file; not printed"}
+    return {"path": rel, "origin": "own", "text": text}
+
+
+def _upstream_item(item: dict, upstream: dict) -> dict:
+    package, version = upstream.get("package"), upstream.get("version")
+    install = upstream.get("install") or (f"pip install {package}=={version}" if package else None)
+    out = {"path": item.get("path"), "origin": "upstream", "package": package, "version": version,
+           "sha256": item.get("sha256")}
+    if not package:
+        out["note"] = f"pinned at {upstream.get('repo')}@{upstream.get('commit')}; not installable as a package"
+        return out
+    try:
+        dist = metadata.distribution(package)
+    except metadata.PackageNotFoundError:
+        out["note"] = f"not installed; get it with: {install}"
+        return out
+    located = Path(str(dist.locate_file(item.get("path", ""))))
+    if not located.is_file():
+        out["note"] = f"{package} {dist.version} is installed but has no {item.get('path')}; the pin is {version}: {install}"
+        return out
+    actual = sha256_file(located)
+    if actual != item.get("sha256"):
+        out["note"] = (f"{located} has SHA-256 {actual}, not the pinned {item.get('sha256')} "
+                       f"(installed {package} {dist.version}, pinned {version}); not printed. Pin: {install}")
+        return out
+    out["text"] = located.read_text(encoding="utf-8")
+    out["installed_at"] = str(located)
+    return out
+
+
+def probe_bundle(wiki: Wiki, probe_id: str) -> dict:
+    directory = wiki.repo.probes / probe_id
+    if not re.fullmatch(r"probe-[a-z0-9-]+", probe_id) or not directory.is_dir():
+        return {"id": probe_id, "files": [], "note": f"no probe directory probes/{probe_id}"}
+    files = [_file_item(wiki, p) for p in sorted(directory.rglob("*"))
+             if p.is_file() and "__pycache__" not in p.parts]
+    return {"id": probe_id, "files": files, "latest_record": latest_record(wiki, probe_id)}
+
+
+def latest_record(wiki: Wiki, probe_id: str) -> dict | None:
+    """Summary of the newest run record of a probe (by started_at), or None."""
+    newest: tuple[str, Path, dict] | None = None
+    for path in (wiki.repo.evidence / probe_id).glob("*.json"):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and (newest is None or str(data.get("started_at")) > newest[0]):
+            newest = (str(data.get("started_at")), path, data)
+    if newest is None:
+        return None
+    _, path, data = newest
+    env = data.get("environment") or {}
+    return {
+        "path": wiki.repo.rel(path), "status": data.get("status"), "mode": data.get("mode"),
+        "started_at": data.get("started_at"), "reason": data.get("reason"),
+        "environment": {k: env.get(k) for k in ("gpu", "arch", "driver", "cuda_runtime", "cutlass_dsl", "torch")},
+        "cases": [
+            {"id": c.get("id"), "status": c.get("status"), **(c.get("headline") or {})}
+            for c in data.get("cases") or [] if isinstance(c, dict)
+        ],
+    }
+
+
+# --- Markdown rendering --------------------------------------------------------------------------
+def _markdown(wiki: Wiki, entry: Entry, page, result: dict, options: Options) -> str:
+    out: list[str] = []
+    if options.part == "page":
+        out.append(f"---\n{page.frontmatter_text}---\n{page.body}")
+    elif options.part == "frontmatter":
+        out.append(page.frontmatter_text)
+    elif options.part == "body":
+        out.append(page.body)
+    else:
+        out.append(claims_table(result["claims"]))
+    if options.follow_sources:
+        out.append("\n## Sources cited\n")
+        for source in result["sources"]:
+            if source.get("missing"):
+                out.append(f"- {source['id']}: (no such source page)")
+                continue
+            out.append(f"### {source['id']}: {source.get('title', '')}\n")
+            for key in ("kind", "url", "authors", "published", "retrieved", "pin"):
+                if key in source:
+                    value = ", ".join(source[key]) if isinstance(source[key], list) else source[key]
+                    out.append(f"- {key}: {value}")
+            for fact in source.get("facts") or []:
+                out.append(f"- fact: {fact}")
+            out.append("")
+    if options.include_code:
+        bundle = result["artifacts"]
+        out.append(f"\n## Artifact bundle: {bundle['dir'] or '(none)'}\n")
+        if bundle.get("note"):
+            out.append(bundle["note"])
+        for item in bundle["files"]:
+            out.append(_code_block(item))
+        out.append("\n## Probes\n")
+        if not result["probes"]:
+            out.append("No probe backs this page yet.")
+        for probe in result["probes"]:
+            out.append(f"### {probe['id']}\n")
+            if probe.get("note"):
+                out.append(probe["note"])
+            for item in probe["files"]:
+                out.append(_code_block(item))
+            out.append(_record_summary(probe.get("latest_record")))
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
+def _code_block(item: dict) -> str:
+    header = f"#### {item['path']} ({item['origin']}"
+    if item.get("package"):
+        header += f", {item['package']} {item.get('version')}, sha256 {str(item.get('sha256'))[:12]}…"
+    header += ")\n"
+    if "text" not in item:
+        return header + f"\n{item.get('note', '')}\n"
+    text = item["text"]
+    fence = "`" * max(3, _longest_backtick_run(text) + 1)
+    language = LANGUAGES.get(Path(str(item["path"])).suffix, "")
+    return f"{header}\n{fence}{language}\n{text.rstrip()}\n{fence}\n"
+
+
+def _longest_backtick_run(text: str) -> int:
+    return max((len(m) for m in re.findall(r"`+", text)), default=0)
+
+
+def _record_summary(record: dict | None) -> str:
+    if not record:
+        return "\nLatest run record: none yet.\n"
+    env = record["environment"]
+    lines = [f"\nLatest run record: {record['path']} — {record['status']} ({record['mode']}) at {record['started_at']}",
+             f"on {env.get('gpu')} {env.get('arch')}, driver {env.get('driver')}, CUDA {env.get('cuda_runtime')}, "
+             f"cutlass-dsl {env.get('cutlass_dsl')}, torch {env.get('torch')}"]
+    if record.get("reason"):
+        lines.append(f"reason: {record['reason']}")
+    if record["cases"]:
+        lines += ["", "| case | status | metric | value | baseline | ratio |", "|---|---|---|---|---|---|"]
+        for case in record["cases"]:
+            lines.append(f"| {case.get('id')} | {case.get('status')} | {case.get('metric', '')} | "
+                         f"{_num(case.get('value'))} {case.get('unit', '')} | {case.get('baseline', '')} "
+                         f"{_num(case.get('baseline_value'))} | {_num(case.get('ratio'))} |")
+    return "\n".join(lines) + "\n"
+
+
+def claims_table(claims: list[dict]) -> str:
+    if not claims:
+        return "No claims on this page.\n"
+    rows = ["| claim | value | gpu | arch | dtype | shape | evidence | cites |", "|---|---|---|---|---|---|---|---|"]
+    for claim in claims:
+        value = f"{claim.get('value')} {claim.get('unit', '')}".strip()
+        if claim.get("ratio") is not None and claim.get("baseline"):
+            value += f" ({_num(claim['ratio'])}× {claim['baseline'].get('name')})"
+        cites = claim.get("record") or claim.get("source") or ""
+        if claim.get("case"):
+            cites += f"#{claim['case']}"
+        rows.append(f"| {claim.get('id')} ({claim.get('metric')}) | {value} | {claim.get('gpu', '')} | "
+                    f"{claim.get('arch', '')} | {claim.get('dtype', '')} | {claim.get('shape', '')} | "
+                    f"{claim.get('evidence')} | {cites} |")
+    return "\n".join(rows) + "\n"
+
+
+def _num(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)

@@ -1,0 +1,106 @@
+"""Reading a page file: bytes -> (frontmatter mapping, body), with every way that can go wrong
+reported as a Problem instead of an exception.
+
+A page is `---\n<YAML mapping>\n---\n<Markdown body>`. Line numbers in problems are lines of the
+file, so an editor can jump to them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kernelwiki import yamlio
+from kernelwiki.problems import Problem
+
+BOM = b"\xef\xbb\xbf"
+FENCE = "---"
+
+
+@dataclass
+class Page:
+    """One page as read from disk."""
+
+    rel: str
+    """Path relative to the repository root, with forward slashes."""
+    meta: dict[str, Any] | None
+    """The frontmatter mapping, or None when it could not be read."""
+    body: str
+    """Everything after the closing fence (LF line endings)."""
+    frontmatter_text: str = ""
+    """The frontmatter exactly as written (between the fences, LF line endings)."""
+    lines: yamlio.LineMap = field(default_factory=dict)
+    """Field path -> 0-based line inside the frontmatter text."""
+    problems: list[Problem] = field(default_factory=list)
+    """What went wrong while reading (encoding, fences, YAML)."""
+
+    FRONTMATTER_FIRST_LINE = 2  # line 1 is the opening fence
+
+    def line(self, path: tuple = ()) -> int:
+        """The 1-based file line of a frontmatter field (or its closest known parent)."""
+        return yamlio.line_of(self.lines, path) + self.FRONTMATTER_FIRST_LINE
+
+    @property
+    def id(self) -> str | None:
+        value = (self.meta or {}).get("id")
+        return value if isinstance(value, str) else None
+
+
+def read_page(path: Path, rel: str) -> Page:
+    """Read and parse one page; never raises for bad content (only for an unreadable file)."""
+    return parse_page(path.read_bytes(), rel)
+
+
+def parse_page(raw: bytes, rel: str) -> Page:
+    problems: list[Problem] = []
+
+    def problem(line: int, field_name: str, message: str) -> None:
+        problems.append(Problem(rel, line, field_name, message))
+
+    if raw.startswith(BOM):
+        problem(1, "-", "file starts with a UTF-8 byte-order mark; remove it (validate --fix does)")
+        raw = raw[len(BOM):]
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = raw[: err.start].count(b"\n") + 1
+        problem(line, "-", f"not valid UTF-8 (byte 0x{raw[err.start]:02x}); save the file as UTF-8")
+        return Page(rel, None, "", problems=problems)
+    if "\r" in text:
+        line = text[: text.index("\r")].count("\n") + 1
+        problem(line, "-", "CRLF (or CR) line endings; use LF (validate --fix converts them)")
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    if not text.strip():
+        problem(1, "-", "empty file; a page is '---', YAML frontmatter, '---', then Markdown")
+        return Page(rel, None, "", problems=problems)
+
+    lines = text.split("\n")
+    if lines[0].rstrip() != FENCE:
+        problem(1, "-", "no frontmatter: the first line must be '---'")
+        return Page(rel, None, text, problems=problems)
+    try:
+        close = next(i for i in range(1, len(lines)) if lines[i].rstrip() == FENCE)
+    except StopIteration:
+        problem(1, "-", "frontmatter is never closed: add a '---' line after it")
+        return Page(rel, None, "", problems=problems)
+
+    fm_text = "\n".join(lines[1:close]) + ("\n" if close > 1 else "")
+    body = "\n".join(lines[close + 1:])
+    page = Page(rel, None, body, frontmatter_text=fm_text, problems=problems)
+    try:
+        meta, line_map = yamlio.load(fm_text)
+    except yamlio.YamlProblem as err:
+        problem(err.line + Page.FRONTMATTER_FIRST_LINE, err.field, err.message)
+        return page
+    if not isinstance(meta, dict):
+        kind = "nothing" if meta is None else f"a {type(meta).__name__}"
+        problem(2, "-", f"frontmatter must be a mapping of 'field: value' lines, got {kind}")
+        return page
+    page.meta, page.lines = meta, line_map
+    return page
+
+
+def render_page(meta: dict[str, Any], body: str) -> str:
+    """The canonical text of a page with this frontmatter and body."""
+    return f"{FENCE}\n{yamlio.dump(meta)}{FENCE}\n{body}"

@@ -1,0 +1,36 @@
+"""The one error type every checker reports: `path:line: field: what is wrong`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, order=True)
+class Problem:
+    """One thing wrong with one file, located as precisely as we can."""
+
+    path: str
+    """Path relative to the repository root (or as given, for files outside it)."""
+    line: int
+    """1-based line in the file; 1 when the problem concerns the whole file."""
+    field: str
+    """Dotted field path inside the frontmatter or document (`claims[2].value`), or `-`."""
+    message: str
+    """What is wrong, and where useful, what to do about it."""
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.field}: {self.message}"
+
+    def to_json(self) -> dict:
+        return {"path": self.path, "line": self.line, "field": self.field, "message": self.message}
+
+
+def field_path(parts: tuple) -> str:
+    """('claims', 2, 'value') -> 'claims[2].value'."""
+    out = ""
+    for part in parts:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "-"

@@ -1,0 +1,361 @@
+"""`kernelwiki validate`: schemas, vocabulary, cross-references, hashes and canonical formatting.
+
+Every finding is a Problem (`path:line: field: what is wrong`); bad input never raises.
+Per-page checks are cached with the index (by mtime and size); cross-file checks always run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from kernelwiki import yamlio
+from kernelwiki.index import Entry, Wiki
+from kernelwiki.pages import Page, render_page
+from kernelwiki.problems import Problem, field_path
+from kernelwiki.schema import check as schema_check
+from kernelwiki.vocab import did_you_mean
+
+LEVEL_RANK = {"spec": 0, "source-reported": 1, "compiled": 2, "measured": 3}
+RECORD_LEVELS = ("measured", "compiled")
+
+
+@dataclass
+class Report:
+    problems: list[Problem] = field(default_factory=list)
+    pages: int = 0
+    probes: int = 0
+    provenance: int = 0
+    records: int = 0
+    fixed: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def validate(wiki: Wiki, fix: bool = False) -> Report:
+    report = Report(pages=len(wiki.entries))
+    if fix:
+        report.fixed = _fix_formatting(wiki)
+        if report.fixed:
+            wiki = Wiki.load(wiki.repo)
+    for rel, entry in wiki.entries.items():
+        if entry.local_problems is None:
+            entry.local_problems = page_problems(wiki, wiki.page(rel))
+            wiki.dirty = True
+        report.problems.extend(entry.local_problems)
+    wiki.save()
+    records = _load_json_files(wiki, report)
+    probes = _check_probes(wiki, report)
+    _check_cross_references(wiki, report, probes, records)
+    _check_provenance(wiki, report)
+    report.problems = sorted(set(report.problems))
+    return report
+
+
+# --- one page ------------------------------------------------------------------------------------
+def page_problems(wiki: Wiki, page: Page) -> list[Problem]:
+    """Checks that need nothing but the page itself, the schemas and the vocabulary."""
+    problems = list(page.problems)
+    meta = page.meta
+    if meta is None:
+        return problems
+    problems += schema_check(wiki.repo.schemas, "page", meta, page.rel, page.line)
+    rel, vocab = page.rel, wiki.vocab
+
+    def add(path: tuple, message: str) -> None:
+        problems.append(Problem(rel, page.line(path), field_path(path), message))
+
+    page_type, page_id = meta.get("type"), meta.get("id")
+    if isinstance(page_type, str) and page_type in vocab.type_prefix and isinstance(page_id, str):
+        prefix = vocab.type_prefix[page_type]
+        if not page_id.startswith(prefix):
+            add(("id",), f"id {page_id!r} must start with {prefix!r} for type {page_type}")
+        else:
+            section = vocab.sections[page_type]
+            expected = f"wiki/{section}/{page_id[len(prefix):]}.md"
+            if rel != expected:
+                add(("id",), f"a {page_type} page with id {page_id!r} belongs at {expected}")
+
+    for key, kind in vocab.vocabulary_fields.items():
+        for index, term in _strings(meta.get(key)):
+            if term not in vocab.terms(kind):
+                add((key, index), f"{term!r} is not in schemas/vocabulary.yaml {kind}{did_you_mean(term, vocab.terms(kind))}")
+    for index, arch in _strings(meta.get("architectures")):
+        if arch not in vocab.archs:
+            add(("architectures", index), f"unknown architecture {arch!r}{did_you_mean(arch, vocab.archs)}")
+    by_arch = meta.get("evidence_by_arch")
+    if isinstance(by_arch, dict):
+        for arch in by_arch:
+            if arch not in vocab.archs:
+                add(("evidence_by_arch", arch), f"unknown architecture {arch!r}{did_you_mean(arch, vocab.archs)}")
+
+    if meta.get("type") != "source" and isinstance(meta.get("sources"), list) and not meta["sources"]:
+        add(("sources",), "a page must cite at least one source page")
+
+    claim_ids: dict[str, int] = {}
+    for index, claim in _dicts(meta.get("claims")):
+        claim_id = claim.get("id")
+        if isinstance(claim_id, str):
+            if claim_id in claim_ids:
+                add(("claims", index, "id"), f"duplicate claim id {claim_id!r} (also claims[{claim_ids[claim_id]}])")
+            claim_ids.setdefault(claim_id, index)
+        arch, dtype = claim.get("arch"), claim.get("dtype")
+        if isinstance(arch, str) and arch not in vocab.archs:
+            add(("claims", index, "arch"), f"unknown architecture {arch!r}{did_you_mean(arch, vocab.archs)}")
+        if isinstance(dtype, str) and dtype not in vocab.dtypes:
+            add(("claims", index, "dtype"), f"unknown dtype {dtype!r}{did_you_mean(dtype, vocab.dtypes)}")
+
+    problems += _evidence_problems(meta, add)
+    if not page.problems:
+        canonical = yamlio.dump(meta)
+        if canonical != page.frontmatter_text:
+            ours, theirs = canonical.split("\n"), page.frontmatter_text.split("\n")
+            first = next((i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b), min(len(ours), len(theirs)))
+            problems.append(Problem(rel, first + Page.FRONTMATTER_FIRST_LINE, "-",
+                                    f"frontmatter is not in canonical form (expected {ours[first] if first < len(ours) else 'end'!r}); run validate --fix"))
+    return problems
+
+
+def _evidence_problems(meta: dict, add) -> list[Problem]:
+    """A page may say `measured` (or `compiled`) only through claims that carry a run record."""
+    record_levels: dict[str, set[str]] = defaultdict(set)  # arch -> levels backed by records
+    for _, claim in _dicts(meta.get("claims")):
+        if claim.get("evidence") in RECORD_LEVELS and isinstance(claim.get("record"), str):
+            record_levels[str(claim.get("arch"))].add(claim["evidence"])
+    archs = [a for _, a in _strings(meta.get("architectures"))]
+    by_arch = meta.get("evidence_by_arch") if isinstance(meta.get("evidence_by_arch"), dict) else {}
+    for arch, level in by_arch.items():
+        if level in RECORD_LEVELS and level not in record_levels.get(arch, set()) and not (
+            level == "compiled" and "measured" in record_levels.get(arch, set())
+        ):
+            add(("evidence_by_arch", arch), f"says {level} for {arch}, but no {level} claim with a run record has arch {arch}")
+    level = meta.get("evidence_level")
+    if level in RECORD_LEVELS:
+        primary = archs[0] if archs else None
+        backed = set().union(*record_levels.values()) if record_levels else set()
+        if primary and by_arch.get(primary) not in (None, level):
+            add(("evidence_level",), f"says {level}, but evidence_by_arch gives {by_arch[primary]} for the primary architecture {primary}")
+        elif level not in backed and not (level == "compiled" and "measured" in backed):
+            add(("evidence_level",), f"says {level}, but no claim with evidence {level} points at a run record; "
+                                     "the runner sets this level from records (`kernelwiki probe run`)")
+    return []
+
+
+# --- cross-file checks ---------------------------------------------------------------------------
+def _check_cross_references(wiki: Wiki, report: Report, probes: dict[str, Any], records: dict[str, Any]) -> None:
+    by_id_files: dict[str, list[Entry]] = defaultdict(list)
+    for entry in wiki.entries.values():
+        if entry.id:
+            by_id_files[entry.id].append(entry)
+    ids = {i: files[0] for i, files in by_id_files.items()}
+    for page_id, files in by_id_files.items():
+        if len(files) > 1:
+            for entry in files:
+                others = ", ".join(e.rel for e in files if e is not entry)
+                report.problems.append(Problem(entry.rel, _line(wiki, entry, ("id",)), "id", f"duplicate id {page_id!r} (also in {others})"))
+    aliases: dict[str, Entry] = {}
+    for entry in ids.values():
+        for index, alias in _strings(entry.get("aliases")):
+            key = alias.lower()
+            if key in {i.lower() for i in ids} and ids.get(alias) is not entry:
+                report.problems.append(Problem(entry.rel, _line(wiki, entry, ("aliases", index)), f"aliases[{index}]", f"alias {alias!r} is the id of another page"))
+            elif key in aliases and aliases[key] is not entry:
+                report.problems.append(Problem(entry.rel, _line(wiki, entry, ("aliases", index)), f"aliases[{index}]", f"alias {alias!r} is also an alias of {aliases[key].id}"))
+            aliases.setdefault(key, entry)
+
+    for entry in wiki.entries.values():
+        if not entry.meta:
+            continue
+
+        def add(path: tuple, message: str, entry: Entry = entry) -> None:
+            report.problems.append(Problem(entry.rel, _line(wiki, entry, path), field_path(path), message))
+
+        for index, ref in _strings(entry.get("related")):
+            if ref not in ids:
+                add(("related", index), f"no page with id {ref!r}{did_you_mean(ref, ids)}")
+        for index, ref in _strings(entry.get("sources")):
+            if ref not in ids:
+                add(("sources", index), f"no source page with id {ref!r}{did_you_mean(ref, ids)}")
+            elif ids[ref].get("type") != "source":
+                add(("sources", index), f"{ref!r} is a {ids[ref].get('type')} page, not a source")
+        for index, ref in _strings(entry.get("probes")):
+            if ref not in probes:
+                add(("probes", index), f"no probe probes/{ref}/probe.yaml{did_you_mean(ref, probes)}")
+            elif entry.id not in (probes[ref] or {}).get("pages", []):
+                add(("probes", index), f"probe {ref} does not list this page in its pages")
+        cited = set(s for _, s in _strings(entry.get("sources")))
+        for index, claim in _dicts(entry.get("claims")):
+            source = claim.get("source")
+            if isinstance(source, str):
+                if source not in ids or ids[source].get("type") != "source":
+                    add(("claims", index, "source"), f"no source page with id {source!r}{did_you_mean(source, ids)}")
+                elif source not in cited:
+                    add(("claims", index, "source"), f"{source!r} is cited by a claim but missing from sources")
+            record = claim.get("record")
+            if isinstance(record, str):
+                if record not in records:
+                    add(("claims", index, "record"), f"no run record {record}")
+                elif records[record] is not None and claim.get("case") is not None:
+                    cases = {c.get("id") for c in records[record].get("cases", []) if isinstance(c, dict)}
+                    if claim["case"] not in cases:
+                        add(("claims", index, "case"), f"record {record} has no case {claim['case']!r}")
+        for index, claim in _dicts(entry.get("performance_claims")):
+            source = claim.get("source_id")
+            if isinstance(source, str) and (source not in ids or ids[source].get("type") != "source"):
+                add(("performance_claims", index, "source_id"), f"no source page with id {source!r}{did_you_mean(source, ids)}")
+        artifact_dir = entry.get("artifact_dir")
+        if isinstance(artifact_dir, str):
+            try:
+                if not wiki.repo.inside(artifact_dir).is_dir():
+                    add(("artifact_dir",), f"directory {artifact_dir} does not exist")
+            except ValueError as err:
+                add(("artifact_dir",), str(err))
+
+    for probe_id, spec in probes.items():
+        if not spec:
+            continue
+        rel = f"probes/{probe_id}/probe.yaml"
+        for index, page_id in _strings(spec.get("pages")):
+            if page_id not in ids:
+                report.problems.append(Problem(rel, 1, f"pages[{index}]", f"no page with id {page_id!r}{did_you_mean(page_id, ids)}"))
+            elif probe_id not in (ids[page_id].get("probes") or []):
+                report.problems.append(Problem(rel, 1, f"pages[{index}]", f"page {page_id} does not list {probe_id} in its probes"))
+
+
+def _check_probes(wiki: Wiki, report: Report) -> dict[str, Any]:
+    """probe id -> parsed probe.yaml (None when it could not be read)."""
+    probes: dict[str, Any] = {}
+    if not wiki.repo.probes.is_dir():
+        return probes
+    for directory in sorted(p for p in wiki.repo.probes.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))):
+        path = directory / "probe.yaml"
+        rel = wiki.repo.rel(path)
+        report.probes += 1
+        data, lines = _read_yaml(path, rel, report)
+        probes[directory.name] = data
+        if data is None:
+            continue
+        line = lambda p, lines=lines: yamlio.line_of(lines, p) + 1  # noqa: E731
+        report.problems += schema_check(wiki.repo.schemas, "probe", data, rel, line)
+        if data.get("id") != directory.name:
+            report.problems.append(Problem(rel, line(("id",)), "id", f"must equal the directory name {directory.name!r}"))
+        entry_file = data.get("entry")
+        if isinstance(entry_file, str) and not (directory / entry_file).is_file():
+            report.problems.append(Problem(rel, line(("entry",)), "entry", f"file {entry_file} not found in {wiki.repo.rel(directory)}"))
+        for index, arch in _strings(data.get("archs")):
+            if arch not in wiki.vocab.archs:
+                report.problems.append(Problem(rel, line(("archs", index)), f"archs[{index}]", f"unknown architecture {arch!r}"))
+    return probes
+
+
+def _load_json_files(wiki: Wiki, report: Report) -> dict[str, Any]:
+    """Run records: record path -> parsed JSON (None if unreadable), each checked against the schema."""
+    records: dict[str, Any] = {}
+    if not wiki.repo.evidence.is_dir():
+        return records
+    for path in sorted(wiki.repo.evidence.glob("*/*.json")):
+        rel = wiki.repo.rel(path)
+        report.records += 1
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, ValueError) as err:
+            line = getattr(err, "lineno", 1)
+            report.problems.append(Problem(rel, line, "-", f"not a JSON run record: {err}"))
+            records[rel] = None
+            continue
+        records[rel] = data
+        report.problems += schema_check(wiki.repo.schemas, "record", data, rel, lambda p: 1)
+        if isinstance(data, dict):
+            if data.get("probe") != path.parent.name:
+                report.problems.append(Problem(rel, 1, "probe", f"must equal the directory name {path.parent.name!r}"))
+            if data.get("run_id") != path.stem:
+                report.problems.append(Problem(rel, 1, "run_id", f"must equal the file name {path.stem!r}"))
+    return records
+
+
+def _check_provenance(wiki: Wiki, report: Report) -> None:
+    ids = wiki.by_id()
+    for path in sorted((wiki.repo.root / "artifacts").glob("**/PROVENANCE.yaml")):
+        rel = wiki.repo.rel(path)
+        report.provenance += 1
+        data, lines = _read_yaml(path, rel, report)
+        if data is None:
+            continue
+        line = lambda p, lines=lines: yamlio.line_of(lines, p) + 1  # noqa: E731
+        report.problems += schema_check(wiki.repo.schemas, "provenance", data, rel, line)
+        artifact = data.get("artifact")
+        if isinstance(artifact, str) and artifact not in ids:
+            report.problems.append(Problem(rel, line(("artifact",)), "artifact", f"no page with id {artifact!r}"))
+        for index, item in _dicts(data.get("files")):
+            if item.get("origin") != "own" or not isinstance(item.get("path"), str):
+                continue
+            try:
+                target = wiki.repo.inside(path.parent / item["path"])
+            except ValueError as err:
+                report.problems.append(Problem(rel, line(("files", index, "path")), f"files[{index}].path", str(err)))
+                continue
+            if not target.is_file():
+                report.problems.append(Problem(rel, line(("files", index, "path")), f"files[{index}].path", f"file {item['path']} does not exist"))
+            elif sha256_file(target) != item.get("sha256"):
+                report.problems.append(Problem(rel, line(("files", index, "sha256")), f"files[{index}].sha256",
+                                               f"does not match {item['path']} (now {sha256_file(target)})"))
+
+
+# --- helpers -------------------------------------------------------------------------------------
+def sha256_file(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _read_yaml(path: Path, rel: str, report: Report) -> tuple[Any, yamlio.LineMap]:
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        report.problems.append(Problem(rel, 1, "-", "not valid UTF-8"))
+        return None, {}
+    try:
+        data, lines = yamlio.load(text)
+    except yamlio.YamlProblem as err:
+        report.problems.append(Problem(rel, err.line + 1, err.field, err.message))
+        return None, {}
+    if not isinstance(data, dict):
+        report.problems.append(Problem(rel, 1, "-", "must be a YAML mapping"))
+        return None, {}
+    return data, lines
+
+
+def _line(wiki: Wiki, entry: Entry, path: tuple) -> int:
+    return wiki.page(entry.rel).line(path)
+
+
+def _strings(value: Any) -> Iterable[tuple[int, str]]:
+    if isinstance(value, list):
+        return [(i, v) for i, v in enumerate(value) if isinstance(v, str)]
+    return []
+
+
+def _dicts(value: Any) -> Iterable[tuple[int, dict]]:
+    if isinstance(value, list):
+        return [(i, v) for i, v in enumerate(value) if isinstance(v, dict)]
+    return []
+
+
+def _fix_formatting(wiki: Wiki) -> list[str]:
+    """Rewrite pages whose only formatting problems are BOM, CRLF or non-canonical frontmatter."""
+    fixed = []
+    for rel in sorted(wiki.entries):
+        path = wiki.repo.root / rel
+        raw = path.read_bytes()
+        page = wiki.page(rel)
+        if page.meta is None:
+            continue
+        text = render_page(page.meta, page.body)
+        if text.encode("utf-8") != raw:
+            path.write_text(text, encoding="utf-8", newline="\n")
+            fixed.append(rel)
+    return fixed

@@ -1,0 +1,91 @@
+"""The controlled vocabularies (schemas/vocabulary.yaml) and the aliases queries understand."""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import yaml
+
+from kernelwiki import yamlio
+
+# Words a user types -> terms pages use. Keys are lower-case.
+QUERY_ALIASES: dict[str, list[str]] = {
+    "umma": ["tcgen05", "tcgen05-mma"],
+    "tcgen05.mma": ["tcgen05"],
+    "b200": ["sm_100a", "blackwell"],
+    "b300": ["sm_103a", "blackwell"],
+    "gb200": ["sm_100a", "blackwell"],
+    "blackwell": ["sm_100a"],
+    "h100": ["sm_90a", "hopper"],
+    "h200": ["sm_90a", "hopper"],
+    "h800": ["sm_90a", "hopper"],
+    "hopper": ["sm_90a"],
+    "gmma": ["wgmma"],
+    "hgmma": ["wgmma"],
+    "bulk-tensor": ["tma"],
+    "cp.async.bulk": ["tma"],
+    "tensor-memory": ["tmem"],
+    "fa4": ["flash-attention-4", "flash-attention"],
+    "fa3": ["flash-attention"],
+    "cutedsl": ["cute-dsl"],
+    "cute": ["cute-dsl"],
+    "e2m1": ["nvfp4", "fp4"],
+    "ue8m0": ["mxfp8", "block-scale"],
+}
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    data: dict
+
+    @classmethod
+    def load(cls, schemas_dir: Path) -> "Vocabulary":
+        text = (schemas_dir / "vocabulary.yaml").read_text(encoding="utf-8")
+        return cls(yaml.load(text, Loader=yamlio.Loader))
+
+    @property
+    def type_prefix(self) -> dict[str, str]:
+        return self.data["page_types"]
+
+    @property
+    def sections(self) -> dict[str, str]:
+        return self.data["sections"]
+
+    @cached_property
+    def archs(self) -> set[str]:
+        arch = self.data["architectures"]
+        return set(arch["canonical"]) | set(arch["legacy"])
+
+    def canonical_arch(self, name: str) -> str:
+        return self.data["architectures"]["legacy"].get(name, name)
+
+    @cached_property
+    def tags(self) -> set[str]:
+        return set(self.data["tags"])
+
+    @cached_property
+    def dtypes(self) -> set[str]:
+        return set(self.data["dtypes"])
+
+    @property
+    def evidence_levels(self) -> list[str]:
+        return self.data["evidence_levels"]
+
+    @property
+    def vocabulary_fields(self) -> dict[str, str]:
+        return self.data["vocabulary_fields"]
+
+    def terms(self, kind: str) -> set[str]:
+        return {"tags": self.tags, "archs": self.archs, "dtypes": self.dtypes}[kind]
+
+
+def closest(word: str, choices, n: int = 3) -> list[str]:
+    return difflib.get_close_matches(word, list(choices), n=n, cutoff=0.6)
+
+
+def did_you_mean(word: str, choices) -> str:
+    near = closest(word, choices)
+    return f" (did you mean {', '.join(repr(c) for c in near)}?)" if near else ""
