@@ -1,0 +1,104 @@
+"""Fixtures: a small throwaway wiki (real schemas, hand-made pages) to break in every way."""
+
+from __future__ import annotations
+
+import io
+import re
+import shutil
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
+
+import pytest
+
+from kernelwiki.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+PROBLEM_LINE = re.compile(r"^(?P<path>[^:]+):(?P<line>\d+): (?P<field>[^:]+): (?P<message>.+)$")
+
+SOURCE_PAGE = """---
+id: src-example
+title: An example source
+type: source
+kind: paper
+url: https://example.org/paper
+retrieved: 2026-11-29
+facts:
+- The example kernel reaches 100 TFLOP/s.
+---
+# Example source
+"""
+
+HW_PAGE = """---
+id: hw-example
+title: An example hardware feature
+type: hardware
+summary: A feature used to test the tools.
+aliases:
+- skill-example
+architectures:
+- sm_90a
+tags:
+- wgmma
+sources:
+- src-example
+claims:
+- id: peak
+  metric: tflops
+  value: 100
+  unit: TFLOP/s
+  gpu: H200-SXM
+  arch: sm_90a
+  dtype: bf16
+  evidence: source-reported
+  source: src-example
+---
+# Example hardware
+
+Body text about wgmma and the example feature.
+"""
+
+
+class MiniRepo:
+    def __init__(self, root: Path):
+        self.root = root
+        shutil.copytree(ROOT / "schemas", root / "schemas")
+        (root / "wiki").mkdir()
+        self.write("wiki/sources/example.md", SOURCE_PAGE)
+        self.write("wiki/hardware/example.md", HW_PAGE)
+
+    def write(self, rel: str, text: str | bytes) -> Path:
+        path = self.root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(text, bytes):
+            path.write_bytes(text)
+        else:
+            path.write_text(text, encoding="utf-8", newline="")
+        return path
+
+    def run(self, *argv: str) -> tuple[int, str, str]:
+        """Run the CLI in-process; returns (exit code, stdout, stderr)."""
+        out, err = io.StringIO(), io.StringIO()
+        with redirect_stdout(out), redirect_stderr(err):
+            code = main([argv[0], "--root", str(self.root), *argv[1:]])
+        return code, out.getvalue(), err.getvalue()
+
+    def problems(self) -> list[dict]:
+        """Validate; every stdout line must be a well-formed problem line."""
+        code, out, err = self.run("validate")
+        assert "Traceback" not in out + err
+        found = []
+        for line in out.splitlines():
+            match = PROBLEM_LINE.match(line)
+            assert match, f"malformed problem line: {line!r}"
+            found.append(match.groupdict())
+        assert (code == 1) == bool(found), (code, out, err)
+        return found
+
+
+@pytest.fixture
+def mini(tmp_path) -> MiniRepo:
+    return MiniRepo(tmp_path / "repo")
+
+
+def messages(problems: list[dict]) -> str:
+    return "\n".join(f"{p['path']}:{p['line']}: {p['field']}: {p['message']}" for p in problems)

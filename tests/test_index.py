@@ -1,0 +1,49 @@
+"""The index cache: reused when files are unchanged, refreshed when they change, survives damage."""
+
+from __future__ import annotations
+
+import os
+
+from kernelwiki.index import CACHE_FILE, Wiki
+from kernelwiki.repo import Repo
+
+
+def test_cache_is_reused_and_refreshed(mini):
+    repo = Repo(mini.root)
+    first = Wiki.load(repo)
+    assert len(first.fresh) == 2 and (repo.cache / CACHE_FILE).is_file()
+    second = Wiki.load(repo)
+    assert second.fresh == {} and second.by_id()["hw-example"].get("title") == "An example hardware feature"
+    page = mini.root / "wiki/hardware/example.md"
+    page.write_text(page.read_text().replace("An example hardware feature", "Renamed feature"))
+    third = Wiki.load(repo)
+    assert list(third.fresh) == ["wiki/hardware/example.md"]
+    assert third.by_id()["hw-example"].get("title") == "Renamed feature"
+
+
+def test_deleted_page_leaves_the_index(mini):
+    repo = Repo(mini.root)
+    Wiki.load(repo)
+    os.remove(mini.root / "wiki/hardware/example.md")
+    assert "hw-example" not in Wiki.load(repo).by_id()
+
+
+def test_damaged_cache_is_ignored(mini):
+    repo = Repo(mini.root)
+    Wiki.load(repo)
+    (repo.cache / CACHE_FILE).write_text("{broken")
+    assert "hw-example" in Wiki.load(repo).by_id()
+
+
+def test_validation_results_are_cached_and_invalidated(mini):
+    assert mini.problems() == []
+    page = mini.root / "wiki/hardware/example.md"
+    page.write_text(page.read_text().replace("- wgmma", "- nope"))
+    assert [p["field"] for p in mini.problems()] == ["tags[0]"]
+    assert [p["field"] for p in mini.problems()] == ["tags[0]"]  # from the cache, same answer
+
+
+def test_read_only_checkout_works_without_cache(mini):
+    repo = Repo(mini.root)
+    (mini.root / ".kernelwiki-cache").write_text("a file where the cache directory should be")
+    assert "hw-example" in Wiki.load(repo).by_id()

@@ -1,0 +1,71 @@
+"""query: ranking, aliases (UMMA, B200, H100), filters, JSON."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import ROOT
+from kernelwiki.index import Wiki
+from kernelwiki.query import Filters, search
+from kernelwiki.repo import Repo
+
+
+@pytest.fixture(scope="module")
+def wiki() -> Wiki:
+    return Wiki.load(Repo(ROOT), use_cache=False)
+
+
+def ids(hits) -> list[str]:
+    return [h.entry.id for h in hits]
+
+
+def test_alias_umma_finds_tcgen05(wiki):
+    assert ids(search(wiki, ["UMMA"], Filters()))[0] == "hw-tcgen05-mma"
+
+
+def test_word_ranking_prefers_id_and_title(wiki):
+    assert ids(search(wiki, ["wgmma"], Filters()))[0] == "hw-wgmma"
+    assert ids(search(wiki, ["deepgemm"], Filters()))[0] == "kernel-deepgemm"
+
+
+def test_all_words_must_match(wiki):
+    assert ids(search(wiki, ["wgmma", "nonexistentword"], Filters())) == []
+
+
+@pytest.mark.parametrize("arch, present, absent", [
+    ("B200", "hw-tcgen05-mma", "hw-wgmma"),
+    ("sm_100a", "hw-tcgen05-mma", "hw-wgmma"),
+    ("sm100", "hw-tcgen05-mma", "hw-wgmma"),
+    ("H100", "hw-wgmma", "hw-tcgen05-mma"),
+    ("H200", "hw-wgmma", "hw-tcgen05-mma"),
+    ("sm_90", "hw-wgmma", "hw-tcgen05-mma"),
+])
+def test_arch_filter_understands_gpu_names(wiki, arch, present, absent):
+    found = ids(search(wiki, [], Filters(archs=[arch]), limit=0))
+    assert present in found and absent not in found
+
+
+def test_type_tag_evidence_status_filters(wiki):
+    assert set(ids(search(wiki, [], Filters(types=["footgun"]), limit=0))) == {"footgun-low-entropy-inputs"}
+    assert "kernel-deepgemm" in ids(search(wiki, [], Filters(tags=["fp8"]), limit=0))
+    assert "hw-wgmma" not in ids(search(wiki, [], Filters(tags=["fp8"]), limit=0))
+    spec = ids(search(wiki, [], Filters(evidence=["spec"], types=["hardware"]), limit=0))
+    assert spec == ["hw-tcgen05-mma"]
+    assert ids(search(wiki, [], Filters(statuses=["verified"]), limit=0)) == []
+
+
+def test_evidence_filter_is_per_arch_when_arch_given(wiki):
+    found = ids(search(wiki, [], Filters(archs=["sm_100a"], evidence=["source-reported"]), limit=0))
+    assert "kernel-deepgemm" in found and "hw-tcgen05-mma" not in found
+
+
+def test_cli_json_and_unknown_tag(mini):
+    code, out, _ = mini.run("query", "wgmma", "--json")
+    data = json.loads(out)
+    assert code == 0 and data[0]["id"] == "hw-example" and data[0]["summary"] == "A feature used to test the tools."
+    code, _, err = mini.run("query", "--tag", "wgmmma")
+    assert code == 2 and "did you mean 'wgmma'" in err
+    code, _, err = mini.run("query", "nothing-matches-this")
+    assert code == 0 and "no pages match" in err
