@@ -6,13 +6,12 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from kernelwiki import yamlio
 from kernelwiki.index import Entry, Wiki
-from kernelwiki.validate import sha256_file
+from kernelwiki.pages import split_page
+from kernelwiki.repo import sha256_file
 
 LANGUAGES = {".py": "python", ".cu": "cuda", ".cuh": "cuda", ".cpp": "cpp", ".h": "cpp", ".hpp": "cpp",
              ".yaml": "yaml", ".yml": "yaml", ".json": "json", ".sh": "bash", ".md": "markdown", ".ptx": "ptx"}
@@ -29,13 +28,13 @@ class Options:
 
 
 def get_page(wiki: Wiki, entry: Entry, options: Options) -> str:
-    page = wiki.page(entry.rel)
-    meta = page.meta or {}
+    meta = entry.meta or {}
+    frontmatter_text, body = _split(wiki, entry)
     result: dict[str, Any] = {"id": entry.id, "path": entry.rel}
     if options.part in ("page", "frontmatter"):
         result["frontmatter"] = meta
     if options.part in ("page", "body"):
-        result["body"] = page.body
+        result["body"] = body
     if options.part == "claims":
         result["claims"] = all_claims(meta)
     if options.follow_sources:
@@ -47,7 +46,17 @@ def get_page(wiki: Wiki, entry: Entry, options: Options) -> str:
         result["probes"] = [probe_bundle(wiki, p) for p in meta.get("probes") or [] if isinstance(p, str)]
     if options.fmt == "json":
         return json.dumps(result, indent=2, ensure_ascii=False, default=str) + "\n"
-    return _markdown(wiki, entry, page, result, options)
+    return _markdown(frontmatter_text, body, result, options)
+
+
+def _split(wiki: Wiki, entry: Entry) -> tuple[str, str]:
+    """Frontmatter text and body, straight from the file (the parsed frontmatter is in the index)."""
+    text = (wiki.repo.root / entry.rel).read_text(encoding="utf-8-sig").replace("\r\n", "\n")
+    parts = split_page(text)
+    if parts is None:
+        page = wiki.page(entry.rel)
+        return page.frontmatter_text, page.body
+    return parts
 
 
 def all_claims(meta: dict) -> list[dict]:
@@ -82,6 +91,8 @@ def artifact_bundle(wiki: Wiki, meta: dict) -> dict:
     provenance_path = root / "PROVENANCE.yaml"
     provenance: dict = {}
     if provenance_path.is_file():
+        from kernelwiki import yamlio
+
         try:
             provenance, _ = yamlio.load(provenance_path.read_text(encoding="utf-8"))
         except (yamlio.YamlProblem, UnicodeDecodeError):
@@ -117,6 +128,8 @@ def _upstream_item(item: dict, upstream: dict) -> dict:
     if not package:
         out["note"] = f"pinned at {upstream.get('repo')}@{upstream.get('commit')}; not installable as a package"
         return out
+    from importlib import metadata  # slow to import; only --include-code with upstream files needs it
+
     try:
         dist = metadata.distribution(package)
     except metadata.PackageNotFoundError:
@@ -171,14 +184,14 @@ def latest_record(wiki: Wiki, probe_id: str) -> dict | None:
 
 
 # --- Markdown rendering --------------------------------------------------------------------------
-def _markdown(wiki: Wiki, entry: Entry, page, result: dict, options: Options) -> str:
+def _markdown(frontmatter_text: str, body: str, result: dict, options: Options) -> str:
     out: list[str] = []
     if options.part == "page":
-        out.append(f"---\n{page.frontmatter_text}---\n{page.body}")
+        out.append(f"---\n{frontmatter_text}---\n{body}")
     elif options.part == "frontmatter":
-        out.append(page.frontmatter_text)
+        out.append(frontmatter_text)
     elif options.part == "body":
-        out.append(page.body)
+        out.append(body)
     else:
         out.append(claims_table(result["claims"]))
     if options.follow_sources:

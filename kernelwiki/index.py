@@ -8,11 +8,11 @@ rebuilt whenever the schemas, the vocabulary or the tool version change.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
+import pickle
 import re
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,10 @@ from kernelwiki.repo import Repo
 from kernelwiki.schema import fingerprint
 from kernelwiki.vocab import QUERY_ALIASES, Vocabulary, closest
 
-CACHE_FILE = "index.json"
+CACHE_FILE = "index.pickle"
+TEXT_FILE = "text.pickle"  # search text, kept apart so that lookups need not load it
+# The cache is pickled, not JSON: loading 2,000 entries is several times faster, and the file is
+# this checkout's own (ignored by git, rebuilt whenever the code or the schemas change).
 _WORD = re.compile(r"[a-z0-9_.+-]+")
 
 
@@ -37,8 +40,8 @@ class Entry:
     meta: dict[str, Any] | None
     headline: str
     """summary, or the first paragraph of the body, for listings."""
-    text: str
-    """Lower-cased searchable text: title, aliases, tags and body."""
+    text: str | None
+    """Lower-cased searchable text: title, aliases, tags and body (None until Wiki.text loads it)."""
     read_problems: list[Problem]
     local_problems: list[Problem] | None = None
     """Problems found by the per-file checks; None until validate has run them."""
@@ -50,22 +53,6 @@ class Entry:
 
     def get(self, key: str, default: Any = None) -> Any:
         return (self.meta or {}).get(key, default)
-
-    def to_json(self) -> dict:
-        data = {k: v for k, v in self.__dict__.items() if k not in ("read_problems", "local_problems")}
-        data["read_problems"] = [p.to_json() for p in self.read_problems]
-        data["local_problems"] = (
-            None if self.local_problems is None else [p.to_json() for p in self.local_problems]
-        )
-        return data
-
-    @classmethod
-    def from_json(cls, data: dict) -> "Entry":
-        data = dict(data)
-        data["read_problems"] = [Problem(**p) for p in data["read_problems"]]
-        if data["local_problems"] is not None:
-            data["local_problems"] = [Problem(**p) for p in data["local_problems"]]
-        return cls(**data)
 
 
 class UnknownPage(LookupError):
@@ -83,27 +70,31 @@ class Wiki:
     dirty: bool = False
     fresh: dict[str, Page] = field(default_factory=dict)
     """Pages parsed in this process (not from the cache), kept for their line maps."""
+    key: str = ""
+    """Cache key: the tool version, its code, the schemas and the vocabulary."""
+    use_cache: bool = True
+    _texts: dict[str, str] | None = None
 
     # --- loading -----------------------------------------------------------------------------
     @classmethod
     def load(cls, repo: Repo | None = None, use_cache: bool = True) -> "Wiki":
         repo = repo or Repo.find()
-        wiki = cls(repo, Vocabulary.load(repo.schemas))
-        cached = wiki._read_cache() if use_cache else {}
-        for path, stat in _scan(repo.wiki):
-            rel = repo.rel(path)
+        key = _cache_key(repo)
+        cached_vocab, cached = _read_cache(repo, key) if use_cache else (None, {})
+        wiki = cls(repo, Vocabulary(cached_vocab) if cached_vocab else Vocabulary.load(repo.schemas), key=key,
+                   use_cache=use_cache)
+        for rel, stat in _scan(repo.root):
             old = cached.get(rel)
             if old and old.mtime_ns == stat.st_mtime_ns and old.size == stat.st_size:
                 wiki.entries[rel] = old
             else:
-                page = read_page(path, rel)
+                page = read_page(repo.root / rel, rel)
                 wiki.fresh[rel] = page
                 wiki.entries[rel] = _entry(page, stat)
                 wiki.dirty = True
-        if set(cached) - set(wiki.entries):
+        if set(cached) - set(wiki.entries) or not cached_vocab:
             wiki.dirty = True
-        if use_cache:
-            wiki.save()
+        wiki.save()
         return wiki
 
     def page(self, rel: str) -> Page:
@@ -112,35 +103,31 @@ class Wiki:
             self.fresh[rel] = read_page(self.repo.root / rel, rel)
         return self.fresh[rel]
 
-    def _cache_key(self) -> str:
-        """Changes with the tool version, its code, the schemas and the vocabulary."""
-        code = sorted(f"{p.name}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in Path(__file__).parent.glob("*.py"))
-        digest = hashlib.sha256("\n".join(code).encode()).hexdigest()[:12]
-        return f"{__version__}:{digest}:{fingerprint(self.repo.schemas)}"
-
-    def _read_cache(self) -> dict[str, Entry]:
-        try:
-            data = json.loads((self.repo.cache / CACHE_FILE).read_text(encoding="utf-8"))
-            if data.get("key") != self._cache_key():
-                return {}
-            return {rel: Entry.from_json(e) for rel, e in data["entries"].items()}
-        except (OSError, ValueError, KeyError, TypeError):
-            return {}
-
     def save(self) -> None:
         """Write the cache atomically; a read-only checkout simply goes without."""
-        if not self.dirty:
+        if not self.dirty or not self.use_cache:
             return
-        payload = {"key": self._cache_key(), "entries": {r: e.to_json() for r, e in self.entries.items()}}
+        key = self.key
         try:
             self.repo.cache.mkdir(exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.repo.cache, suffix=".tmp")
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                json.dump(payload, out, ensure_ascii=False, separators=(",", ":"), default=str)
-            os.replace(tmp, self.repo.cache / CACHE_FILE)
+            texts = {rel: self.text(entry) for rel, entry in self.entries.items()}
+            _write_pickle(self.repo.cache / TEXT_FILE, {"key": key, "texts": texts})
+            # Plain tuples and dicts unpickle several times faster than dataclass instances.
+            entries = {rel: _to_plain(entry) for rel, entry in self.entries.items()}
+            _write_pickle(self.repo.cache / CACHE_FILE, {"key": key, "vocabulary": self.vocab.data, "entries": entries})
             self.dirty = False
         except OSError:
             pass
+
+    def text(self, entry: Entry) -> str:
+        """The search text of a page, from the text cache when the entry came from the cache."""
+        if entry.text is None:
+            if self._texts is None:
+                data = _read_pickle(self.repo.cache / TEXT_FILE)
+                self._texts = data["texts"] if data and data.get("key") == self.key else {}
+            cached = self._texts.get(entry.rel)
+            entry.text = cached if cached is not None else _entry(self.page(entry.rel), os.stat(self.repo.root / entry.rel)).text
+        return entry.text
 
     # --- lookups -----------------------------------------------------------------------------
     def by_id(self) -> dict[str, Entry]:
@@ -193,21 +180,70 @@ class Wiki:
         return [word, *QUERY_ALIASES.get(word.lower(), [])]
 
 
-def _scan(wiki_dir: Path):
-    """(path, stat) of every .md file under wiki/, sorted by path."""
+def _cache_key(repo: Repo) -> str:
+    """Changes with the tool version, its code, the schemas and the vocabulary."""
+    code = sorted(f"{p.name}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in Path(__file__).parent.glob("*.py"))
+    digest = hashlib.sha256("\n".join(code).encode()).hexdigest()[:12]
+    return f"{__version__}:{digest}:{fingerprint(repo.schemas)}"
+
+
+def _read_cache(repo: Repo, key: str) -> tuple[dict | None, dict[str, Entry]]:
+    data = _read_pickle(repo.cache / CACHE_FILE)
+    if not data or data.get("key") != key:
+        return None, {}
+    return data["vocabulary"], {rel: _from_plain(rel, plain) for rel, plain in data["entries"].items()}
+
+
+def _to_plain(entry: Entry) -> tuple:
+    local = None if entry.local_problems is None else [astuple(p) for p in entry.local_problems]
+    return (entry.mtime_ns, entry.size, entry.meta, entry.headline,
+            [astuple(p) for p in entry.read_problems], local)
+
+
+def _from_plain(rel: str, plain: tuple) -> Entry:
+    mtime_ns, size, meta, headline, read, local = plain
+    return Entry(rel, mtime_ns, size, meta, headline, None, [Problem(*p) for p in read],
+                 None if local is None else [Problem(*p) for p in local])
+
+
+def _read_pickle(path: Path) -> dict | None:
+    try:
+        with open(path, "rb") as handle:
+            data = pickle.load(handle)
+        return data if isinstance(data, dict) else None
+    except Exception:  # a damaged or foreign cache file is simply rebuilt
+        return None
+
+
+def _write_pickle(path: Path, payload: dict) -> None:
+    """Atomic write: a reader never sees half a file."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            pickle.dump(payload, out, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def _scan(root: Path):
+    """(repository-relative path, stat) of every .md file under wiki/, sorted by path.
+    Works on strings: resolving thousands of Path objects costs more than the rest of a lookup."""
+    prefix = len(str(root)) + 1
     found = []
-    stack = [wiki_dir]
+    stack = [os.path.join(str(root), "wiki")]
     while stack:
         try:
             with os.scandir(stack.pop()) as it:
                 for item in it:
                     if item.is_dir(follow_symlinks=False):
-                        stack.append(Path(item.path))
+                        stack.append(item.path)
                     elif item.name.endswith(".md") and item.is_file():
-                        found.append((Path(item.path), item.stat()))
-        except FileNotFoundError:
+                        found.append((item.path[prefix:].replace(os.sep, "/"), item.stat()))
+        except (FileNotFoundError, NotADirectoryError):
             continue
-    return sorted(found, key=lambda pair: pair[0])
+    return sorted(found)
 
 
 def _entry(page: Page, stat: os.stat_result) -> Entry:

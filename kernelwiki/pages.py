@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kernelwiki import yamlio
 from kernelwiki.problems import Problem
+
+LineMap = dict[tuple, int]
 
 BOM = b"\xef\xbb\xbf"
 FENCE = "---"
@@ -30,7 +31,7 @@ class Page:
     """Everything after the closing fence (LF line endings)."""
     frontmatter_text: str = ""
     """The frontmatter exactly as written (between the fences, LF line endings)."""
-    lines: yamlio.LineMap = field(default_factory=dict)
+    lines: LineMap = field(default_factory=dict)
     """Field path -> 0-based line inside the frontmatter text."""
     problems: list[Problem] = field(default_factory=list)
     """What went wrong while reading (encoding, fences, YAML)."""
@@ -39,7 +40,7 @@ class Page:
 
     def line(self, path: tuple = ()) -> int:
         """The 1-based file line of a frontmatter field (or its closest known parent)."""
-        return yamlio.line_of(self.lines, path) + self.FRONTMATTER_FIRST_LINE
+        return line_of(self.lines, path) + self.FRONTMATTER_FIRST_LINE
 
     @property
     def id(self) -> str | None:
@@ -53,6 +54,8 @@ def read_page(path: Path, rel: str) -> Page:
 
 
 def parse_page(raw: bytes, rel: str) -> Page:
+    from kernelwiki import yamlio  # imported here: lookups served from the index never need YAML
+
     problems: list[Problem] = []
 
     def problem(line: int, field_name: str, message: str) -> None:
@@ -103,4 +106,24 @@ def parse_page(raw: bytes, rel: str) -> Page:
 
 def render_page(meta: dict[str, Any], body: str) -> str:
     """The canonical text of a page with this frontmatter and body."""
+    from kernelwiki import yamlio
+
     return f"{FENCE}\n{yamlio.dump(meta)}{FENCE}\n{body}"
+
+
+def split_page(text: str) -> tuple[str, str] | None:
+    """(frontmatter text, body) of a well-formed page, without parsing the YAML."""
+    if not text.startswith(FENCE + "\n"):
+        return None
+    end = text.find("\n" + FENCE + "\n", len(FENCE))
+    if end < 0:
+        return None
+    return text[len(FENCE) + 1:end + 1], text[end + len(FENCE) + 2:]
+
+
+def line_of(lines: LineMap, path: tuple) -> int:
+    """The 0-based line of the deepest known prefix of `path`."""
+    for end in range(len(path), -1, -1):
+        if path[:end] in lines:
+            return lines[path[:end]]
+    return 0

@@ -56,7 +56,7 @@ def search(wiki: Wiki, words: list[str], filters: Filters, limit: int = 20) -> l
             continue
         score = 0.0
         for alternatives in terms:
-            best = max(_score(entry, term) for term in alternatives)
+            best = max(_score(entry, wiki.text(entry), term) for term in alternatives)
             if best == 0:
                 break
             score += best
@@ -86,7 +86,7 @@ def _passes(wiki: Wiki, entry: Entry, filters: Filters, wanted_archs: list[str])
     return True
 
 
-def _score(entry: Entry, term: str) -> float:
+def _score(entry: Entry, text: str, term: str) -> float:
     if not term:
         return 0.0
     score = 0.0
@@ -103,7 +103,7 @@ def _score(entry: Entry, term: str) -> float:
         score += WEIGHTS["tag"]
     if term in entry.headline.lower():
         score += WEIGHTS["summary"]
-    count = entry.text.count(term)
+    count = text.count(term)
     if count:
         score += 1.0 + math.log(count)
     return score

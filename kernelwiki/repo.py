@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,3 +68,7 @@ class Repo:
         if resolved != self.root and self.root not in resolved.parents:
             raise OutsideRepo(f"{user_path}: path leaves the repository ({self.root}); refused")
         return resolved
+
+
+def sha256_file(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()

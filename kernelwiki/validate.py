@@ -6,7 +6,6 @@ Per-page checks are cached with the index (by mtime and size); cross-file checks
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -15,8 +14,9 @@ from typing import Any, Iterable
 
 from kernelwiki import yamlio
 from kernelwiki.index import Entry, Wiki
-from kernelwiki.pages import Page, render_page
+from kernelwiki.pages import LineMap, Page, line_of, render_page
 from kernelwiki.problems import Problem, field_path
+from kernelwiki.repo import sha256_file
 from kernelwiki.schema import check as schema_check
 from kernelwiki.vocab import did_you_mean
 
@@ -241,7 +241,7 @@ def _check_probes(wiki: Wiki, report: Report) -> dict[str, Any]:
         probes[directory.name] = data
         if data is None:
             continue
-        line = lambda p, lines=lines: yamlio.line_of(lines, p) + 1  # noqa: E731
+        line = lambda p, lines=lines: line_of(lines, p) + 1  # noqa: E731
         report.problems += schema_check(wiki.repo.schemas, "probe", data, rel, line)
         if data.get("id") != directory.name:
             report.problems.append(Problem(rel, line(("id",)), "id", f"must equal the directory name {directory.name!r}"))
@@ -287,7 +287,7 @@ def _check_provenance(wiki: Wiki, report: Report) -> None:
         data, lines = _read_yaml(path, rel, report)
         if data is None:
             continue
-        line = lambda p, lines=lines: yamlio.line_of(lines, p) + 1  # noqa: E731
+        line = lambda p, lines=lines: line_of(lines, p) + 1  # noqa: E731
         report.problems += schema_check(wiki.repo.schemas, "provenance", data, rel, line)
         artifact = data.get("artifact")
         if isinstance(artifact, str) and artifact not in ids:
@@ -308,11 +308,7 @@ def _check_provenance(wiki: Wiki, report: Report) -> None:
 
 
 # --- helpers -------------------------------------------------------------------------------------
-def sha256_file(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def _read_yaml(path: Path, rel: str, report: Report) -> tuple[Any, yamlio.LineMap]:
+def _read_yaml(path: Path, rel: str, report: Report) -> tuple[Any, LineMap]:
     try:
         text = path.read_bytes().decode("utf-8")
     except UnicodeDecodeError:

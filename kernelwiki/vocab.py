@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-import yaml
-
-from kernelwiki import yamlio
 
 # Words a user types -> terms pages use. Keys are lower-case.
 QUERY_ALIASES: dict[str, list[str]] = {
@@ -43,8 +39,10 @@ class Vocabulary:
 
     @classmethod
     def load(cls, schemas_dir: Path) -> "Vocabulary":
-        text = (schemas_dir / "vocabulary.yaml").read_text(encoding="utf-8")
-        return cls(yaml.load(text, Loader=yamlio.Loader))
+        from kernelwiki import yamlio
+
+        data, _ = yamlio.load((schemas_dir / "vocabulary.yaml").read_text(encoding="utf-8"))
+        return cls(data)
 
     @property
     def type_prefix(self) -> dict[str, str]:
@@ -83,6 +81,8 @@ class Vocabulary:
 
 
 def closest(word: str, choices, n: int = 3) -> list[str]:
+    import difflib
+
     return difflib.get_close_matches(word, list(choices), n=n, cutoff=0.6)
 
 

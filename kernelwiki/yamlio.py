@@ -11,6 +11,7 @@ from typing import Any
 
 import yaml
 
+from kernelwiki.pages import LineMap
 from kernelwiki.problems import field_path
 
 _BASE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -42,7 +43,6 @@ class YamlProblem(Exception):
         self.message = message
 
 
-LineMap = dict[tuple, int]
 UNWRAPPED = 1 << 20
 
 
@@ -94,11 +94,3 @@ def dump(data: Any) -> str:
     long strings on one line (diffs stay line-per-field)."""
     return yaml.dump(data, Dumper=Dumper, sort_keys=False, allow_unicode=True, default_flow_style=False,
                      width=UNWRAPPED)
-
-
-def line_of(lines: LineMap, path: tuple) -> int:
-    """The 0-based line of the deepest known prefix of `path`."""
-    for end in range(len(path), -1, -1):
-        if path[:end] in lines:
-            return lines[path[:end]]
-    return 0

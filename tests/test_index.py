@@ -31,7 +31,7 @@ def test_deleted_page_leaves_the_index(mini):
 def test_damaged_cache_is_ignored(mini):
     repo = Repo(mini.root)
     Wiki.load(repo)
-    (repo.cache / CACHE_FILE).write_text("{broken")
+    (repo.cache / CACHE_FILE).write_bytes(b"\x80broken")
     assert "hw-example" in Wiki.load(repo).by_id()
 
 

@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""Speed at scale: copy the wiki into a temporary directory, add generated pages, and time the
+commands an agent runs, each as a fresh process (Python start-up included).
+
+    python scripts/bench_scale.py --pages 2000
+
+Targets on a 2-core machine: validate < 5 s, get_page < 0.2 s, query < 0.5 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TYPES = [("hardware", "hw-", "hardware"), ("kernel", "kernel-", "kernels"), ("technique", "technique-", "techniques"),
+         ("footgun", "footgun-", "footguns"), ("language", "lang-", "languages")]
+TAGS = ["wgmma", "tma", "gemm", "fp8", "attention", "tcgen05", "tmem", "swizzling", "cute-dsl", "hopper"]
+WORDS = ("warpgroup tensor memory pipeline stage barrier shared register accumulator epilogue tile cluster "
+         "multicast swizzle scale block quantization softmax exponent latency throughput bandwidth").split()
+
+
+def generate(wiki: Path, count: int, rng: random.Random) -> None:
+    ids = [f"{prefix}gen-{i:05d}" for i in range(count) for _, prefix, _ in [TYPES[i % len(TYPES)]]]
+    for i, page_id in enumerate(ids):
+        page_type, prefix, section = TYPES[i % len(TYPES)]
+        related = "\n".join(f"- {ids[j]}" for j in rng.sample(range(count), 3) if j != i)
+        tags = "\n".join(f"- {t}" for t in rng.sample(TAGS, 3))
+        body = "\n\n".join(" ".join(rng.choice(WORDS) for _ in range(60)) for _ in range(6))
+        text = f"""---
+id: {page_id}
+title: Generated page {i} about {rng.choice(WORDS)} and {rng.choice(WORDS)}
+type: {page_type}
+status: draft
+evidence_level: source-reported
+summary: A generated page used to measure the tools at scale.
+architectures:
+- sm_90a
+tags:
+{tags}
+related:
+{related}
+sources:
+- src-ptx-isa
+claims:
+- id: c{i}
+  metric: tflops
+  value: {rng.uniform(100, 900):.1f}
+  unit: TFLOP/s
+  gpu: H200-SXM
+  arch: sm_90a
+  dtype: bf16
+  shape: 4096x4096x4096
+  evidence: source-reported
+  source: src-ptx-isa
+---
+# Generated page {i}
+
+{body}
+"""
+        path = wiki / section / f"{page_id[len(prefix):]}.md"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+
+
+def timed(root: Path, *args: str, repeat: int = 1) -> tuple[float, int]:
+    times, code = [], 0
+    for _ in range(repeat):
+        start = time.perf_counter()
+        code = subprocess.run([sys.executable, "-m", "kernelwiki", *args, "--root", str(root)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT).returncode
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), code
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--pages", type=int, default=2000, help="generated pages to add (default 2000)")
+    parser.add_argument("--repeat", type=int, default=5, help="runs per lookup command (median reported)")
+    args = parser.parse_args()
+    # Byte-compile once, as an install does: with PYTHONDONTWRITEBYTECODE set, every run would
+    # otherwise recompile the package and the numbers would measure the compiler.
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "kernelwiki")], check=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "wiki-copy"
+        for name in ("schemas", "wiki"):
+            shutil.copytree(ROOT / name, root / name)
+        generate(root / "wiki", args.pages, random.Random(0))
+        total = sum(1 for _ in (root / "wiki").rglob("*.md"))
+        rows = []
+        for label, argv, repeat, limit in (
+            ("validate (cold, no cache)", ("validate", "--no-cache"), 1, 5.0),
+            ("validate (builds cache)", ("validate",), 1, 5.0),
+            ("validate (warm cache)", ("validate",), args.repeat, 5.0),
+            ("get_page by id", ("get", "hw-wgmma"), args.repeat, 0.2),
+            ("get_page by alias", ("get", "skill-wgmma", "--claims"), args.repeat, 0.2),
+            ("query 'warpgroup pipeline'", ("query", "warpgroup", "pipeline"), args.repeat, 0.5),
+            ("query --arch H100 --tag fp8", ("query", "--arch", "H100", "--tag", "fp8"), args.repeat, 0.5),
+        ):
+            seconds, code = timed(root, *argv, repeat=repeat)
+            rows.append((label, seconds, limit, code))
+    print(f"{total} pages ({args.pages} generated), median of {args.repeat} runs for lookups, Python start-up included")
+    print(f"{'command':<32} {'seconds':>8} {'target':>8}  ok")
+    failed = False
+    for label, seconds, limit, code in rows:
+        ok = seconds < limit and code in (0, 1)
+        failed |= not ok
+        print(f"{label:<32} {seconds:>8.3f} {limit:>8.1f}  {'yes' if ok else 'NO'}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
