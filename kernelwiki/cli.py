@@ -40,6 +40,20 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("query", parents=[common], help="search pages")
     add_query_arguments(p)
     p.set_defaults(func=cmd_query)
+
+    p = sub.add_parser("refresh", parents=[common], help="rewrite the managed parts of the pages from the run records")
+    p.add_argument("--check", action="store_true", help="change nothing; exit 1 if any page differs from what the records imply")
+    p.set_defaults(func=cmd_refresh)
+
+    probe = sub.add_parser("probe", help="list, show and run probes").add_subparsers(dest="probe_command")
+    p = probe.add_parser("list", parents=[common], help="every probe with its latest record")
+    p.set_defaults(func=cmd_probe_list)
+    p = probe.add_parser("show", parents=[common], help="one probe's spec and latest record")
+    p.add_argument("probe_id")
+    p.set_defaults(func=cmd_probe_show)
+    p = probe.add_parser("run", parents=[common], help="run probes and write run records")
+    add_run_arguments(p)
+    p.set_defaults(func=cmd_probe_run)
     return parser
 
 
@@ -143,4 +157,96 @@ def cmd_query(args) -> int:
         print(f"{e.id:<40} {str(e.get('type')):<10} {evidence:<16} {str(e.get('status') or '-'):<9} {e.get('title')}")
         if e.headline:
             print(f"    {e.headline[:110]}")
+    return 0
+
+
+# --- refresh and probes --------------------------------------------------------------------------
+def cmd_refresh(args) -> int:
+    from kernelwiki.refresh import refresh
+
+    changes = refresh(_repo(args), check=args.check)
+    verb = "differs from what the records imply" if args.check else "refreshed"
+    for change in changes:
+        print(f"{change.rel}: {verb} ({', '.join(change.fields)})")
+    if args.check and changes:
+        print("run `kernelwiki refresh` and commit the result; measured values come only from run records",
+              file=sys.stderr)
+        return 1
+    if not changes:
+        print("every page matches its records", file=sys.stderr)
+    return 0
+
+
+def add_run_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--all", action="store_true", dest="all_probes", help="every probe")
+    p.add_argument("--probe", action="append", default=[], help="this probe (repeatable)")
+    p.add_argument("--page", action="append", default=[], help="the probes backing this page (repeatable)")
+    p.add_argument("--case", action="append", default=[], help="only these case ids (repeatable)")
+    p.add_argument("--compile-only", action="store_true", help="compile and scan PTX/SASS; needs no GPU")
+    p.add_argument("--arch", action="append", default=[], help="compile-only: these architectures only")
+    p.add_argument("--seed", type=int, help="input seed (default: a fresh random one, recorded)")
+    p.add_argument("--timeout", type=float, help="per-probe timeout in seconds (default: the probe's own)")
+    p.add_argument("--no-refresh", action="store_true", help="write records but leave the pages alone")
+    p.add_argument("--no-record", action="store_true", help="run and report only; write no record (implies --no-refresh)")
+
+
+def cmd_probe_run(args) -> int:
+    from kernelwiki.probes import UnknownProbe, load_probes, select
+    from kernelwiki.refresh import refresh
+    from kernelwiki.runner import Options, RunnerBusy, run_probes, runner_lock, summary_table
+
+    repo = _repo(args)
+    if not (args.all_probes or args.probe or args.page):
+        print("error: say which probes: --all, --probe ID or --page ID", file=sys.stderr)
+        return 2
+    try:
+        specs = select(load_probes(repo), all_probes=args.all_probes, ids=args.probe, pages=args.page)
+    except UnknownProbe as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    options = Options(mode="compile-only" if args.compile_only else "run", cases=args.case, archs=args.arch,
+                      seed=args.seed, timeout_s=args.timeout, write=not args.no_record)
+    try:
+        with runner_lock(repo):
+            outcomes = run_probes(repo, specs, options)
+            if options.write and not args.no_refresh:
+                for change in refresh(repo):
+                    print(f"refreshed {change.rel} ({', '.join(change.fields)})", file=sys.stderr)
+    except RunnerBusy as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(summary_table(outcomes))
+    bad = [o for o in outcomes if o.status not in ("passed", "compiled", "skipped")]
+    return 1 if bad else 0
+
+
+def cmd_probe_list(args) -> int:
+    from kernelwiki.get import latest_record
+    from kernelwiki.index import Wiki
+    from kernelwiki.probes import load_probes
+
+    repo = _repo(args)
+    wiki = Wiki.load(repo)
+    for spec in load_probes(repo).values():
+        latest = latest_record(wiki, spec.id)
+        state = f"{latest['status']} ({latest['mode']}, {latest['started_at']})" if latest else "never run"
+        print(f"{spec.id:<28} {spec.kind:<12} {','.join(spec.archs):<16} {state:<44} {', '.join(spec.pages)}")
+    return 0
+
+
+def cmd_probe_show(args) -> int:
+    from kernelwiki.get import probe_bundle
+    from kernelwiki.index import Wiki
+    from kernelwiki.probes import load_probes
+    from kernelwiki.vocab import did_you_mean
+
+    repo = _repo(args)
+    probes = load_probes(repo)
+    if args.probe_id not in probes:
+        print(f"error: no probe {args.probe_id!r}{did_you_mean(args.probe_id, probes)}", file=sys.stderr)
+        return 1
+    spec = probes[args.probe_id]
+    print((spec.directory / "probe.yaml").read_text(encoding="utf-8"), end="")
+    bundle = probe_bundle(Wiki.load(repo), spec.id)
+    print(json.dumps(bundle.get("latest_record"), indent=2))
     return 0

@@ -187,7 +187,7 @@ def _check_cross_references(wiki: Wiki, report: Report, probes: dict[str, Any], 
         for index, ref in _strings(entry.get("probes")):
             if ref not in probes:
                 add(("probes", index), f"no probe probes/{ref}/probe.yaml{did_you_mean(ref, probes)}")
-            elif entry.id not in (probes[ref] or {}).get("pages", []):
+            elif probes[ref] is not None and entry.id not in probes[ref].get("pages", []):
                 add(("probes", index), f"probe {ref} does not list this page in its pages")
         cited = set(s for _, s in _strings(entry.get("sources")))
         for index, claim in _dicts(entry.get("claims")):

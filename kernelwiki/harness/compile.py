@@ -1,0 +1,100 @@
+"""Compile-only evidence: emitted PTX and SASS, and the instructions a probe expects in them.
+
+CuTe DSL kernels are compiled with fake tensors (`cute.compile(..., options="--gpu-arch sm_90a")`),
+which needs no GPU; the compiled object carries `__ptx__` and `__cubin__`. CUDA C++ probes are
+compiled with nvcc for `compute_90a`. SASS comes from nvdisasm (the `nvidia-cuda-nvdisasm` package
+or the CUDA toolkit); when no disassembler exists, only the PTX is scanned and the record says so.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class Emitted:
+    """What the compiler produced for one architecture."""
+
+    arch: str
+    ptx: str = ""
+    sass: str | None = None
+    """None when no disassembler was available."""
+    notes: list[str] = field(default_factory=list)
+
+
+def nvdisasm() -> str | None:
+    """Path of nvdisasm: on PATH, in the CUDA toolkit, or from the nvidia-cuda-nvdisasm wheel."""
+    found = shutil.which("nvdisasm")
+    if found:
+        return found
+    candidates = [os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "nvdisasm")]
+    for base in sys.path:
+        candidates += glob.glob(os.path.join(base, "nvidia", "cu*", "bin", "nvdisasm"))
+        candidates += glob.glob(os.path.join(base, "nvidia", "cuda_nvdisasm", "bin", "nvdisasm"))
+    return next((c for c in candidates if os.path.isfile(c) and os.access(c, os.X_OK)), None)
+
+
+def disassemble(cubin: bytes) -> str | None:
+    tool = nvdisasm()
+    if tool is None or not cubin:
+        return None
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as handle:
+        handle.write(cubin)
+        handle.flush()
+        result = subprocess.run([tool, handle.name], capture_output=True, text=True, timeout=120)
+    return result.stdout if result.returncode == 0 else None
+
+
+def from_cute(compiled, arch: str) -> Emitted:
+    """PTX and SASS of a `cute.compile(...)` result (compile with --keep-ptx --keep-cubin)."""
+    emitted = Emitted(arch, ptx=getattr(compiled, "__ptx__", None) or "")
+    cubin = getattr(compiled, "__cubin__", None)
+    emitted.sass = disassemble(cubin) if cubin else None
+    if emitted.sass is None:
+        emitted.notes.append("no SASS: nvdisasm not found (pip install nvidia-cuda-nvdisasm)")
+    return emitted
+
+
+def nvcc(source: Path, arch: str, extra: list[str] | None = None) -> Emitted:
+    """Compile a .cu file for one architecture-specific target; PTX and SASS of it."""
+    compiler = shutil.which("nvcc")
+    if compiler is None:
+        raise RuntimeError("nvcc not found: install the CUDA toolkit (CUDA 13.0) or run on the GPU machine")
+    number = arch.removeprefix("sm_")
+    with tempfile.TemporaryDirectory() as tmp:
+        ptx, cubin = Path(tmp) / "k.ptx", Path(tmp) / "k.cubin"
+        base = [compiler, "-std=c++17", "-O3", *(extra or [])]
+        for flags, out in ((["-ptx", f"-arch=compute_{number}"], ptx), (["-cubin", f"-arch=sm_{number}"], cubin)):
+            result = subprocess.run([*base, *flags, str(source), "-o", str(out)], capture_output=True, text=True)
+            if result.returncode != 0:
+                raise RuntimeError(f"nvcc failed for {arch}:\n{result.stderr[-4000:]}")
+        emitted = Emitted(arch, ptx=ptx.read_text())
+        emitted.sass = disassemble(cubin.read_bytes())
+    if emitted.sass is None:
+        emitted.notes.append("no SASS: nvdisasm not found")
+    return emitted
+
+
+def scan(emitted: Emitted, expected: list[str]) -> dict:
+    """Which expected mnemonics occur in the PTX or SASS. SASS mnemonics are upper case."""
+    found, missing = [], []
+    for mnemonic in expected:
+        haystack = emitted.sass if mnemonic.isupper() else emitted.ptx
+        if haystack is None:
+            missing.append(mnemonic)
+        elif mnemonic in haystack:
+            found.append(mnemonic)
+        else:
+            missing.append(mnemonic)
+    result = {"found": found, "missing": missing, "ptx_bytes": len(emitted.ptx),
+              "sass_scanned": emitted.sass is not None}
+    if emitted.notes:
+        result["notes"] = emitted.notes
+    return result

@@ -1,0 +1,113 @@
+"""Where a probe runs: GPU, architecture, driver, toolchain, clocks, commit."""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+# Compute capabilities whose architecture-specific ("a") target a probe compiles for.
+ARCH_SUFFIX = {"9.0": "sm_90a", "10.0": "sm_100a", "10.3": "sm_103a", "12.0": "sm_120a"}
+
+
+@dataclass(frozen=True)
+class Gpu:
+    name: str
+    """As nvidia-smi prints it, e.g. 'NVIDIA H200'."""
+    arch: str
+    """sm_90a, sm_100a, ..."""
+    driver: str
+
+
+def detect_gpu() -> Gpu | None:
+    """The first GPU nvidia-smi reports, or None (no driver, no GPU). Does not import torch."""
+    if os.environ.get("KERNELWIKI_FAKE_GPU"):  # tests: "NAME,ARCH"
+        name, arch = os.environ["KERNELWIKI_FAKE_GPU"].split(",")
+        return Gpu(name, arch, "fake")
+    out = _run(["nvidia-smi", "--query-gpu=name,compute_cap,driver_version", "--format=csv,noheader"])
+    if not out:
+        return None
+    name, cap, driver = [part.strip() for part in out.splitlines()[0].split(",")]
+    return Gpu(name, ARCH_SUFFIX.get(cap, "sm_" + cap.replace(".", "")), driver)
+
+
+def short_gpu_name(name: str | None) -> str:
+    """'NVIDIA H200' -> 'H200', 'NVIDIA H100 80GB HBM3' -> 'H100-80GB-HBM3'."""
+    if not name:
+        return "cpu"
+    return re.sub(r"\s+", "-", name.replace("NVIDIA", "").strip())
+
+
+def clocks() -> dict:
+    """Current SM clock (MHz), power draw and power limit (W); empty where nvidia-smi is absent."""
+    out = _run(["nvidia-smi", "--query-gpu=clocks.sm,power.draw,power.limit,temperature.gpu",
+                "--format=csv,noheader,nounits"])
+    if not out:
+        return {}
+    values = [_number(v) for v in out.splitlines()[0].split(",")]
+    return dict(zip(("sm_clock_mhz", "power_draw_w", "power_limit_w", "temperature_c"), values))
+
+
+def fingerprint(repo_root: Path) -> dict:
+    """The record's `environment`. Imports torch only if it is installed."""
+    gpu = detect_gpu()
+    env = {
+        "gpu": gpu.name if gpu else None,
+        "arch": gpu.arch if gpu else None,
+        "driver": gpu.driver if gpu else None,
+        "sm_count": None,
+        "memory_gib": None,
+        "l2_mib": None,
+        "cuda_runtime": None,
+        "nvcc": nvcc_version(),
+        "torch": _version("torch"),
+        "cutlass_dsl": _version("nvidia-cutlass-dsl"),
+        "flash_attn_4": _version("flash-attn-4"),
+        "quack": _version("quack-kernels"),
+        "python": platform.python_version(),
+        "commit": os.environ.get("KERNELWIKI_COMMIT") or _run(["git", "-C", str(repo_root), "rev-parse", "--short=12", "HEAD"]),
+    }
+    if gpu and env["torch"]:
+        import torch
+
+        if torch.cuda.is_available():
+            props = torch.cuda.get_device_properties(0)
+            env.update(sm_count=props.multi_processor_count, memory_gib=round(props.total_memory / 2**30, 1),
+                       l2_mib=round(getattr(props, "L2_cache_size", 0) / 2**20, 1) or None,
+                       cuda_runtime=torch.version.cuda)
+    before = clocks()
+    env["power_limit_w"] = before.get("power_limit_w")
+    return env
+
+
+def nvcc_version() -> str | None:
+    out = _run([shutil.which("nvcc") or "nvcc", "--version"])
+    match = re.search(r"release (\d+\.\d+)", out or "")
+    return match.group(1) if match else None
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text.strip())
+    except ValueError:
+        return None
+
+
+def _run(argv: list[str]) -> str | None:
+    try:
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return result.stdout.strip() if result.returncode == 0 else None

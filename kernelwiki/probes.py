@@ -1,0 +1,88 @@
+"""Probe specs (probes/<id>/probe.yaml) as the runner and refresh see them."""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+
+from kernelwiki import yamlio
+from kernelwiki.harness.env import Gpu
+from kernelwiki.repo import Repo
+from kernelwiki.vocab import closest
+
+
+@dataclass(frozen=True)
+class ProbeSpec:
+    id: str
+    directory: Path
+    data: dict
+
+    @property
+    def kind(self) -> str:
+        return self.data.get("kind", "")
+
+    @property
+    def archs(self) -> list[str]:
+        return list(self.data.get("archs") or [])
+
+    @property
+    def pages(self) -> list[str]:
+        return list(self.data.get("pages") or [])
+
+    @property
+    def timeout_s(self) -> float:
+        return float(self.data.get("timeout_s", 600))
+
+    @property
+    def entry(self) -> Path:
+        return self.directory / self.data["entry"]
+
+    def case(self, case_id: str) -> dict | None:
+        return next((c for c in self.data.get("cases") or [] if c.get("id") == case_id), None)
+
+    def skip_reason(self, mode: str, gpu: Gpu | None) -> str | None:
+        """Why this machine cannot run the probe in this mode, or None."""
+        needed = self.data.get("compile_requires" if mode == "compile-only" else "requires") or []
+        missing = [module for module in needed if importlib.util.find_spec(module) is None]
+        if missing:
+            return f"missing Python module {', '.join(missing)}"
+        if mode == "compile-only":
+            return None
+        if gpu is None:
+            return "no GPU on this machine"
+        if gpu.arch not in self.archs:
+            return f"requires {' or '.join(self.archs)}; this GPU is {gpu.arch}"
+        return None
+
+
+class UnknownProbe(LookupError):
+    pass
+
+
+def load_probes(repo: Repo) -> dict[str, ProbeSpec]:
+    """Every readable probe.yaml (validate reports the unreadable ones)."""
+    probes = {}
+    if not repo.probes.is_dir():
+        return probes
+    for directory in sorted(p for p in repo.probes.iterdir() if (p / "probe.yaml").is_file()):
+        try:
+            data, _ = yamlio.load((directory / "probe.yaml").read_text(encoding="utf-8"))
+        except (yamlio.YamlProblem, UnicodeDecodeError):
+            continue
+        if isinstance(data, dict) and data.get("id") == directory.name and data.get("entry"):
+            probes[directory.name] = ProbeSpec(directory.name, directory, data)
+    return probes
+
+
+def select(probes: dict[str, ProbeSpec], *, all_probes: bool, ids: list[str], pages: list[str]) -> list[ProbeSpec]:
+    """Probes named by id or backing one of the pages; calibration first, since others quote it."""
+    for name in ids:
+        if name not in probes:
+            near = closest(name, probes)
+            raise UnknownProbe(f"no probe {name!r}" + (f"; closest: {', '.join(near)}" if near else ""))
+    chosen = [p for p in probes.values()
+              if all_probes or p.id in ids or any(page in p.pages for page in pages)]
+    if pages and not all_probes and not ids and not chosen:
+        raise UnknownProbe(f"no probe backs page(s) {', '.join(pages)}")
+    return sorted(chosen, key=lambda p: (p.kind != "calibration", p.id))

@@ -1,0 +1,430 @@
+"""`kernelwiki refresh`: rewrite the managed parts of every page from the run records.
+
+Managed: the record-backed claims (`evidence: measured` or `compiled`), `evidence_by_arch`,
+`evidence_level`, `status`, `measured_on`, `last_measured`, and the body's generated blocks
+(`<!-- kernelwiki:begin NAME -->` ... `<!-- kernelwiki:end NAME -->`, outside code fences).
+Everything else — other fields, their order, the prose, its line endings — is left byte-identical.
+
+Refresh is a pure function of (pages, records, probe specs, the pins in pyproject.toml): running it
+twice changes nothing the second time. "Now", for staleness, is the newest record in the
+repository, not the wall clock, so the result does not depend on when it runs.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from kernelwiki import yamlio
+from kernelwiki.harness.env import short_gpu_name
+from kernelwiki.pages import FENCE, parse_page
+from kernelwiki.probes import ProbeSpec, load_probes
+from kernelwiki.repo import Repo
+from kernelwiki.vocab import Vocabulary
+
+LEVELS = ["spec", "source-reported", "compiled", "measured"]
+RECORD_LEVELS = ("measured", "compiled")
+BAD_RUN = ("incorrect", "control-passed", "failed", "crashed", "timeout")
+LOWER_IS_BETTER_UNITS = ("us", "ms", "ns", "s", "cycles", "ulp")
+REGRESSION = 0.10
+MANAGED_ORDER = ("status", "evidence_level", "evidence_by_arch", "measured_on", "last_measured")
+BLOCK = re.compile(r"^<!-- kernelwiki:(begin|end) ([a-z0-9-]+) -->\s*$")
+FENCE_LINE = re.compile(r"^ {0,3}(```|~~~)")
+
+
+@dataclass(frozen=True)
+class Record:
+    path: str
+    data: dict
+
+    @property
+    def started(self) -> str:
+        return str(self.data.get("started_at", ""))
+
+    @property
+    def arch(self) -> str | None:
+        return (self.data.get("environment") or {}).get("arch")
+
+
+@dataclass
+class Change:
+    rel: str
+    fields: list[str]
+
+
+def load_records(repo: Repo) -> dict[str, list[Record]]:
+    """probe id -> its records, oldest first."""
+    out: dict[str, list[Record]] = {}
+    if not repo.evidence.is_dir():
+        return out
+    for path in sorted(repo.evidence.glob("*/*.json")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict):
+            out.setdefault(path.parent.name, []).append(Record(repo.rel(path), data))
+    for records in out.values():
+        records.sort(key=lambda r: (r.started, r.path))
+    return out
+
+
+def load_pins(repo: Repo) -> dict:
+    try:
+        config = tomllib.loads((repo.root / "pyproject.toml").read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError):
+        return {}
+    return config.get("tool", {}).get("kernelwiki", {})
+
+
+def refresh(repo: Repo, check: bool = False) -> list[Change]:
+    """Rewrite (or with check=True only compare) every page; return the pages that change."""
+    vocab = Vocabulary.load(repo.schemas)
+    probes = load_probes(repo)
+    records = load_records(repo)
+    settings = load_pins(repo)
+    newest = max((r.started for rs in records.values() for r in rs), default="")
+    changes = []
+    for path in sorted(repo.wiki.rglob("*.md")):
+        rel = repo.rel(path)
+        raw = path.read_bytes()
+        new = refresh_text(raw, rel, vocab, probes, records, settings, newest)
+        if new is None or new[0] == raw:
+            continue
+        changes.append(Change(rel, new[1]))
+        if not check:
+            path.write_bytes(new[0])
+    return changes
+
+
+def refresh_text(raw: bytes, rel: str, vocab: Vocabulary, probes: dict[str, ProbeSpec],
+                 records: dict[str, list[Record]], settings: dict, newest: str) -> tuple[bytes, list[str]] | None:
+    """The refreshed bytes of one page and the fields that changed; None for pages it cannot read."""
+    page = parse_page(raw, rel)
+    meta = page.meta
+    if meta is None or meta.get("type") == "source" or page.problems and any(
+            "CRLF" not in p.message and "byte-order" not in p.message for p in page.problems):
+        return None
+    bom = raw.startswith(b"\xef\xbb\xbf")
+    text = raw.decode("utf-8-sig")
+    newline = "\r\n" if "\r\n" in text.split("\n", 1)[0] + "\n" else "\n"
+    lines = text.splitlines(keepends=True)
+    close = next(i for i in range(1, len(lines)) if lines[i].rstrip("\r\n") == FENCE)
+    header, body = "".join(lines[:close + 1]), "".join(lines[close + 1:])
+
+    implied = implied_meta(meta, vocab, probes, records, settings, newest)
+    changed = [k for k in set(meta) | set(implied) if meta.get(k) != implied.get(k)]
+    if changed:
+        header = f"{FENCE}\n{yamlio.dump(implied)}{FENCE}\n".replace("\n", newline)
+    new_body = render_blocks(body, implied, newline)
+    if new_body != body:
+        changed.append("(generated blocks)")
+    out = ("\ufeff" if bom else "") + header + new_body
+    return out.encode("utf-8"), sorted(changed)
+
+
+# --- frontmatter -----------------------------------------------------------------------------------
+def implied_meta(meta: dict, vocab: Vocabulary, probes: dict[str, ProbeSpec], records: dict[str, list[Record]],
+                 settings: dict, newest: str) -> dict:
+    page_id = meta.get("id")
+    linked = [probes[p] for p in meta.get("probes") or [] if isinstance(p, str) and p in probes]
+    hand_claims = [c for c in meta.get("claims") or [] if not (isinstance(c, dict) and c.get("evidence") in RECORD_LEVELS)]
+    hand_ids = {c.get("id") for c in hand_claims if isinstance(c, dict)}
+    record_claims: list[dict] = []
+    used: list[Record] = []
+    run_archs: set[str] = set()
+    compiled_archs: set[str] = set()
+    for spec in linked:
+        for record in _latest_passing_runs(records.get(spec.id, [])):
+            used.append(record)
+            run_archs.add(str(record.arch))
+            record_claims += _measured_claims(spec, record, page_id, hand_ids, vocab)
+        for arch, record in _latest_compiles(records.get(spec.id, [])).items():
+            if record.data.get("status") == "compiled" and arch not in run_archs:
+                compiled_archs.add(arch)
+                used.append(record)
+                record_claims.append(_compiled_claim(spec, record, arch))
+    claims = hand_claims + sorted(record_claims, key=lambda c: c["id"])
+
+    archs = [a for a in meta.get("architectures") or [] if isinstance(a, str)]
+    by_arch = {}
+    for arch in archs:
+        canonical = vocab.canonical_arch(arch)
+        if canonical in run_archs:
+            by_arch[arch] = "measured"
+        elif canonical in compiled_archs:
+            by_arch[arch] = "compiled"
+        else:
+            by_arch[arch] = _hand_level(hand_claims, canonical, vocab)
+
+    managed: dict[str, Any] = {"status": _status(linked, records, claims, used, settings, newest)}
+    if archs:
+        managed["evidence_level"] = by_arch[archs[0]]
+        managed["evidence_by_arch"] = by_arch
+    runs = [r for r in used if r.data.get("mode") == "run"]
+    if runs:
+        latest = max(runs, key=lambda r: r.started)
+        managed["measured_on"] = measured_on(latest.data)
+        managed["last_measured"] = latest.started
+    out = {k: v for k, v in meta.items() if k not in (*MANAGED_ORDER, "claims")}
+    out = _insert_after(out, "type", {k: v for k, v in managed.items() if k in ("status", "evidence_level", "evidence_by_arch")})
+    position = "evidence_by_arch" if "evidence_by_arch" in out else "type"
+    out = _insert_after(out, position, {k: managed[k] for k in ("measured_on", "last_measured") if k in managed})
+    if claims or "claims" in meta:
+        out = _place_like(meta, out, "claims", claims)
+    return out
+
+
+def _insert_after(meta: dict, anchor: str, items: dict) -> dict:
+    """Insert keys right after `anchor` (or at the end), keeping every other key where it was."""
+    if not items:
+        return meta
+    out: dict = {}
+    for key, value in meta.items():
+        out[key] = value
+        if key == anchor:
+            out.update(items)
+    if anchor not in meta:
+        out.update(items)
+    return out
+
+
+def _place_like(original: dict, meta: dict, key: str, value: Any) -> dict:
+    """Put `key` where it stood in the original mapping (after the same predecessor), else at the end."""
+    keys = list(original)
+    if key in keys:
+        before = [k for k in keys[:keys.index(key)] if k in meta]
+        if before:
+            return _insert_after(meta, before[-1], {key: value})
+    return {**meta, key: value}
+
+
+def _hand_level(claims: list, arch: str, vocab: Vocabulary) -> str:
+    levels = [c.get("evidence") for c in claims if isinstance(c, dict) and c.get("evidence") in LEVELS
+              and (c.get("arch") is None or vocab.canonical_arch(str(c.get("arch"))) == arch)]
+    return max(levels, key=LEVELS.index) if levels else "spec"
+
+
+def _latest_passing_runs(records: list[Record]) -> list[Record]:
+    """Per architecture, the newest run record that passed."""
+    latest: dict[str, Record] = {}
+    for record in records:
+        if record.data.get("mode") == "run" and record.data.get("status") == "passed":
+            latest[str(record.arch)] = record
+    return list(latest.values())
+
+
+def _latest_compiles(records: list[Record]) -> dict[str, Record]:
+    latest: dict[str, Record] = {}
+    for record in records:
+        if record.data.get("mode") == "compile-only":
+            for arch in record.data.get("instructions") or {}:
+                latest[arch] = record
+    return latest
+
+
+def _measured_claims(spec: ProbeSpec, record: Record, page_id: str, hand_ids: set, vocab: Vocabulary) -> list[dict]:
+    env = record.data.get("environment") or {}
+    claims = []
+    for case in record.data.get("cases") or []:
+        headline = case.get("headline") or {}
+        case_spec = spec.case(case.get("id", "")) or {}
+        if case.get("status") != "passed" or "value" not in headline:
+            continue
+        if case_spec.get("pages") and page_id not in case_spec["pages"]:
+            continue
+        params = dict(case.get("params") or {})
+        claim: dict[str, Any] = {
+            "id": f"measured.{spec.id.removeprefix('probe-')}.{case['id']}",
+            "metric": headline["metric"], "value": headline["value"],
+        }
+        if headline.get("unit"):
+            claim["unit"] = headline["unit"]
+        claim.update(gpu=short_gpu_name(env.get("gpu")), arch=str(record.arch))
+        dtype = params.pop("dtype", None)
+        if isinstance(dtype, str) and dtype in vocab.dtypes:
+            claim["dtype"] = dtype
+        if params.get("shape"):
+            claim["shape"] = str(params.pop("shape"))
+        params.pop("ceiling", None)
+        if params:
+            claim["conditions"] = ", ".join(f"{k}={v}" for k, v in params.items())
+        claim.update(evidence="measured", record=record.path, case=case["id"])
+        if case_spec.get("claim") in hand_ids:
+            claim["reproduces"] = case_spec["claim"]
+        if "baseline" in headline and "baseline_value" in headline:
+            claim["baseline"] = {"name": headline["baseline"], "value": headline["baseline_value"]}
+            claim["ratio"] = headline["ratio"]
+        for key in ("fraction_of_peak", "fraction_of_ceiling"):
+            if key in headline:
+                claim[key] = headline[key]
+        claim["measured_at"] = record.started
+        claims.append(claim)
+    return claims
+
+
+def _compiled_claim(spec: ProbeSpec, record: Record, arch: str) -> dict:
+    found = (record.data.get("instructions") or {}).get(arch, {}).get("found", [])
+    return {"id": f"compiled.{spec.id.removeprefix('probe-')}.{arch}", "metric": "instructions-found",
+            "value": ", ".join(found), "arch": arch, "evidence": "compiled", "record": record.path,
+            "measured_at": record.started}
+
+
+def _status(linked: list[ProbeSpec], records: dict[str, list[Record]], claims: list, used: list[Record],
+            settings: dict, newest: str) -> str:
+    if not linked:
+        return "draft"
+    verified = True
+    for spec in linked:
+        probe_records = records.get(spec.id, [])
+        for arch in spec.archs:
+            runs = [r for r in probe_records if r.data.get("mode") == "run" and r.arch == arch]
+            compiles = [r for r in probe_records if r.data.get("mode") == "compile-only"
+                        and arch in (r.data.get("instructions") or {})]
+            if runs:
+                if runs[-1].data.get("status") in BAD_RUN or _dropped(runs):
+                    return "regressed"
+                verified &= runs[-1].data.get("status") == "passed"
+            elif compiles:
+                if compiles[-1].data.get("status") == "compile-failed":
+                    return "regressed"
+            else:
+                verified = False
+    if used and _stale(used, settings, newest):
+        return "stale"
+    cited = all(isinstance(c, dict) and (c.get("source") or c.get("record")) for c in claims)
+    return "verified" if verified and cited else "draft"
+
+
+def _dropped(runs: list[Record]) -> bool:
+    """The newest passing run fell more than 10% behind the previous one on the same GPU and toolchain."""
+    passing = [r for r in runs if r.data.get("status") == "passed"]
+    if len(passing) < 2:
+        return False
+    new, old = passing[-1], passing[-2]
+    key = ("gpu", "cuda_runtime", "cutlass_dsl", "torch")
+    if any((new.data.get("environment") or {}).get(k) != (old.data.get("environment") or {}).get(k) for k in key):
+        return False
+    old_values = {c.get("id"): c.get("headline") or {} for c in old.data.get("cases") or []}
+    for case in new.data.get("cases") or []:
+        h_new, h_old = case.get("headline") or {}, old_values.get(case.get("id")) or {}
+        if "value" not in h_new or not h_old.get("value"):
+            continue
+        ratio = h_new["value"] / h_old["value"]
+        if h_new.get("unit") in LOWER_IS_BETTER_UNITS:
+            ratio = 1 / ratio if ratio else 0
+        if ratio < 1 - REGRESSION:
+            return True
+    return False
+
+
+def _stale(used: list[Record], settings: dict, newest: str) -> bool:
+    window = timedelta(days=int(settings.get("freshness_days", 90)))
+    latest = max(r.started for r in used)
+    if newest and latest and _parse(newest) - _parse(latest) > window:
+        return True
+    pins = settings.get("pins") or {}
+    for record in used:
+        env = record.data.get("environment") or {}
+        for pin_key, env_key in (("cuda", "cuda_runtime"), ("cutlass_dsl", "cutlass_dsl"), ("torch", "torch")):
+            have = env.get(env_key) or (env.get("nvcc") if pin_key == "cuda" else None)
+            if pins.get(pin_key) and have and _major_minor(have) != _major_minor(pins[pin_key]):
+                return True
+    return False
+
+
+def _major_minor(version: str) -> str:
+    return ".".join(re.split(r"[.+]", str(version))[:2])
+
+
+def _parse(moment: str) -> datetime:
+    return datetime.strptime(moment, "%Y-%m-%dT%H:%M:%SZ")
+
+
+def measured_on(record: dict) -> str:
+    env = record.get("environment") or {}
+    return (f"{short_gpu_name(env.get('gpu'))} | {env.get('arch')} | CUDA {env.get('cuda_runtime')} | "
+            f"driver {env.get('driver')} | cutlass-dsl {env.get('cutlass_dsl')} | torch {env.get('torch')}")
+
+
+# --- generated blocks ------------------------------------------------------------------------------
+def render_blocks(body: str, meta: dict, newline: str) -> str:
+    """Replace the inside of each known generated block; everything outside stays as it is."""
+    lines = body.splitlines(keepends=True)
+    out: list[str] = []
+    in_fence: str | None = None
+    index = 0
+    while index < len(lines):
+        line = lines[index]
+        fence = FENCE_LINE.match(line)
+        if fence:
+            in_fence = None if in_fence == fence.group(1) else (in_fence or fence.group(1))
+        marker = None if in_fence else BLOCK.match(line.rstrip("\r\n"))
+        if marker and marker.group(1) == "begin" and marker.group(2) in RENDERERS:
+            end = _find_end(lines, index + 1, marker.group(2))
+            if end is not None:
+                out.append(line)
+                rendered = RENDERERS[marker.group(2)](meta)
+                out.append(rendered.replace("\n", newline))
+                out.append(lines[end])
+                index = end + 1
+                continue
+        out.append(line)
+        index += 1
+    return "".join(out)
+
+
+def _find_end(lines: list[str], start: int, name: str) -> int | None:
+    in_fence: str | None = None
+    for index in range(start, len(lines)):
+        fence = FENCE_LINE.match(lines[index])
+        if fence:
+            in_fence = None if in_fence == fence.group(1) else (in_fence or fence.group(1))
+        marker = None if in_fence else BLOCK.match(lines[index].rstrip("\r\n"))
+        if marker and marker.group(1) == "end" and marker.group(2) == name:
+            return index
+    return None
+
+
+def render_claims(meta: dict) -> str:
+    """Claims table: each source-reported claim followed by the measurements that reproduce it."""
+    claims = [c for c in meta.get("claims") or [] if isinstance(c, dict)]
+    reproductions: dict[str, list[dict]] = {}
+    for claim in claims:
+        if claim.get("reproduces"):
+            reproductions.setdefault(claim["reproduces"], []).append(claim)
+    rows = ["", "| claim | value | evidence | GPU / arch | conditions | from |", "|---|---|---|---|---|---|"]
+    ids = {c.get("id") for c in claims}
+    for claim in claims:
+        if claim.get("reproduces") in ids:
+            continue
+        rows += [_claim_row(row) for row in [claim, *reproductions.get(claim.get("id"), [])]]
+    rows.append("")
+    return "\n".join(rows) + "\n"
+
+
+def _claim_row(claim: dict) -> str:
+    value = f"{claim.get('value')} {claim.get('unit', '')}".strip()
+    if claim.get("ratio") is not None and claim.get("baseline"):
+        value += f" ({claim['ratio']:.3g}× {claim['baseline']['name']})"
+    where = " / ".join(str(x) for x in (claim.get("gpu"), claim.get("arch")) if x)
+    conditions = "; ".join(str(x) for x in (claim.get("dtype"), claim.get("shape"), claim.get("conditions")) if x)
+    cites = claim.get("record") or claim.get("source") or ""
+    if claim.get("record"):
+        cites = f"[record]({_relative_record(cites)})"
+    label = claim.get("id", "")
+    if claim.get("reproduces"):
+        label = f"↳ {label}"
+    return f"| {label} | {value} | {claim.get('evidence')} | {where} | {conditions} | {cites} |".replace("\n", " ")
+
+
+def _relative_record(path: str) -> str:
+    return "../../" + path
+
+
+RENDERERS = {"claims": render_claims}

@@ -1,0 +1,283 @@
+"""`kernelwiki probe run`: select probes, skip what this machine cannot run, run each in its own
+process with a timeout, write one record per probe run, refresh the pages, print a summary.
+
+A crash, an illegal address or a hang ends only that probe (`crashed`, `timeout`); the run goes
+on. Records are written atomically and only after they pass the record schema; a lock file stops
+two runners writing at once.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from collections import deque
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Iterator, TextIO
+
+from kernelwiki.harness import env as env_mod
+from kernelwiki.harness.peaks import CEILINGS_ENV, ceilings_from_record
+from kernelwiki.probes import ProbeSpec
+from kernelwiki.repo import Repo
+from kernelwiki.schema import check as schema_check
+
+LOG_TAIL_CHARS = 4000
+RUN_STATUSES_OK = ("passed", "compiled")
+
+
+class RunnerBusy(RuntimeError):
+    pass
+
+
+@dataclass
+class Options:
+    mode: str = "run"
+    cases: list[str] = field(default_factory=list)
+    archs: list[str] = field(default_factory=list)
+    seed: int | None = None
+    timeout_s: float | None = None
+    write: bool = True
+    """False: run and report, write no record (CI's compile-only pass)."""
+
+
+@dataclass
+class Outcome:
+    probe: str
+    status: str
+    reason: str = ""
+    record: dict | None = None
+    path: str | None = None
+
+
+@contextmanager
+def runner_lock(repo: Repo) -> Iterator[None]:
+    """Exclusive for the whole run; released by the OS if the runner dies."""
+    repo.cache.mkdir(exist_ok=True)
+    path = repo.cache / "runner.lock"
+    handle = open(path, "a+")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        holder = handle.read().strip() or "unknown"
+        handle.close()
+        raise RunnerBusy(f"another probe runner ({holder}) holds {path}; wait for it to finish") from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"pid {os.getpid()}, started {_now()}")
+    handle.flush()
+    try:
+        yield
+    finally:
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        handle.close()
+
+
+def run_probes(repo: Repo, specs: list[ProbeSpec], options: Options, out: TextIO = sys.stderr) -> list[Outcome]:
+    gpu = env_mod.detect_gpu()
+    machine = f"{gpu.name} ({gpu.arch})" if gpu else "no GPU"
+    print(f"kernelwiki probe run: {len(specs)} probe(s), mode {options.mode}, on {machine}", file=out)
+    environment = env_mod.fingerprint(repo.root)
+    outcomes: list[Outcome] = []
+    extra_env: dict[str, str] = {}
+    for index, spec in enumerate(specs, 1):
+        prefix = f"[{index}/{len(specs)}] {spec.id}"
+        reason = spec.skip_reason(options.mode, gpu)
+        if reason:
+            print(f"{prefix}: skipped: {reason}", file=out)
+            outcomes.append(Outcome(spec.id, "skipped", reason))
+            continue
+        timeout = options.timeout_s or spec.timeout_s
+        print(f"{prefix}: running ({options.mode}, timeout {timeout:.0f} s)", file=out, flush=True)
+        outcome = _run_one(repo, spec, options, environment, timeout, extra_env, out)
+        outcomes.append(outcome)
+        print(f"{prefix}: {outcome.status}" + (f" ({outcome.reason})" if outcome.reason else "")
+              + (f" -> {outcome.path}" if outcome.path else ""), file=out, flush=True)
+        if spec.kind == "calibration" and outcome.status == "passed" and outcome.record:
+            extra_env[CEILINGS_ENV] = json.dumps(ceilings_from_record(outcome.record, outcome.path or "this run"))
+    return outcomes
+
+
+def _run_one(repo: Repo, spec: ProbeSpec, options: Options, environment: dict, timeout: float,
+             extra_env: dict[str, str], out: TextIO) -> Outcome:
+    started = datetime.now(timezone.utc)
+    clock_before = env_mod.clocks().get("sm_clock_mhz") if options.mode == "run" else None
+    with tempfile.TemporaryDirectory() as tmp:
+        result_path = Path(tmp) / "result.json"
+        argv = [sys.executable, str(spec.entry), "--mode", options.mode, "--out", str(result_path)]
+        if options.seed is not None:
+            argv += ["--seed", str(options.seed)]
+        argv += [a for case in options.cases if spec.case(case) for a in ("--case", case)]
+        argv += [a for arch in options.archs for a in ("--arch", arch)]
+        returncode, log_tail, timed_out = _execute(argv, repo, timeout, extra_env, out)
+        result = None
+        if result_path.is_file():
+            try:
+                result = json.loads(result_path.read_text(encoding="utf-8"))
+            except ValueError:
+                result = None
+    finished = datetime.now(timezone.utc)
+    status, reason = _status(spec, options.mode, result, returncode, timed_out, timeout)
+    if status == "skipped":
+        return Outcome(spec.id, status, reason)
+    env = dict(environment, sm_clock_mhz_before=clock_before,
+               sm_clock_mhz_after=env_mod.clocks().get("sm_clock_mhz") if options.mode == "run" else None)
+    record = {
+        "schema_version": 1, "probe": spec.id, "run_id": "", "mode": options.mode, "status": status,
+        "started_at": _iso(started), "finished_at": _iso(finished),
+        "wall_s": round((finished - started).total_seconds(), 2), "environment": env,
+        "cases": (result or {}).get("cases", []),
+    }
+    if reason:
+        record["reason"] = reason
+    for key in ("seed", "protocol", "ceilings", "negative_control", "instructions"):
+        if result and result.get(key) not in (None, {}):
+            record[key] = result[key]
+    if status not in RUN_STATUSES_OK:
+        record["log_tail"] = log_tail
+    record["run_id"] = _run_id(repo, spec.id, started, env.get("gpu"), options.mode)
+    problems = schema_check(repo.schemas, "record", record, f"{spec.id}/{record['run_id']}", lambda p: 1)
+    if problems:
+        # A probe that returns malformed results has failed; keep what can be kept.
+        reason = "probe result fails the record schema: " + "; ".join(f"{p.field}: {p.message}" for p in problems[:5])
+        record = {k: v for k, v in record.items() if k not in ("cases", "negative_control", "instructions", "protocol", "ceilings")}
+        record.update(status="failed", reason=reason, cases=[], log_tail=log_tail)
+        status = "failed"
+    path = None
+    if options.write:
+        path = _write_record(repo, spec.id, record)
+    return Outcome(spec.id, status, reason, record, path)
+
+
+def _execute(argv: list[str], repo: Repo, timeout: float, extra_env: dict[str, str],
+             out: TextIO) -> tuple[int | None, str, bool]:
+    """Run the probe process, echoing its output; kill its whole process group on timeout."""
+    env = dict(os.environ, **extra_env, PYTHONUNBUFFERED="1")
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(repo.root), env.get("PYTHONPATH")]))
+    tail: deque[str] = deque(maxlen=400)
+    proc = subprocess.Popen(argv, cwd=repo.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, errors="replace", start_new_session=True)
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            tail.append(line)
+            print(f"    | {line.rstrip()}", file=out, flush=True)
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    timed_out = False
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+    reader.join(timeout=5)
+    return proc.returncode, "".join(tail)[-LOG_TAIL_CHARS:], timed_out
+
+
+def _status(spec: ProbeSpec, mode: str, result: dict | None, returncode: int | None, timed_out: bool,
+            timeout: float) -> tuple[str, str]:
+    if timed_out:
+        return "timeout", f"no result within {timeout:.0f} s; the process group was killed"
+    if returncode != 0:
+        if returncode is not None and returncode < 0:
+            return "crashed", f"killed by signal {signal.Signals(-returncode).name}"
+        return "crashed", f"exited with status {returncode}"
+    if result is None:
+        return "failed", "the probe wrote no result"
+    if mode == "compile-only":
+        if result.get("reason") and not result.get("instructions"):
+            return "skipped", result["reason"]
+        archs = result.get("instructions") or {}
+        broken = [a for a, r in archs.items() if r.get("error") or r.get("missing")]
+        if not archs:
+            return "compile-failed", "nothing was compiled"
+        if broken:
+            details = "; ".join(f"{a}: " + (archs[a].get("error") or "missing " + ", ".join(archs[a]["missing"]))
+                                for a in broken)
+            return "compile-failed", details[:1000]
+        return "compiled", ""
+    cases = result.get("cases") or []
+    if not cases:
+        return "failed", "no case ran"
+    failed = [c for c in cases if c.get("status") == "failed"]
+    if failed:
+        return "failed", f"case {failed[0].get('id')}: {failed[0].get('reason', '')}"[:1000]
+    incorrect = [c["id"] for c in cases if c.get("status") != "passed"]
+    if incorrect:
+        return "incorrect", f"failed the correctness gate: {', '.join(incorrect)}"
+    if spec.data.get("negative_control"):
+        control = result.get("negative_control")
+        if not control:
+            return "failed", "the negative control did not run"
+        if control.get("error"):
+            return "failed", f"the negative control broke: {control['error']}"[:1000]
+        if not control.get("failed_gate"):
+            return "control-passed", "the deliberately broken variant passed the gate, so the gate proves nothing"
+    return "passed", ""
+
+
+def _run_id(repo: Repo, probe_id: str, started: datetime, gpu: str | None, mode: str) -> str:
+    base = f"{started:%Y%m%dT%H%M%SZ}-{env_mod.short_gpu_name(gpu).lower()}-{mode}"
+    candidate, n = base, 2
+    while (repo.evidence / probe_id / f"{candidate}.json").exists():
+        candidate, n = f"{base}-{n}", n + 1
+    return candidate
+
+
+def _write_record(repo: Repo, probe_id: str, record: dict) -> str:
+    directory = repo.evidence / probe_id
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{record['run_id']}.json"
+    fd, tmp = tempfile.mkstemp(dir=directory, suffix=".tmp")
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        json.dump(record, handle, indent=1, sort_keys=False, ensure_ascii=False)
+        handle.write("\n")
+    os.replace(tmp, path)
+    return repo.rel(path)
+
+
+def summary_table(outcomes: list[Outcome]) -> str:
+    """probe, case, status, metric, baseline, ratio, % of peak — one row per case."""
+    rows = [("probe", "case", "status", "metric", "value", "baseline", "ratio", "% peak", "% ceiling")]
+    for outcome in outcomes:
+        cases = (outcome.record or {}).get("cases") or []
+        if not cases:
+            rows.append((outcome.probe, "-", outcome.status, outcome.reason[:60], "", "", "", "", ""))
+        for case in cases:
+            h = case.get("headline") or {}
+            rows.append((
+                outcome.probe, case.get("id", ""), case.get("status", ""), h.get("metric", ""),
+                f"{h['value']:.4g} {h.get('unit', '')}" if "value" in h else "",
+                f"{h.get('baseline', '')} {h['baseline_value']:.4g}" if "baseline_value" in h else "",
+                f"{h['ratio']:.3f}" if "ratio" in h else "",
+                f"{100 * h['fraction_of_peak']:.1f}" if "fraction_of_peak" in h else "",
+                f"{100 * h['fraction_of_ceiling']:.1f}" if "fraction_of_ceiling" in h else "",
+            ))
+        control = (outcome.record or {}).get("negative_control")
+        if control:
+            rows.append((outcome.probe, "(negative control)", "failed gate" if control.get("failed_gate") else "PASSED GATE",
+                         "", "", "", "", "", ""))
+    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+
+
+def _now() -> str:
+    return _iso(datetime.now(timezone.utc))
+
+
+def _iso(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")

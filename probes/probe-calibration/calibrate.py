@@ -1,0 +1,66 @@
+"""probe-calibration: the ceilings other records quote.
+
+copy-bandwidth     torch's device-to-device copy of a 4 GiB buffer; bandwidth counts bytes read plus
+                   bytes written; checked bit for bit against the source.
+cublas-bf16-8192   torch.matmul (cuBLAS) on bf16 8192^3 normal inputs; checked against an FP32 matmul
+                   of the same inputs (TF32 off).
+
+Run through the runner: kernelwiki probe run --probe probe-calibration
+"""
+
+from __future__ import annotations
+
+from kernelwiki.harness import gates
+from kernelwiki.harness.probe import Context, Probe
+
+
+def copy_case(case: dict, ctx: Context) -> dict:
+    import torch
+
+    elements = case["params"]["bytes"] // 4
+    src = torch.randn(elements, device="cuda", generator=ctx.generator(1))
+    dst = gates.poison(torch.empty_like(src))
+    dst.copy_(src)
+    torch.cuda.synchronize()
+    correctness = gates.check(dst, src, "exact")
+    timing = ctx.timer(warmup=3, iters=30).compare({"torch copy_": lambda: dst.copy_(src)})["torch copy_"]
+    tbps = 2 * src.numel() * 4 / (timing["median_ms"] * 1e-3) / 1e12
+    return {"correctness": correctness, "timing": timing, "metrics": {"bytes_moved": 2 * src.numel() * 4},
+            "headline": ctx.headline("bandwidth", tbps, "TB/s", peak_key="copy")}
+
+
+def gemm_case(case: dict, ctx: Context) -> dict:
+    import torch
+
+    m, n, k = (int(x) for x in case["params"]["shape"].split("x"))
+    gen = ctx.generator(2)
+    a = torch.randn(m, k, device="cuda", generator=gen).to(torch.bfloat16)
+    b = torch.randn(k, n, device="cuda", generator=gen).to(torch.bfloat16)
+    out = gates.poison(torch.empty(m, n, device="cuda", dtype=torch.bfloat16))
+    torch.matmul(a, b, out=out)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    ref = torch.matmul(a.float(), b.float())
+    correctness = gates.check(out, ref, "bf16")
+    del ref
+    timing = ctx.timer(warmup=5, iters=40).compare({"cuBLAS": lambda: torch.matmul(a, b, out=out)})["cuBLAS"]
+    tflops = 2 * m * n * k / (timing["median_ms"] * 1e-3) / 1e12
+    return {"correctness": correctness, "timing": timing,
+            "headline": ctx.headline("tflops", tflops, "TFLOP/s", peak_key="bf16")}
+
+
+def run_case(case: dict, ctx: Context) -> dict:
+    return {"copy-bandwidth": copy_case, "cublas-bf16-8192": gemm_case}[case["id"]](case, ctx)
+
+
+def negative_control(ctx: Context) -> dict:
+    import torch
+
+    src = torch.randn(1 << 24, device="cuda", generator=ctx.generator(3))
+    dst = gates.poison(torch.empty_like(src))
+    dst.copy_(src)
+    dst[12345] += 1.0  # the deliberate corruption
+    return gates.check(dst, src, "exact")
+
+
+if __name__ == "__main__":
+    Probe(__file__).main(run_case=run_case, negative_control=negative_control)
