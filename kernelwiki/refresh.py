@@ -252,8 +252,9 @@ def _measured_claims(spec: ProbeSpec, record: Record, page_id: str, hand_ids: se
         if params.get("shape"):
             claim["shape"] = str(params.pop("shape"))
         params.pop("ceiling", None)
+        params.update({k: v for k, v in (case.get("metrics") or {}).items() if v is not None})
         if params:
-            claim["conditions"] = ", ".join(f"{k}={v}" for k, v in params.items())
+            claim["conditions"] = ", ".join(f"{k}={_short(v)}" for k, v in params.items())
         claim.update(evidence="measured", record=record.path, case=case["id"])
         if case_spec.get("claim") in hand_ids:
             claim["reproduces"] = case_spec["claim"]
@@ -266,6 +267,10 @@ def _measured_claims(spec: ProbeSpec, record: Record, page_id: str, hand_ids: se
         claim["measured_at"] = record.started
         claims.append(claim)
     return claims
+
+
+def _short(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
 def _compiled_claim(spec: ProbeSpec, record: Record, arch: str) -> dict:
@@ -282,6 +287,10 @@ def _status(linked: list[ProbeSpec], records: dict[str, list[Record]], claims: l
     verified = True
     for spec in linked:
         probe_records = records.get(spec.id, [])
+        if not probe_records:
+            verified = False
+        # Only the architectures the probe has records for count: a Blackwell-only probe that no
+        # machine here could run is "not run", not a failure.
         for arch in spec.archs:
             runs = [r for r in probe_records if r.data.get("mode") == "run" and r.arch == arch]
             compiles = [r for r in probe_records if r.data.get("mode") == "compile-only"
@@ -289,12 +298,8 @@ def _status(linked: list[ProbeSpec], records: dict[str, list[Record]], claims: l
             if runs:
                 if runs[-1].data.get("status") in BAD_RUN or _dropped(runs):
                     return "regressed"
-                verified &= runs[-1].data.get("status") == "passed"
-            elif compiles:
-                if compiles[-1].data.get("status") == "compile-failed":
-                    return "regressed"
-            else:
-                verified = False
+            elif compiles and compiles[-1].data.get("status") == "compile-failed":
+                return "regressed"
     if used and _stale(used, settings, newest):
         return "stale"
     cited = all(isinstance(c, dict) and (c.get("source") or c.get("record")) for c in claims)
@@ -310,6 +315,8 @@ def _dropped(runs: list[Record]) -> bool:
     key = ("gpu", "cuda_runtime", "cutlass_dsl", "torch")
     if any((new.data.get("environment") or {}).get(k) != (old.data.get("environment") or {}).get(k) for k in key):
         return False
+    if _protocol(new) != _protocol(old):  # a changed measurement is not a regression
+        return False
     old_values = {c.get("id"): c.get("headline") or {} for c in old.data.get("cases") or []}
     for case in new.data.get("cases") or []:
         h_new, h_old = case.get("headline") or {}, old_values.get(case.get("id")) or {}
@@ -321,6 +328,10 @@ def _dropped(runs: list[Record]) -> bool:
         if ratio < 1 - REGRESSION:
             return True
     return False
+
+
+def _protocol(record: Record) -> dict:
+    return {k: v for k, v in (record.data.get("protocol") or {}).items() if k != "seed"}
 
 
 def _stale(used: list[Record], settings: dict, newest: str) -> bool:

@@ -255,7 +255,11 @@ def summary_table(outcomes: list[Outcome]) -> str:
     rows = [("probe", "case", "status", "metric", "value", "baseline", "ratio", "% peak", "% ceiling")]
     for outcome in outcomes:
         cases = (outcome.record or {}).get("cases") or []
-        if not cases:
+        for arch, found in ((outcome.record or {}).get("instructions") or {}).items():
+            total = len(found.get("found", [])) + len(found.get("missing", []))
+            rows.append((outcome.probe, arch, outcome.status, "instructions", f"{len(found.get('found', []))}/{total} found",
+                         "", "", "", ""))
+        if not cases and not (outcome.record or {}).get("instructions"):
             rows.append((outcome.probe, "-", outcome.status, outcome.reason[:60], "", "", "", "", ""))
         for case in cases:
             h = case.get("headline") or {}
