@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e '.[dev,compile]'
 	$(PY) -m compileall -q kernelwiki
 	touch $(STAMP)
 
@@ -22,6 +22,8 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m kernelwiki validate
+	$(PY) -m kernelwiki refresh --check
+	$(PY) -m kernelwiki probe run --all --compile-only --no-record
 	$(PY) -m pytest -q
 
 bench: $(STAMP)

@@ -81,7 +81,8 @@ def runner_lock(repo: Repo) -> Iterator[None]:
         handle.close()
 
 
-def run_probes(repo: Repo, specs: list[ProbeSpec], options: Options, out: TextIO = sys.stderr) -> list[Outcome]:
+def run_probes(repo: Repo, specs: list[ProbeSpec], options: Options, out: TextIO | None = None) -> list[Outcome]:
+    out = out or sys.stderr
     gpu = env_mod.detect_gpu()
     machine = f"{gpu.name} ({gpu.arch})" if gpu else "no GPU"
     print(f"kernelwiki probe run: {len(specs)} probe(s), mode {options.mode}, on {machine}", file=out)
@@ -161,7 +162,8 @@ def _execute(argv: list[str], repo: Repo, timeout: float, extra_env: dict[str, s
              out: TextIO) -> tuple[int | None, str, bool]:
     """Run the probe process, echoing its output; kill its whole process group on timeout."""
     env = dict(os.environ, **extra_env, PYTHONUNBUFFERED="1")
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(repo.root), env.get("PYTHONPATH")]))
+    package_parent = str(Path(__file__).resolve().parents[1])  # so that probes can `import kernelwiki`
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(filter(None, [str(repo.root), package_parent, env.get("PYTHONPATH")])))
     tail: deque[str] = deque(maxlen=400)
     proc = subprocess.Popen(argv, cwd=repo.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, errors="replace", start_new_session=True)

@@ -1,0 +1,123 @@
+"""refresh: only managed fields and generated blocks change; prose stays byte-identical; idempotent."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import HW_PAGE
+
+RECORD = {
+    "schema_version": 1, "probe": "probe-x", "run_id": "r1", "mode": "run", "status": "passed",
+    "started_at": "2026-11-29T10:00:00Z",
+    "environment": {"gpu": "NVIDIA H200", "arch": "sm_90a", "driver": "580.1", "cuda_runtime": "13.0",
+                    "cutlass_dsl": "4.8.1", "torch": "2.11.0"},
+    "protocol": {"method": "cuda-events"},
+    "cases": [{"id": "c1", "status": "passed", "params": {"dtype": "bf16", "shape": "64x64x64"},
+               "headline": {"metric": "tflops", "value": 123.4, "unit": "TFLOP/s"}}],
+}
+
+AWKWARD_BODY = """# Ünïcödé — prose with “quotes”, 中文 and emoji 🚀
+
+```markdown
+<!-- kernelwiki:begin claims -->
+this is an example inside a code fence and must not be touched
+<!-- kernelwiki:end claims -->
+```
+
+Text between.
+
+<!-- kernelwiki:begin claims -->
+stale generated content
+<!-- kernelwiki:end claims -->
+
+Trailing prose.   
+"""
+
+
+def setup(mini, body: str = AWKWARD_BODY, crlf: bool = False):
+    mini.write("artifacts/evidence/probe-x/r1.json", json.dumps(RECORD))
+    mini.write("probes/probe-x/probe.yaml", "id: probe-x\ntitle: x\nkind: microbench\npages:\n- hw-example\n"
+               "archs:\n- sm_90a\nentry: run.py\ncases:\n- id: c1\n  claim: peak\n")
+    mini.write("probes/probe-x/run.py", "")
+    text = HW_PAGE.replace("summary:", "probes:\n- probe-x\nsummary:").split("---\n# Example")[0] + "---\n" + body
+    if crlf:
+        text = text.replace("\n", "\r\n")
+    return mini.write("wiki/hardware/example.md", text.encode())
+
+
+def prose(text: str) -> str:
+    """Everything outside the frontmatter and outside real generated blocks."""
+    body = text.split("---", 2)[2]
+    head, _, rest = body.partition("Text between.")
+    tail = rest.split("<!-- kernelwiki:end claims -->")[-1]
+    return head + tail
+
+
+@pytest.mark.parametrize("crlf", [False, True])
+def test_round_trip_keeps_prose_and_is_idempotent(mini, crlf):
+    page = setup(mini, crlf=crlf)
+    before = page.read_bytes().decode()
+    assert mini.run("refresh", "--check")[0] == 1
+    assert mini.run("refresh")[0] == 0
+    after = page.read_bytes().decode()
+    assert prose(after) == prose(before)
+    assert "this is an example inside a code fence and must not be touched" in after
+    assert "stale generated content" not in after
+    assert "| ↳ measured.x.c1 | 123.4 TFLOP/s | measured | H200 / sm_90a |" in after
+    assert ("\r\n" in after) == crlf and ("\r\n" in after.replace("\r\n", "") or "\n" in after)
+    if crlf:
+        assert after.count("\r\n") == after.count("\n")
+    # second run: nothing changes
+    assert mini.run("refresh", "--check")[0] == 0
+    mini.run("refresh")
+    assert page.read_bytes().decode() == after
+
+
+def test_managed_fields(mini):
+    page = setup(mini)
+    mini.run("refresh")
+    text = page.read_text()
+    for line in ("status: verified", "evidence_level: measured", "evidence_by_arch:\n  sm_90a: measured",
+                 "measured_on: H200 | sm_90a | CUDA 13.0 | driver 580.1 | cutlass-dsl 4.8.1 | torch 2.11.0",
+                 "last_measured: 2026-11-29T10:00:00Z", "  reproduces: peak", "  shape: 64x64x64"):
+        assert line in text, line
+    assert mini.problems() == []
+
+
+def test_hand_typed_measured_number_cannot_land(mini):
+    page = setup(mini)
+    mini.run("refresh")
+    page.write_text(page.read_text().replace("value: 123.4", "value: 150.0"))
+    code, out, err = mini.run("refresh", "--check")
+    assert code == 1 and "wiki/hardware/example.md: differs from what the records imply (claims" in out
+    mini.run("refresh")
+    assert "value: 123.4" in page.read_text()
+
+
+def test_failed_latest_record_regresses_but_keeps_last_good_numbers(mini):
+    page = setup(mini)
+    failed = dict(RECORD, run_id="r2", status="incorrect", started_at="2026-11-29T11:00:00Z",
+                  cases=[dict(RECORD["cases"][0], status="incorrect")])
+    mini.write("artifacts/evidence/probe-x/r2.json", json.dumps(failed))
+    mini.run("refresh")
+    text = page.read_text()
+    assert "status: regressed" in text and "value: 123.4" in text and "r1.json" in text
+
+
+def test_old_evidence_is_stale(mini):
+    page = setup(mini)
+    other = dict(RECORD, probe="probe-y", run_id="r9", started_at="2027-06-01T00:00:00Z")
+    mini.write("artifacts/evidence/probe-y/r9.json", json.dumps(other))
+    (mini.root / "pyproject.toml").write_text("[tool.kernelwiki]\nfreshness_days = 90\n")
+    mini.run("refresh")
+    assert "status: stale" in page.read_text()
+
+
+def test_page_without_probes_is_draft_and_loses_hand_written_measurements(mini):
+    page = mini.root / "wiki/hardware/example.md"
+    page.write_text(page.read_text().replace("summary:", "status: verified\nmeasured_on: typed by hand\nsummary:"))
+    mini.run("refresh")
+    text = page.read_text()
+    assert "status: draft" in text and "measured_on" not in text and "evidence_level: source-reported" in text
