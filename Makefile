@@ -1,33 +1,41 @@
-# Two entry points (see README): `make run` (the CLI on the embedded wiki) and `make test`.
+# Two entry points (see README): `make run` serves the site, `make test` runs what CI runs.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: setup run test bench clean
+.PHONY: setup run site test browser bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev,compile]'
+	$(PY) -m pip install -q -e '.[dev,compile,site]'
 	$(PY) -m compileall -q kernelwiki
 	touch $(STAMP)
 
 setup: $(STAMP)
 
+# The main job: validate the embedded wiki, then serve the site on http://127.0.0.1:8000
 run: $(STAMP)
 	$(PY) -m kernelwiki validate
-	$(PY) -m kernelwiki query --limit 0
-	$(PY) -m kernelwiki get hw-wgmma --claims
+	$(PY) -m kernelwiki site serve
 
-test: $(STAMP)
+site: $(STAMP)
+	$(PY) -m kernelwiki site build
+
+# Debian's chromium for the browser tests (Playwright cannot download a browser here).
+browser:
+	@command -v chromium >/dev/null || { apt-get update -q && apt-get install -y -q chromium; }
+
+test: $(STAMP) browser
 	$(PY) -m kernelwiki validate
 	$(PY) -m kernelwiki refresh --check
 	$(PY) -m kernelwiki probe run --all --compile-only --no-record
 	$(PY) -m pytest -q
 
 bench: $(STAMP)
-	$(PY) scripts/bench_scale.py --pages 2000
+	$(PY) scripts/bench_scale.py --pages 2000 --site
 
 clean:
-	rm -rf $(VENV) .kernelwiki-cache .pytest_cache
+	rm -rf $(VENV) .kernelwiki-cache .pytest_cache site test-artifacts

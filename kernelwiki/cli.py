@@ -45,6 +45,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--check", action="store_true", help="change nothing; exit 1 if any page differs from what the records imply")
     p.set_defaults(func=cmd_refresh)
 
+    site = sub.add_parser("site", help="build or serve the docs site").add_subparsers(dest="site_command")
+    p = site.add_parser("build", parents=[common], help="mkdocs build --strict into site/ (or --out)")
+    p.add_argument("--out", help="output directory (default: site/)")
+    p.set_defaults(func=cmd_site_build)
+    p = site.add_parser("serve", parents=[common], help="serve the site with live reload")
+    p.add_argument("--address", default="127.0.0.1:8000", help="host:port (default 127.0.0.1:8000)")
+    p.set_defaults(func=cmd_site_serve)
+
     probe = sub.add_parser("probe", help="list, show and run probes").add_subparsers(dest="probe_command")
     p = probe.add_parser("list", parents=[common], help="every probe with its latest record")
     p.set_defaults(func=cmd_probe_list)
@@ -250,3 +258,32 @@ def cmd_probe_show(args) -> int:
     bundle = probe_bundle(Wiki.load(repo), spec.id)
     print(json.dumps(bundle.get("latest_record"), indent=2))
     return 0
+
+
+# --- site ------------------------------------------------------------------------------------------
+def _mkdocs(repo: Repo, *args: str) -> int:
+    import os
+    import subprocess
+
+    env = dict(os.environ, NO_MKDOCS_2_WARNING="1")
+    try:
+        return subprocess.run([sys.executable, "-m", "mkdocs", *args, "-f", str(repo.root / "mkdocs.yml")],
+                              cwd=repo.root, env=env).returncode
+    except KeyboardInterrupt:
+        return 130
+
+
+def cmd_site_build(args) -> int:
+    import time
+
+    repo = _repo(args)
+    start = time.perf_counter()
+    out = ["-d", str(Path(args.out).resolve())] if args.out else []
+    code = _mkdocs(repo, "build", "--strict", "--quiet", *out)
+    if code == 0:
+        print(f"site built in {time.perf_counter() - start:.1f} s: {args.out or repo.root / 'site'}", file=sys.stderr)
+    return code
+
+
+def cmd_site_serve(args) -> int:
+    return _mkdocs(_repo(args), "serve", "--strict", "-a", args.address)

@@ -1,0 +1,150 @@
+"""The pages the site generates from the wiki: home, evidence dashboard, probe catalogue,
+architecture x page coverage, footgun index, tags index."""
+
+from __future__ import annotations
+
+from kernelwiki.index import Entry
+from kernelwiki.probes import ProbeSpec
+from kernelwiki.refresh import Record
+from kernelwiki.site.render import LEVEL_TEXT, STATUS_TEXT, badge, rel_link
+
+SECTION_TITLES = {"hardware": "Hardware", "kernels": "Kernels", "techniques": "Techniques",
+                  "footguns": "Footguns", "languages": "Languages", "sources": "Sources"}
+
+
+def page_uri(entry: Entry) -> str:
+    return entry.rel.removeprefix("wiki/")
+
+
+def home(entries: list[Entry], records: dict[str, list[Record]]) -> str:
+    measured = sum(1 for e in entries if e.get("evidence_level") == "measured")
+    record_count = sum(len(r) for r in records.values())
+    levels = "\n".join(f"| {badge('level', level)} | {text} |" for level, text in LEVEL_TEXT.items())
+    statuses = "\n".join(f"| {badge('status', status)} | {text} |" for status, text in STATUS_TEXT.items())
+    sections = "\n".join(
+        f"- **{title}** — " + ", ".join(f"[{e.get('title')}]({page_uri(e)})" for e in entries
+                                        if page_uri(e).startswith(section + "/"))
+        for section, title in SECTION_TITLES.items() if section != "sources")
+    return f"""---
+title: kernelwiki
+---
+# kernelwiki
+
+A knowledge base about fast GPU kernels on NVIDIA Hopper (sm_90a) and Blackwell (sm_100a) in which
+every number is either **cited** — it names the source page it comes from — or **measured** by an
+executable probe in this repository, with the GPU and toolchain it ran on. Pages show the
+reported value and our reproduction side by side. {len(entries)} pages, {measured} of them backed
+by measurements, {record_count} run records.
+
+## Reading the evidence
+
+Every page opens with an evidence card. Evidence is kept per architecture, weakest first:
+
+| level | meaning |
+|---|---|
+{levels}
+
+A Blackwell page measured only on Hopper does not become `measured`: the level of the page is
+the level of its first-listed (primary) architecture. The status says how current the evidence is:
+
+| status | meaning |
+|---|---|
+{statuses}
+
+## Where to start
+
+{sections}
+
+Evidence pages: [dashboard](evidence/index.md) (every claim), [probe catalogue](evidence/probes.md),
+[architecture coverage](evidence/coverage.md), [footguns](evidence/footguns.md), [tags](evidence/tags.md).
+"""
+
+
+def dashboard(entries: list[Entry]) -> str:
+    rows = ["| page | claim | level | value | GPU | arch | date | cites |", "|---|---|---|---|---|---|---|---|"]
+    uri = "evidence/index.md"
+    for entry in entries:
+        for claim in entry.get("claims") or []:
+            if not isinstance(claim, dict):
+                continue
+            cites = claim.get("source") or ""
+            if claim.get("record"):
+                cites = f"[record]({rel_link(uri, 'records/' + claim['record'].removeprefix('artifacts/evidence/'))})"
+            value = f"{claim.get('value')} {claim.get('unit', '')}".strip().replace("|", "\\|")
+            rows.append(f"| [{entry.id}]({rel_link(uri, page_uri(entry))}) | {claim.get('id')} | "
+                        f"{badge('level', claim.get('evidence'))} | {value} | {claim.get('gpu', '')} | "
+                        f"{claim.get('arch', '')} | {str(claim.get('measured_at', ''))[:10]} | {cites} |")
+    return "---\ntitle: Evidence dashboard\n---\n# Evidence dashboard\n\nEvery claim on every page, " \
+           "with its evidence level and what it cites.\n\n" + "\n".join(rows) + "\n"
+
+
+def probe_catalogue(probes: dict[str, ProbeSpec], records: dict[str, list[Record]], ids: dict[str, Entry]) -> str:
+    uri = "evidence/probes.md"
+    out = ["---\ntitle: Probe catalogue\n---\n# Probe catalogue\n",
+           "Each probe is an executable experiment; its latest record per GPU decides the status of the "
+           "pages it backs. Run them with `kernelwiki probe run`.\n"]
+    for spec in probes.values():
+        pages = ", ".join(f"[{p}]({rel_link(uri, page_uri(ids[p]))})" if p in ids else p for p in spec.pages)
+        out.append(f"## {spec.id}\n\n**{spec.data.get('title')}** — kind `{spec.kind}`, targets "
+                   f"{', '.join(spec.archs)}. Backs {pages}.\n\n{spec.data.get('description', '')}\n")
+        latest: dict[tuple, Record] = {}
+        for record in records.get(spec.id, []):
+            env = record.data.get("environment") or {}
+            latest[(env.get("gpu") or "no GPU", record.data.get("mode"))] = record
+        if not latest:
+            out.append("Not run yet.\n")
+            continue
+        out.append("| GPU | mode | status | date | record |\n|---|---|---|---|---|")
+        for (gpu, mode), record in sorted(latest.items()):
+            link = rel_link(uri, "records/" + record.path.removeprefix("artifacts/evidence/"))
+            out.append(f"| {gpu} | {mode} | {badge('status-run', record.data.get('status'))} | "
+                       f"{record.started[:10]} | [{record.path.rsplit('/', 1)[-1]}]({link}) |")
+        out.append("")
+    return "\n".join(out) + "\n"
+
+
+def coverage(entries: list[Entry], archs: list[str]) -> str:
+    uri = "evidence/coverage.md"
+    used = [a for a in archs if any(a in (e.get("evidence_by_arch") or {}) for e in entries)]
+    rows = ["| page | " + " | ".join(used) + " |", "|---|" + "---|" * len(used)]
+    for entry in entries:
+        if entry.get("type") == "source":
+            continue
+        by_arch = entry.get("evidence_by_arch") or {}
+        cells = " | ".join(badge("level", by_arch[a]) if a in by_arch else "" for a in used)
+        rows.append(f"| [{entry.id}]({rel_link(uri, page_uri(entry))}) | {cells} |")
+    return "---\ntitle: Architecture coverage\n---\n# Architecture × page coverage\n\n" \
+           "The evidence level of every page on every architecture it covers.\n\n" + "\n".join(rows) + "\n"
+
+
+def footgun_index(entries: list[Entry]) -> str:
+    uri = "evidence/footguns.md"
+    rows = ["| footgun | symptom | architectures | evidence |", "|---|---|---|---|"]
+    for entry in entries:
+        if entry.get("type") == "footgun":
+            rows.append(f"| [{entry.get('title')}]({rel_link(uri, page_uri(entry))}) | "
+                        f"{str(entry.get('symptom') or entry.headline).replace('|', chr(92) + '|')} | "
+                        f"{', '.join(entry.get('architectures') or [])} | {badge('level', entry.get('evidence_level'))} |")
+    return "---\ntitle: Footguns\n---\n# Footguns\n\nThings that crash, hang, give wrong results or " \
+           "mislead benchmarks, each with a probe that shows it.\n\n" + "\n".join(rows) + "\n"
+
+
+def tags_index() -> str:
+    return "---\ntitle: Tags\n---\n# Tags\n\n<!-- material/tags -->\n"
+
+
+STYLE = """
+.kw-card { border: 1px solid var(--md-default-fg-color--lightest); border-radius: .3rem; margin: 0 0 1rem; }
+.kw-card-table { margin: 0 !important; font-size: .7rem !important; }
+.kw-card-table th { width: 8rem; text-align: left; }
+.kw-badge { display: inline-block; padding: 0 .45em; border-radius: .6em; font-size: .65rem; font-weight: 700;
+  color: #fff; background: #757575; white-space: nowrap; }
+.kw-level-measured, .kw-status-verified, .kw-status-run-passed, .kw-status-run-compiled { background: #2e7d32; }
+.kw-level-compiled { background: #1565c0; }
+.kw-level-source-reported, .kw-status-stale { background: #ef6c00; }
+.kw-level-spec, .kw-status-draft { background: #616161; }
+.kw-status-regressed, .kw-status-run-incorrect, .kw-status-run-failed, .kw-status-run-crashed,
+.kw-status-run-timeout, .kw-status-run-control-passed, .kw-status-run-compile-failed { background: #c62828; }
+.kw-arch { font-family: var(--md-code-font-family); margin-left: .4em; }
+.kw-note { opacity: .7; margin-left: .4em; }
+"""
