@@ -113,6 +113,7 @@ def _run_one(repo: Repo, spec: ProbeSpec, options: Options, environment: dict, t
     clock_before = env_mod.clocks().get("sm_clock_mhz") if options.mode == "run" else None
     with tempfile.TemporaryDirectory() as tmp:
         result_path = Path(tmp) / "result.json"
+        extra_env = dict(extra_env, CUTE_DSL_DUMP_DIR=tmp)  # compiler dumps stay out of the checkout
         argv = [sys.executable, str(spec.entry), "--mode", options.mode, "--out", str(result_path)]
         if options.seed is not None:
             argv += ["--seed", str(options.seed)]
