@@ -43,6 +43,20 @@ def test_strict_build_has_every_generated_page(site):
     assert "class TmaCopy" in tma_text  # the kernel source, included from the file by the snippet
 
 
+def test_tags_outside_the_vocabulary_fail_the_build(tmp_path):
+    copy = tmp_path / "repo"
+    copy.mkdir()
+    for name in ("wiki", "schemas"):
+        shutil.copytree(ROOT / name, copy / name)
+    for name in ("mkdocs.yml", "kernelwiki"):
+        (copy / name).symlink_to(ROOT / name)
+    page = copy / "wiki/hardware/wgmma.md"
+    page.write_text(page.read_text().replace("tags:\n- wgmma\n", "tags:\n- not-in-vocabulary\n", 1))
+    result = subprocess.run([sys.executable, "-m", "kernelwiki", "site", "build", "--root", str(copy),
+                             "--out", str(tmp_path / "out")], cwd=copy, capture_output=True, text=True)
+    assert result.returncode != 0 and "not-in-vocabulary" in result.stdout + result.stderr
+
+
 def test_every_record_is_published(site):
     for record in (ROOT / "artifacts/evidence").glob("*/*.json"):
         assert (site / "records" / record.parent.name / record.name).is_file()
