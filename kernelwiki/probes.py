@@ -44,7 +44,7 @@ class ProbeSpec:
     def skip_reason(self, mode: str, gpu: Gpu | None) -> str | None:
         """Why this machine cannot run the probe in this mode, or None."""
         needed = self.data.get("compile_requires" if mode == "compile-only" else "requires") or []
-        missing = [module for module in needed if importlib.util.find_spec(module) is None]
+        missing = [module for module in needed if not _importable(module)]
         if missing:
             return f"missing Python module {', '.join(missing)}"
         if mode == "compile-only":
@@ -54,6 +54,14 @@ class ProbeSpec:
         if gpu.arch not in self.archs:
             return f"requires {' or '.join(self.archs)}; this GPU is {gpu.arch}"
         return None
+
+
+def _importable(module: str) -> bool:
+    """find_spec imports the parents of a dotted name; a missing parent means missing."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 class UnknownProbe(LookupError):
