@@ -214,6 +214,8 @@ def _status(spec: ProbeSpec, mode: str, result: dict | None, returncode: int | N
             return "compile-failed", details[:1000]
         return "compiled", ""
     cases = result.get("cases") or []
+    if not cases and result.get("reason"):
+        return "skipped", result["reason"]
     if not cases:
         return "failed", "no case ran"
     failed = [c for c in cases if c.get("status") == "failed"]

@@ -27,6 +27,9 @@ class Emitted:
     sass: str | None = None
     """None when no disassembler was available."""
     notes: list[str] = field(default_factory=list)
+    facts: list[str] = field(default_factory=list)
+    """What a compile-time probe observed besides the code (e.g. "default-target:sm_100a");
+    matched by expected entries written "fact:<text>"."""
 
 
 def nvdisasm() -> str | None:
@@ -83,9 +86,13 @@ def nvcc(source: Path, arch: str, extra: list[str] | None = None) -> Emitted:
 
 
 def scan(emitted: Emitted, expected: list[str]) -> dict:
-    """Which expected mnemonics occur in the PTX or SASS. SASS mnemonics are upper case."""
+    """Which expected mnemonics occur in the PTX or SASS (SASS mnemonics are upper case), and which
+    expected facts ("fact:...") the probe observed."""
     found, missing = [], []
     for mnemonic in expected:
+        if mnemonic.startswith("fact:"):
+            (found if mnemonic.removeprefix("fact:") in emitted.facts else missing).append(mnemonic)
+            continue
         haystack = emitted.sass if mnemonic.isupper() else emitted.ptx
         if haystack is None:
             missing.append(mnemonic)
@@ -97,4 +104,6 @@ def scan(emitted: Emitted, expected: list[str]) -> dict:
               "sass_scanned": emitted.sass is not None}
     if emitted.notes:
         result["notes"] = emitted.notes
+    if emitted.facts:
+        result["facts"] = emitted.facts
     return result

@@ -110,6 +110,8 @@ class Probe:
         return {"mode": "compile-only", "instructions": instructions}
 
     def _run(self, run_case, negative_control, args) -> dict:
+        if run_case is None:
+            return {"mode": "run", "reason": "compile-only probe: run it with --compile-only", "cases": []}
         gpu = detect_gpu()
         seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
         ctx = Context(seed=seed, gpu_short=short_gpu_name(gpu.name if gpu else None), gpu_name=gpu.name if gpu else None,

@@ -44,14 +44,19 @@ class TmaCopy:
     """A persistent TMA load/store copy kernel with an mbarrier ring of `stages` buffers."""
 
     def __init__(self, dtype: type[cutlass.Numeric], tile: tuple[int, int] = (128, 64), stages: int = 4,
-                 max_ctas: int = 132, drop_last_tile: bool = False):
+                 max_ctas: int = 132, drop_last_tile: bool = False, extra_tx_bytes: int = 0,
+                 elect_one_load: bool = False):
         self.dtype = dtype
         self.tile_m, self.tile_n = tile
         self.stages = stages
         self.max_ctas = max_ctas
-        # Negative control: skip the store of the last tile, so that part of the output is never
-        # written. The correctness gate must catch it.
+        # Deliberately wrong variants, for the negative control and the footgun probes:
+        # drop_last_tile skips the store of the last tile (part of the output is never written);
+        # extra_tx_bytes announces more bytes per stage than TMA delivers (the full barrier never
+        # completes); elect_one_load wraps the TMA load in an explicit elect_one().
         self.drop_last_tile = drop_last_tile
+        self.extra_tx_bytes = extra_tx_bytes
+        self.elect_one_load = elect_one_load
 
     @staticmethod
     def can_implement(dtype: type[cutlass.Numeric], m: int, n: int, tile: tuple[int, int], stages: int) -> None:
@@ -112,7 +117,7 @@ class TmaCopy:
             num_stages=self.stages,
             producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
             consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 1),  # one consumer warp
-            tx_count=cute.size_in_bytes(self.dtype, smem_layout),
+            tx_count=cute.size_in_bytes(self.dtype, smem_layout) + self.extra_tx_bytes,
         )
         # sRing: (tile_m, tile_n, stages)
         sRing = storage.ring.get_tensor(smem_layout_staged)
@@ -129,8 +134,13 @@ class TmaCopy:
             produce = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
             for tile in cutlass.range(bidx, num_tiles, grid, unroll=1):
                 ring.producer_acquire(produce)
-                cute.copy(tma_load, tLgIn[(None, (tile // tiles_n, tile % tiles_n))],
-                          tLsRing[(None, produce.index)], tma_bar_ptr=ring.producer_get_barrier(produce))
+                if cutlass.const_expr(self.elect_one_load):
+                    with cute.arch.elect_one():
+                        cute.copy(tma_load, tLgIn[(None, (tile // tiles_n, tile % tiles_n))],
+                                  tLsRing[(None, produce.index)], tma_bar_ptr=ring.producer_get_barrier(produce))
+                else:
+                    cute.copy(tma_load, tLgIn[(None, (tile // tiles_n, tile % tiles_n))],
+                              tLsRing[(None, produce.index)], tma_bar_ptr=ring.producer_get_barrier(produce))
                 ring.producer_commit(produce)
                 produce.advance()
 
@@ -160,9 +170,10 @@ class TmaCopy:
             cute.arch.cp_async_bulk_wait_group(0, read=False)
 
 
-def compile_for(arch: str, dtype_name: str = "float32", m: int = 4096, n: int = 4096,
+def compile_for(arch: str | None, dtype_name: str = "float32", m: int = 4096, n: int = 4096,
                 tile: tuple[int, int] = (128, 64), stages: int = 4, drop_last_tile: bool = False):
-    """Compile with fake tensors (no GPU needed); the result carries __ptx__ and __cubin__."""
+    """Compile with fake tensors (no GPU needed); the result carries __ptx__ and __cubin__.
+    arch=None leaves the target to the DSL's own default."""
     from cutlass.cute.runtime import make_fake_compact_tensor
     from cutlass.runtime import make_fake_stream
 
@@ -171,7 +182,8 @@ def compile_for(arch: str, dtype_name: str = "float32", m: int = 4096, n: int = 
     fake_in = make_fake_compact_tensor(dtype, (m, n), stride_order=(1, 0), assumed_align=16)
     fake_out = make_fake_compact_tensor(dtype, (m, n), stride_order=(1, 0), assumed_align=16)
     op = TmaCopy(dtype, tile, stages, drop_last_tile=drop_last_tile)
-    return cute.compile(op, fake_in, fake_out, make_fake_stream(), options=f"--gpu-arch {arch} --keep-ptx --keep-cubin")
+    target = f"--gpu-arch {arch} " if arch else ""
+    return cute.compile(op, fake_in, fake_out, make_fake_stream(), options=f"{target}--keep-ptx --keep-cubin")
 
 
 def main() -> None:
