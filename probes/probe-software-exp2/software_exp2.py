@@ -1,0 +1,132 @@
+"""probe-software-exp2: accuracy and throughput of our exp2 emulation on the H200.
+
+Accuracy: exp2 of 2^24 points uniform in [-127, 0] by each path, against exact 2^x (float64);
+error in ulps of the float32 result (denormal results excluded: ex2.approx.ftz flushes them).
+Throughput: chains x <- -(2^x) - 0.5 (2048 steps, 8 chains per thread, 8 blocks of 256 threads
+per SM), with 0..8 of every 8 chains on the software path; all splits timed interleaved.
+
+Run through the runner: kernelwiki probe run --probe probe-software-exp2
+"""
+
+from __future__ import annotations
+
+import sys
+
+from kernelwiki.harness import compile as compile_mod
+from kernelwiki.harness import gates
+from kernelwiki.harness.probe import REPO_ROOT, Context, Probe
+
+sys.path.insert(0, str(REPO_ROOT / "artifacts" / "kernels" / "software-exp2"))
+import exp2  # noqa: E402  (our kernel; importable without a GPU)
+
+REPEATS, VEC, THREADS, BLOCKS_PER_SM = 2048, 8, 256, 8
+SPLITS = (0, 2, 4, 6, 8)
+_compiled: dict = {}
+
+
+def stream():
+    import cuda.bindings.driver as cuda
+    import torch
+
+    return cuda.CUstream(torch.cuda.current_stream().cuda_stream)
+
+
+def launcher(op, x, y):
+    import cutlass.cute as cute
+    from cutlass.cute.runtime import from_dlpack
+
+    args = (from_dlpack(x, assumed_align=16), from_dlpack(y, assumed_align=16), stream())
+    compiled = cute.compile(op, *args)
+    return lambda: compiled(*args)
+
+
+def ulp_errors(y, x) -> dict:
+    import torch
+
+    exact = torch.exp2(x.double())
+    normal = exact >= 2.0**-126  # ftz flushes denormal results
+    ulp = torch.exp2(torch.floor(torch.log2(exact[normal])) - 23)
+    err = ((y.double()[normal] - exact[normal]).abs() / ulp)
+    rel = ((y.double()[normal] - exact[normal]).abs() / exact[normal])
+    return {"max_ulp": float(err.max().item()), "mean_ulp": float(err.mean().item()),
+            "max_rel_err": float(rel.max().item()), "points": int(normal.sum().item())}
+
+
+def accuracy(case: dict, ctx: Context) -> dict:
+    import torch
+
+    x = -127.0 * torch.rand(1 << 24, device="cuda", generator=ctx.generator(1))
+    y = gates.poison(torch.empty_like(x))
+    software = case["id"] == "accuracy-software"
+    launcher(exp2.Exp2Map(software), x, y)()
+    torch.cuda.synchronize()
+    errors = ulp_errors(y, x)
+    # The software path feeds bf16 probabilities: its error must stay far below bf16's 2^-8.
+    limit = 2.0**-12 if software else 2.0**-20
+    correctness = {"passed": bool(errors["max_rel_err"] <= limit and not torch.isnan(y).any()),
+                   "rel_err": errors["max_rel_err"], "tolerance": limit, "all_written": not bool(torch.isnan(y).any())}
+    return {"correctness": correctness, "metrics": errors,
+            "headline": ctx.headline("max-ulp-error", errors["max_ulp"], "ulp")}
+
+
+def chains_reference(x):
+    import torch
+
+    ref = x.double()
+    for _ in range(REPEATS):
+        ref = -torch.exp2(ref) - 0.5
+    return ref
+
+
+def throughput(case: dict, ctx: Context) -> dict:
+    import torch
+
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    n = sms * BLOCKS_PER_SM * THREADS * VEC
+    if "inputs" not in _compiled:
+        x = -1.0 - 0.5 * torch.rand(n, device="cuda", generator=ctx.generator(2))
+        outputs = {s: torch.empty_like(x) for s in SPLITS}
+        launches = {s: launcher(exp2.Exp2Throughput(s, VEC, REPEATS, THREADS), x, outputs[s]) for s in SPLITS}
+        _compiled.update(inputs=x, outputs=outputs, launches=launches, reference=chains_reference(x))
+        timing = ctx.timer(warmup=3, iters=20).compare({f"split-{s}-of-8": launches[s] for s in SPLITS})
+        _compiled["timing"] = timing
+    s = case["params"]["software_of_8"]
+    x, out = _compiled["inputs"], _compiled["outputs"][s]
+    gates.poison(out)
+    _compiled["launches"][s]()
+    torch.cuda.synchronize()
+    correctness = gates.check(out, _compiled["reference"], "tf32")
+    timing = _compiled["timing"]
+    count = n * REPEATS
+    def per_clk(name: str) -> float:
+        t = timing[name]
+        clock_hz = (t["sm_clock_mhz_after"] or 1980.0) * 1e6
+        return count / (t["median_ms"] * 1e-3) / sms / clock_hz
+    value = per_clk(f"split-{s}-of-8")
+    baseline = None if s == 0 else ("all ex2.approx", per_clk("split-0-of-8"))
+    return {"correctness": correctness, "timing": timing[f"split-{s}-of-8"],
+            "metrics": {"exp2_per_launch": count, "gexp2_per_s_per_sm": round(count / (timing[f"split-{s}-of-8"]["median_ms"] * 1e-3) / sms / 1e9, 3)},
+            "headline": ctx.headline("exp2-per-clk-per-sm", value, "exp2/clk/SM", baseline=baseline)}
+
+
+def run_case(case: dict, ctx: Context) -> dict:
+    return accuracy(case, ctx) if case["id"].startswith("accuracy") else throughput(case, ctx)
+
+
+def negative_control(ctx: Context) -> dict:
+    import torch
+
+    n = 132 * THREADS * VEC
+    x = -1.0 - 0.5 * torch.rand(n, device="cuda", generator=ctx.generator(3))
+    y = gates.poison(torch.empty_like(x))
+    launcher(exp2.Exp2Throughput(8, VEC, REPEATS, THREADS, broken=True), x, y)()
+    torch.cuda.synchronize()
+    return gates.check(y, chains_reference(x), "tf32")
+
+
+def compile_kernel(arch: str) -> compile_mod.Emitted:
+    return compile_mod.from_cute(exp2.compile_for(arch), arch)
+
+
+if __name__ == "__main__":
+    Probe(__file__).main(run_case=run_case, negative_control=negative_control, compile=compile_kernel)
