@@ -54,15 +54,19 @@ def test_type_tag_evidence_status_filters(wiki):
     assert "kernel-deepgemm" in ids(search(wiki, [], Filters(tags=["fp8"]), limit=0))
     assert "hw-wgmma" not in ids(search(wiki, [], Filters(tags=["fp8"]), limit=0))
     spec = ids(search(wiki, [], Filters(evidence=["spec"], types=["hardware"]), limit=0))
-    assert "hw-tcgen05-mma" in spec and "hw-wgmma" not in spec
+    assert spec == sorted(e.id for e in wiki.by_id().values()
+                          if e.get("type") == "hardware" and e.get("evidence_level") == "spec")
+    assert "hw-wgmma" not in spec
     verified = set(ids(search(wiki, [], Filters(statuses=["verified"]), limit=0)))
     assert verified == {e.id for e in wiki.by_id().values() if e.get("status") == "verified"}
-    assert "hw-tcgen05-mma" not in verified
+    assert all(wiki.by_id()[i].get("probes") for i in verified)
 
 
 def test_evidence_filter_is_per_arch_when_arch_given(wiki):
     found = ids(search(wiki, [], Filters(archs=["sm_100a"], evidence=["source-reported"]), limit=0))
-    assert "kernel-deepgemm" in found and "hw-tcgen05-mma" not in found
+    assert "kernel-deepgemm" in found and "hw-tcgen05-mma" not in found  # compiled on sm_100a
+    compiled = ids(search(wiki, [], Filters(archs=["sm_100a"], evidence=["compiled"]), limit=0))
+    assert "hw-tcgen05-mma" in compiled and "kernel-deepgemm" not in compiled
 
 
 def test_cli_json_and_unknown_tag(mini):
