@@ -1,0 +1,19 @@
+"""probe-nvfp4-mma: the NVFP4 block-scaled MMA path, compiled for sm_100a (compile-only here)."""
+
+from __future__ import annotations
+
+import sys
+
+from kernelwiki.harness import compile as compile_mod
+from kernelwiki.harness.probe import REPO_ROOT, Probe
+
+sys.path.insert(0, str(REPO_ROOT / "artifacts" / "kernels" / "tcgen05-gemm"))
+import nvfp4_gemm  # noqa: E402
+
+
+def compile_kernel(arch: str) -> compile_mod.Emitted:
+    return compile_mod.from_cute(nvfp4_gemm.compile_for(arch), arch)
+
+
+if __name__ == "__main__":
+    Probe(__file__).main(compile=compile_kernel)
