@@ -12,6 +12,11 @@ B, S, H, D = 2, 1024, 8, 128
 
 
 def compile_kernel(arch: str) -> compile_mod.Emitted:
+    import os
+
+    # FA4 checks the DSL's target architecture, which the DSL takes from the GPU it sees (sm_90a on
+    # an H200) unless told otherwise; name the target before cutlass is imported.
+    os.environ["CUTE_DSL_ARCH"] = arch
     import cutlass
     import cutlass.cute as cute
     from cutlass.cute.runtime import make_fake_compact_tensor
