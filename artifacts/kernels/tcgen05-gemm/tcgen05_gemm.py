@@ -47,11 +47,18 @@ D_DTYPES = (cutlass.BFloat16, cutlass.Float16, cutlass.Float32)
 
 class Tcgen05Gemm:
     def __init__(self, ab_dtype=cutlass.BFloat16, d_dtype=cutlass.BFloat16, tile_mn: tuple[int, int] = (128, 128),
-                 k_tile: int = 64, stages: int = 4, skip_last_k_tile: bool = False):
+                 k_tile: int = 64, stages: int = 4, skip_last_k_tile: bool = False,
+                 acc_consumer_arrivals: int = THREADS, tmem_barrier_threads: int = THREADS):
         self.ab_dtype, self.d_dtype, self.acc_dtype = ab_dtype, d_dtype, cutlass.Float32
         self.tile_mnk = (*tile_mn, k_tile)
         self.stages = stages
-        self.skip_last_k_tile = skip_last_k_tile  # negative control: the gate must catch the missing K-tile
+        # Deliberately wrong variants (the negative control and the footgun probes):
+        # skip_last_k_tile drops a K-tile (the gate must catch it); acc_consumer_arrivals other than
+        # THREADS miscounts the epilogue's per-thread arrivals; tmem_barrier_threads other than
+        # THREADS leaves warps that wait on the TMEM allocation barrier out of its count.
+        self.skip_last_k_tile = skip_last_k_tile
+        self.acc_consumer_arrivals = acc_consumer_arrivals
+        self.tmem_barrier_threads = tmem_barrier_threads
 
     @staticmethod
     def can_implement(ab_dtype, d_dtype, m: int, n: int, k: int, tile_mn=(128, 128), k_tile: int = 64) -> None:
@@ -114,8 +121,9 @@ class Tcgen05Gemm:
                                        swizzle=sB_layout.inner)
 
         # Every warp reads the accumulator, so every warp takes part in the allocation barrier.
-        tmem = cutlass.memory.TmemAllocator(storage.tmem_base,
-                                   barrier_for_retrieve=pipeline.NamedBarrier(barrier_id=1, num_threads=THREADS))
+        tmem = cutlass.memory.TmemAllocator(
+            storage.tmem_base,
+            barrier_for_retrieve=pipeline.NamedBarrier(barrier_id=1, num_threads=self.tmem_barrier_threads))
         tmem.allocate(TMEM_COLUMNS)
         if warp == PRODUCER_WARP:
             cpasync.prefetch_descriptor(tma_a)
@@ -134,7 +142,7 @@ class Tcgen05Gemm:
         acc_producer, acc_consumer = pipeline.PipelineUmmaAsync.create(
             num_stages=1,
             producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
-            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, THREADS),
+            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.acc_consumer_arrivals),
             barrier_storage=storage.acc_barriers.data_ptr(),
         ).make_participants()
 
@@ -202,8 +210,8 @@ class Tcgen05Gemm:
 
 
 def compile_for(arch: str = "sm_100a", m: int = 512, n: int = 512, k: int = 512, ab_dtype=cutlass.BFloat16,
-                d_dtype=cutlass.BFloat16, tile_mn=(128, 128)):
-    """Compile with fake tensors (no GPU needed), keeping PTX and cubin."""
+                d_dtype=cutlass.BFloat16, tile_mn=(128, 128), **variant):
+    """Compile with fake tensors (no GPU needed), keeping PTX and cubin; `variant` goes to the kernel."""
     from cutlass.cute.runtime import make_fake_compact_tensor
     from cutlass.runtime import make_fake_stream
 
@@ -211,7 +219,7 @@ def compile_for(arch: str = "sm_100a", m: int = 512, n: int = 512, k: int = 512,
     fake_a = make_fake_compact_tensor(ab_dtype, (m, k), stride_order=(1, 0), assumed_align=16)
     fake_b = make_fake_compact_tensor(ab_dtype, (n, k), stride_order=(1, 0), assumed_align=16)
     fake_d = make_fake_compact_tensor(d_dtype, (m, n), stride_order=(1, 0), assumed_align=16)
-    return cute.compile(Tcgen05Gemm(ab_dtype, d_dtype, tile_mn), fake_a, fake_b, fake_d, make_fake_stream(),
+    return cute.compile(Tcgen05Gemm(ab_dtype, d_dtype, tile_mn, **variant), fake_a, fake_b, fake_d, make_fake_stream(),
                         options=f"--gpu-arch {arch} --keep-ptx --keep-cubin")
 
 

@@ -1,0 +1,48 @@
+"""probe-footgun-blackwell-counts: what the compiler emits for right and wrong arrival counts.
+
+Compile-only (sm_100a). The accumulator pipeline's empty barrier is the last mbarrier the kernel
+initializes; its expected arrival count is a constant moved into the register mbarrier.init uses.
+The TMEM allocation barrier is named barrier 1, emitted as `bar.sync 1, <threads>`.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+
+from kernelwiki.harness.compile import Emitted
+from kernelwiki.harness.probe import REPO_ROOT, Probe
+
+sys.path.insert(0, str(REPO_ROOT / "artifacts" / "kernels" / "tcgen05-gemm"))
+import tcgen05_gemm  # noqa: E402
+
+
+def mbarrier_init_counts(ptx: str) -> list[str]:
+    counts = []
+    for register in re.findall(r"mbarrier\.init\.shared(?:::cta)?\.b64\s+\[[^\]]+\],\s*(%r\d+);", ptx):
+        move = re.search(r"mov\.[usb]32\s+" + re.escape(register) + r",\s*(\d+);", ptx)
+        counts.append(move.group(1) if move else register)
+    return counts
+
+
+def allocation_barrier(ptx: str) -> str:
+    found = re.findall(r"\bbar(?:rier)?\.sync(?:\.aligned)?\s+(1,\s*\d+);", ptx)
+    return "bar.sync " + found[0].replace(",", ", ").replace(",  ", ", ") if found else "none"
+
+
+def compile_kernel(arch: str) -> Emitted:
+    right = tcgen05_gemm.compile_for(arch)
+    as_warps = tcgen05_gemm.compile_for(arch, acc_consumer_arrivals=4)
+    missing_warp = tcgen05_gemm.compile_for(arch, tmem_barrier_threads=96)
+    facts = [
+        f"threads-arriving-on-accumulator:{tcgen05_gemm.THREADS}",
+        f"consumer-group-in-threads-expects:{mbarrier_init_counts(right.__ptx__)[-1]}",
+        f"consumer-group-in-warps-expects:{mbarrier_init_counts(as_warps.__ptx__)[-1]}",
+        f"allocation-barrier-all-warps:{allocation_barrier(right.__ptx__)}",
+        f"allocation-barrier-missing-a-warp:{allocation_barrier(missing_warp.__ptx__)}",
+    ]
+    return Emitted(arch, ptx=right.__ptx__, facts=facts)
+
+
+if __name__ == "__main__":
+    Probe(__file__).main(compile=compile_kernel)
