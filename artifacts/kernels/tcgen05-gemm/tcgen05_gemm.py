@@ -48,7 +48,8 @@ D_DTYPES = (cutlass.BFloat16, cutlass.Float16, cutlass.Float32)
 class Tcgen05Gemm:
     def __init__(self, ab_dtype=cutlass.BFloat16, d_dtype=cutlass.BFloat16, tile_mn: tuple[int, int] = (128, 128),
                  k_tile: int = 64, stages: int = 4, skip_last_k_tile: bool = False,
-                 acc_consumer_arrivals: int = THREADS, tmem_barrier_threads: int = THREADS):
+                 acc_consumer_arrivals: int = THREADS, tmem_barrier_threads: int = THREADS,
+                 b_major: str = "k"):
         self.ab_dtype, self.d_dtype, self.acc_dtype = ab_dtype, d_dtype, cutlass.Float32
         self.tile_mnk = (*tile_mn, k_tile)
         self.stages = stages
@@ -59,6 +60,8 @@ class Tcgen05Gemm:
         self.skip_last_k_tile = skip_last_k_tile
         self.acc_consumer_arrivals = acc_consumer_arrivals
         self.tmem_barrier_threads = tmem_barrier_threads
+        # "k": B is (N, K) with K contiguous; "mn": B's N is contiguous (V in O = P V is this case).
+        self.b_major = cute.nvgpu.OperandMajorMode.MN if b_major == "mn" else cute.nvgpu.OperandMajorMode.K
 
     @staticmethod
     def can_implement(ab_dtype, d_dtype, m: int, n: int, k: int, tile_mn=(128, 128), k_tile: int = 64) -> None:
@@ -80,10 +83,10 @@ class Tcgen05Gemm:
 
     @cute.jit
     def __call__(self, mA: cute.Tensor, mB: cute.Tensor, mD: cute.Tensor, stream):
-        # mA: (M, K) K-major; mB: (N, K) K-major; mD: (M, N) N-major
+        # mA: (M, K) K-major; mB: (N, K), K-major or N-major (b_major); mD: (M, N) N-major
         mma_op = tcgen05.MmaF16BF16Op(self.ab_dtype, self.acc_dtype, (self.tile_mnk[0], self.tile_mnk[1], 16),
                                       tcgen05.CtaGroup.ONE, tcgen05.OperandSource.SMEM,
-                                      cute.nvgpu.OperandMajorMode.K, cute.nvgpu.OperandMajorMode.K)
+                                      cute.nvgpu.OperandMajorMode.K, self.b_major)
         tiled_mma = cute.make_tiled_mma(mma_op)
         sA_layout = sm100_utils.make_smem_layout_a(tiled_mma, self.tile_mnk, self.ab_dtype, self.stages)
         sB_layout = sm100_utils.make_smem_layout_b(tiled_mma, self.tile_mnk, self.ab_dtype, self.stages)
@@ -210,14 +213,16 @@ class Tcgen05Gemm:
 
 
 def compile_for(arch: str = "sm_100a", m: int = 512, n: int = 512, k: int = 512, ab_dtype=cutlass.BFloat16,
-                d_dtype=cutlass.BFloat16, tile_mn=(128, 128), **variant):
-    """Compile with fake tensors (no GPU needed), keeping PTX and cubin; `variant` goes to the kernel."""
+                d_dtype=cutlass.BFloat16, tile_mn=(128, 128), b_data_major: str = "k", **variant):
+    """Compile with fake tensors (no GPU needed), keeping PTX and cubin; `variant` goes to the kernel.
+    b_data_major says how B is stored ("k": K contiguous, "mn": N contiguous)."""
     from cutlass.cute.runtime import make_fake_compact_tensor
     from cutlass.runtime import make_fake_stream
 
     Tcgen05Gemm.can_implement(ab_dtype, d_dtype, m, n, k, tile_mn)
     fake_a = make_fake_compact_tensor(ab_dtype, (m, k), stride_order=(1, 0), assumed_align=16)
-    fake_b = make_fake_compact_tensor(ab_dtype, (n, k), stride_order=(1, 0), assumed_align=16)
+    fake_b = make_fake_compact_tensor(ab_dtype, (n, k), stride_order=(1, 0) if b_data_major == "k" else (0, 1),
+                                      assumed_align=16)
     fake_d = make_fake_compact_tensor(d_dtype, (m, n), stride_order=(1, 0), assumed_align=16)
     return cute.compile(Tcgen05Gemm(ab_dtype, d_dtype, tile_mn, **variant), fake_a, fake_b, fake_d, make_fake_stream(),
                         options=f"--gpu-arch {arch} --keep-ptx --keep-cubin")
