@@ -17,7 +17,6 @@ import re
 import tomllib
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 from kernelwiki import yamlio

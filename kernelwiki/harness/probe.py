@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import sys
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
