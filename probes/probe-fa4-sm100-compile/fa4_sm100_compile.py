@@ -13,6 +13,7 @@ B, S, H, D = 2, 1024, 8, 128
 
 def compile_kernel(arch: str) -> compile_mod.Emitted:
     import os
+    import tempfile
 
     # FA4 checks the DSL's target architecture, which the DSL takes from the GPU it sees (sm_90a on
     # an H200) unless told otherwise; name the target before cutlass is imported.
@@ -30,7 +31,7 @@ def compile_kernel(arch: str) -> compile_mod.Emitted:
     # non-persistent one (same mainloop, softmax and epilogue code).
     kernel = FlashAttentionForwardSm100(head_dim=D, is_causal=False, is_static_persistent=False)
     compiled = cute.compile(kernel, fake(), fake(), fake(), fake(), None, cutlass.Float32(D ** -0.5),
-                            stream=make_fake_stream(), options=f"--gpu-arch {arch} --keep-ptx --keep-cubin")
+                            stream=make_fake_stream(), options=f"--gpu-arch {arch} --keep-ptx --keep-cubin --dump-dir {tempfile.gettempdir()}/kernelwiki-cute-dumps")
     return compile_mod.from_cute(compiled, arch)
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import math
 import struct
+import tempfile
 
 import cutlass
 import cutlass.cute as cute
@@ -32,6 +33,9 @@ from cutlass._mlir.dialects import llvm
 from cutlass.cutlass_dsl import T, dsl_user_op
 
 ROUND_CONSTANT = 1.5 * 2**23  # adding it leaves floor(x) in the low mantissa bits (with .rm)
+
+# --keep-ptx/--keep-cubin also write files; keep them out of the working directory.
+DUMP_DIR = f"{tempfile.gettempdir()}/kernelwiki-cute-dumps"
 
 
 def fit_poly(degree: int = 3, nodes: int = 64) -> list[float]:
@@ -154,7 +158,7 @@ def compile_for(arch: str, software_of_8: int = 4):
     n = 132 * 256 * 8
     fake = lambda: make_fake_compact_tensor(Float32, (n,), assumed_align=16)  # noqa: E731
     return cute.compile(Exp2Throughput(software_of_8), fake(), fake(), make_fake_stream(),
-                        options=f"--gpu-arch {arch} --keep-ptx --keep-cubin")
+                        options=f"--gpu-arch {arch} --keep-ptx --keep-cubin --dump-dir {DUMP_DIR}")
 
 
 if __name__ == "__main__":

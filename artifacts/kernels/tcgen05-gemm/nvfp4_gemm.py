@@ -23,6 +23,7 @@ Compile only: python artifacts/kernels/tcgen05-gemm/nvfp4_gemm.py --arch sm_100a
 from __future__ import annotations
 
 import argparse
+import tempfile
 
 import cutlass
 import cutlass.cute as cute
@@ -38,6 +39,9 @@ AB_DTYPE = cutlass.Float4E2M1FN
 SF_DTYPE = cutlass.Float8E4M3FN
 D_DTYPE = cutlass.Float16
 MMA_K = 64
+
+# --keep-ptx/--keep-cubin also write files; keep them out of the working directory.
+DUMP_DIR = f"{tempfile.gettempdir()}/kernelwiki-cute-dumps"
 
 
 class Nvfp4Gemm:
@@ -229,7 +233,7 @@ def compile_for(arch: str = "sm_100a", m: int = 256, n: int = 256, k: int = 512)
     Nvfp4Gemm.can_implement(m, n, k)
     ptr = lambda dtype, align: make_ptr(dtype, 0, AddressSpace.gmem, assumed_align=align)  # noqa: E731
     return cute.compile(Nvfp4Gemm(), ptr(AB_DTYPE, 32), ptr(AB_DTYPE, 32), ptr(SF_DTYPE, 16), ptr(SF_DTYPE, 16),
-                        ptr(D_DTYPE, 32), m, n, k, make_fake_stream(), options=f"--gpu-arch {arch} --keep-ptx --keep-cubin")
+                        ptr(D_DTYPE, 32), m, n, k, make_fake_stream(), options=f"--gpu-arch {arch} --keep-ptx --keep-cubin --dump-dir {DUMP_DIR}")
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ Run: needs a B200-class GPU (sm_100a); not available here.
 from __future__ import annotations
 
 import argparse
+import tempfile
 
 import cutlass
 import cutlass.cute as cute
@@ -43,6 +44,9 @@ TMEM_COLUMNS = 512
 EPILOGUE_SUBTILES = 4
 AB_DTYPES = (cutlass.BFloat16, cutlass.Float16)
 D_DTYPES = (cutlass.BFloat16, cutlass.Float16, cutlass.Float32)
+
+# --keep-ptx/--keep-cubin also write files; keep them out of the working directory.
+DUMP_DIR = f"{tempfile.gettempdir()}/kernelwiki-cute-dumps"
 
 
 class Tcgen05Gemm:
@@ -225,7 +229,7 @@ def compile_for(arch: str = "sm_100a", m: int = 512, n: int = 512, k: int = 512,
                                       assumed_align=16)
     fake_d = make_fake_compact_tensor(d_dtype, (m, n), stride_order=(1, 0), assumed_align=16)
     return cute.compile(Tcgen05Gemm(ab_dtype, d_dtype, tile_mn, **variant), fake_a, fake_b, fake_d, make_fake_stream(),
-                        options=f"--gpu-arch {arch} --keep-ptx --keep-cubin")
+                        options=f"--gpu-arch {arch} --keep-ptx --keep-cubin --dump-dir {DUMP_DIR}")
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ Compile only (any machine):
 from __future__ import annotations
 
 import argparse
+import tempfile
 
 import cutlass
 import cutlass.cute as cute
@@ -38,6 +39,9 @@ from cutlass.cute.nvgpu import cpasync
 SMEM_LIMIT_BYTES = 227 * 1024
 DTYPES = {"float32": cutlass.Float32, "float16": cutlass.Float16, "bfloat16": cutlass.BFloat16}
 THREADS = 64  # warp 0: TMA producer, warp 1: TMA-store consumer
+
+# --keep-ptx/--keep-cubin also write files; keep them out of the working directory.
+DUMP_DIR = f"{tempfile.gettempdir()}/kernelwiki-cute-dumps"
 
 
 class TmaCopy:
@@ -183,7 +187,7 @@ def compile_for(arch: str | None, dtype_name: str = "float32", m: int = 4096, n:
     fake_out = make_fake_compact_tensor(dtype, (m, n), stride_order=(1, 0), assumed_align=16)
     op = TmaCopy(dtype, tile, stages, drop_last_tile=drop_last_tile)
     target = f"--gpu-arch {arch} " if arch else ""
-    return cute.compile(op, fake_in, fake_out, make_fake_stream(), options=f"{target}--keep-ptx --keep-cubin")
+    return cute.compile(op, fake_in, fake_out, make_fake_stream(), options=f"{target}--keep-ptx --keep-cubin --dump-dir {DUMP_DIR}")
 
 
 def main() -> None:
