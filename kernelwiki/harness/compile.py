@@ -55,10 +55,18 @@ def disassemble(cubin: bytes) -> str | None:
     return result.stdout if result.returncode == 0 else None
 
 
+def _kept(value, binary: bool):
+    """`__ptx__`/`__cubin__` hold the content, or (with --dump-dir) the path of the dumped file."""
+    if isinstance(value, str) and len(value) < 4096 and os.path.isfile(value):
+        with open(value, "rb" if binary else "r") as handle:
+            return handle.read()
+    return value
+
+
 def from_cute(compiled, arch: str) -> Emitted:
     """PTX and SASS of a `cute.compile(...)` result (compile with --keep-ptx --keep-cubin)."""
-    emitted = Emitted(arch, ptx=getattr(compiled, "__ptx__", None) or "")
-    cubin = getattr(compiled, "__cubin__", None)
+    emitted = Emitted(arch, ptx=_kept(getattr(compiled, "__ptx__", None), binary=False) or "")
+    cubin = _kept(getattr(compiled, "__cubin__", None), binary=True)
     emitted.sass = disassemble(cubin) if cubin else None
     if emitted.sass is None:
         emitted.notes.append("no SASS: nvdisasm not found (pip install nvidia-cuda-nvdisasm)")

@@ -15,6 +15,8 @@ def compile_kernel(arch: str) -> compile_mod.Emitted:
     import os
     import tempfile
 
+    os.makedirs(f"{tempfile.gettempdir()}/kernelwiki-cute-dumps", exist_ok=True)
+
     # FA4 checks the DSL's target architecture, which the DSL takes from the GPU it sees (sm_90a on
     # an H200) unless told otherwise; name the target before cutlass is imported.
     os.environ["CUTE_DSL_ARCH"] = arch

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import sys
 
-from kernelwiki.harness.compile import Emitted
+from kernelwiki.harness.compile import Emitted, from_cute
 from kernelwiki.harness.probe import REPO_ROOT, Probe
 
 sys.path.insert(0, str(REPO_ROOT / "artifacts" / "kernels" / "tcgen05-gemm"))
@@ -31,17 +31,17 @@ def allocation_barrier(ptx: str) -> str:
 
 
 def compile_kernel(arch: str) -> Emitted:
-    right = tcgen05_gemm.compile_for(arch)
-    as_warps = tcgen05_gemm.compile_for(arch, acc_consumer_arrivals=4)
-    missing_warp = tcgen05_gemm.compile_for(arch, tmem_barrier_threads=96)
+    right = from_cute(tcgen05_gemm.compile_for(arch), arch).ptx
+    as_warps = from_cute(tcgen05_gemm.compile_for(arch, acc_consumer_arrivals=4), arch).ptx
+    missing_warp = from_cute(tcgen05_gemm.compile_for(arch, tmem_barrier_threads=96), arch).ptx
     facts = [
         f"threads-arriving-on-accumulator:{tcgen05_gemm.THREADS}",
-        f"consumer-group-in-threads-expects:{mbarrier_init_counts(right.__ptx__)[-1]}",
-        f"consumer-group-in-warps-expects:{mbarrier_init_counts(as_warps.__ptx__)[-1]}",
-        f"allocation-barrier-all-warps:{allocation_barrier(right.__ptx__)}",
-        f"allocation-barrier-missing-a-warp:{allocation_barrier(missing_warp.__ptx__)}",
+        f"consumer-group-in-threads-expects:{mbarrier_init_counts(right)[-1]}",
+        f"consumer-group-in-warps-expects:{mbarrier_init_counts(as_warps)[-1]}",
+        f"allocation-barrier-all-warps:{allocation_barrier(right)}",
+        f"allocation-barrier-missing-a-warp:{allocation_barrier(missing_warp)}",
     ]
-    return Emitted(arch, ptx=right.__ptx__, facts=facts)
+    return Emitted(arch, ptx=right, facts=facts)
 
 
 if __name__ == "__main__":

@@ -19,8 +19,9 @@ CHILD = r"""
 import json, re, sys
 sys.path.insert(0, sys.argv[1])
 import tma_copy
+from kernelwiki.harness.compile import from_cute
 arch = sys.argv[2] or None
-ptx = tma_copy.compile_for(arch).__ptx__
+ptx = from_cute(tma_copy.compile_for(arch), arch or "default").ptx
 print(json.dumps(re.findall(r"^\.target\s+(\S+)", ptx, re.M)))
 """
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from kernelwiki.harness.compile import Emitted
+from kernelwiki.harness.compile import Emitted, from_cute
 from kernelwiki.harness.probe import REPO_ROOT, Probe
 
 sys.path.insert(0, str(REPO_ROOT / "artifacts" / "kernels" / "tcgen05-gemm"))
@@ -17,7 +17,7 @@ def outcome(arch: str, data: str, declared: str) -> tuple[str, str]:
         compiled = tcgen05_gemm.compile_for(arch, b_data_major=data, b_major=declared)
     except Exception as err:  # a rejection is exactly what we want to record
         return f"rejected ({type(err).__name__})", ""
-    return "compiles", compiled.__ptx__
+    return "compiles", from_cute(compiled, arch).ptx
 
 
 def compile_kernel(arch: str) -> Emitted:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import math
 import struct
+import os
 import tempfile
 
 import cutlass
@@ -36,6 +37,7 @@ ROUND_CONSTANT = 1.5 * 2**23  # adding it leaves floor(x) in the low mantissa bi
 
 # --keep-ptx/--keep-cubin also write files; keep them out of the working directory.
 DUMP_DIR = f"{tempfile.gettempdir()}/kernelwiki-cute-dumps"
+os.makedirs(DUMP_DIR, exist_ok=True)  # the DSL names files there but does not create the directory
 
 
 def fit_poly(degree: int = 3, nodes: int = 64) -> list[float]:

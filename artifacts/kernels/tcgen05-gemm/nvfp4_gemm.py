@@ -23,6 +23,7 @@ Compile only: python artifacts/kernels/tcgen05-gemm/nvfp4_gemm.py --arch sm_100a
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 
 import cutlass
@@ -42,6 +43,7 @@ MMA_K = 64
 
 # --keep-ptx/--keep-cubin also write files; keep them out of the working directory.
 DUMP_DIR = f"{tempfile.gettempdir()}/kernelwiki-cute-dumps"
+os.makedirs(DUMP_DIR, exist_ok=True)  # the DSL names files there but does not create the directory
 
 
 class Nvfp4Gemm:

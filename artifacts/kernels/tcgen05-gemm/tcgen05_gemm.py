@@ -30,6 +30,7 @@ Run: needs a B200-class GPU (sm_100a); not available here.
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 
 import cutlass
@@ -47,6 +48,7 @@ D_DTYPES = (cutlass.BFloat16, cutlass.Float16, cutlass.Float32)
 
 # --keep-ptx/--keep-cubin also write files; keep them out of the working directory.
 DUMP_DIR = f"{tempfile.gettempdir()}/kernelwiki-cute-dumps"
+os.makedirs(DUMP_DIR, exist_ok=True)  # the DSL names files there but does not create the directory
 
 
 class Tcgen05Gemm:

@@ -29,6 +29,7 @@ Compile only (any machine):
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 
 import cutlass
@@ -42,6 +43,7 @@ THREADS = 64  # warp 0: TMA producer, warp 1: TMA-store consumer
 
 # --keep-ptx/--keep-cubin also write files; keep them out of the working directory.
 DUMP_DIR = f"{tempfile.gettempdir()}/kernelwiki-cute-dumps"
+os.makedirs(DUMP_DIR, exist_ok=True)  # the DSL names files there but does not create the directory
 
 
 class TmaCopy:
