@@ -55,7 +55,7 @@ class Tcgen05Gemm:
     def __init__(self, ab_dtype=cutlass.BFloat16, d_dtype=cutlass.BFloat16, tile_mn: tuple[int, int] = (128, 128),
                  k_tile: int = 64, stages: int = 4, skip_last_k_tile: bool = False,
                  acc_consumer_arrivals: int = THREADS, tmem_barrier_threads: int = THREADS,
-                 b_major: str = "k"):
+                 b_major: str = "k", cluster_m: int = 1, acc_pipeline_cluster_layout: bool = False):
         self.ab_dtype, self.d_dtype, self.acc_dtype = ab_dtype, d_dtype, cutlass.Float32
         self.tile_mnk = (*tile_mn, k_tile)
         self.stages = stages
@@ -66,6 +66,11 @@ class Tcgen05Gemm:
         self.skip_last_k_tile = skip_last_k_tile
         self.acc_consumer_arrivals = acc_consumer_arrivals
         self.tmem_barrier_threads = tmem_barrier_threads
+        # cluster_m > 1 launches clusters of CTAs along M (each CTA still computes its own tile);
+        # acc_pipeline_cluster_layout hands the cluster layout to the CTA-local accumulator
+        # pipeline, the mistake behind footgun-cta-layout-vmnk-deadlock.
+        self.cluster_m = cluster_m
+        self.acc_pipeline_cluster_layout = acc_pipeline_cluster_layout
         # "k": B is (N, K) with K contiguous; "mn": B's N is contiguous (V in O = P V is this case).
         self.b_major = cute.nvgpu.OperandMajorMode.MN if b_major == "mn" else cute.nvgpu.OperandMajorMode.K
 
@@ -111,7 +116,7 @@ class Tcgen05Gemm:
         self.shared_storage = SharedStorage
         grid = cute.ceil_div((*mD.layout.shape, 1), self.tile_mnk[:2])
         self.kernel(tiled_mma, tma_a, gA_tma, tma_b, gB_tma, mD, sA_layout, sB_layout).launch(
-            grid=grid, block=(THREADS, 1, 1), stream=stream)
+            grid=grid, block=(THREADS, 1, 1), cluster=(self.cluster_m, 1, 1), stream=stream)
 
     @cute.kernel
     def kernel(self, tiled_mma: cute.TiledMma, tma_a: cute.CopyAtom, gA_tma: cute.Tensor, tma_b: cute.CopyAtom,
@@ -153,6 +158,8 @@ class Tcgen05Gemm:
             producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
             consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.acc_consumer_arrivals),
             barrier_storage=storage.acc_barriers.data_ptr(),
+            cta_layout_vmnk=cute.make_layout((1, self.cluster_m, 1, 1))
+            if cutlass.const_expr(self.acc_pipeline_cluster_layout) else None,
         ).make_participants()
 
         # gA: (tile_m, k_tile, k_tiles); gB: (tile_n, k_tile, k_tiles); gD: (tile_m, tile_n)
