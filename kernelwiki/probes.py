@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,6 +48,9 @@ class ProbeSpec:
         missing = [module for module in needed if not _importable(module)]
         if missing:
             return f"missing Python module {', '.join(missing)}"
+        absent = [tool for tool in self.data.get("tools") or [] if shutil.which(tool) is None]
+        if absent:
+            return f"missing tool {', '.join(absent)} (not on PATH)"
         if mode == "compile-only":
             return None
         if gpu is None:

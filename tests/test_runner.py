@@ -154,6 +154,11 @@ def test_skip_reasons(mini, monkeypatch):
     assert code == 0
     assert f"{wrong_arch}: skipped: requires sm_100a; this GPU is sm_90a" in err
     assert f"{needs}: skipped: missing Python module no_such_module_kw" in err
+    tool = add_probe(mini, "tool", "passing")
+    spec = mini.root / f"probes/{tool}/probe.yaml"
+    spec.write_text(spec.read_text() + "tools: [no-such-compiler-kw]\n")
+    code, out, err = _run(mini, "--probe", tool)
+    assert f"{tool}: skipped: missing tool no-such-compiler-kw (not on PATH)" in err
     monkeypatch.delenv("KERNELWIKI_FAKE_GPU")
     monkeypatch.setenv("PATH", "/nonexistent")  # no nvidia-smi
     code, _, err = _run(mini, "--probe", wrong_arch)
