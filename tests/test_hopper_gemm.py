@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 
 import pytest
@@ -19,13 +20,18 @@ BF16 = cutlass.BFloat16
 @pytest.mark.parametrize("args, message", [
     ((cutlass.Float32, BF16, 256, 256, 256), "A/B dtype"),
     ((BF16, cutlass.Int8, 256, 256, 256), "D dtype"),
-    ((BF16, BF16, 200, 256, 256), "M=200 is not a multiple of its tile 128"),
-    ((BF16, BF16, 256, 320, 256), "N=320 is not a multiple of its tile 256"),
-    ((BF16, BF16, 256, 256, 100), "K=100 is not a multiple of its tile 64"),
+    ((BF16, BF16, 0, 256, 256), "must be positive"),
+    ((BF16, BF16, 256, 256, 100), "K=100: rows of A and B must be a multiple of 16 bytes"),
+    ((cutlass.Float8E4M3FN, BF16, 256, 256, 72), r"K a multiple of 16 for"),
+    ((BF16, BF16, 256, 260, 256), "N=260: rows of D must be a multiple of 16 bytes"),
 ])
 def test_hopper_gemm_can_implement(args, message):
     with pytest.raises(ValueError, match=message):
         hopper_gemm.HopperGemm.can_implement(*args)
+
+
+def test_partial_tiles_are_accepted():
+    hopper_gemm.HopperGemm.can_implement(BF16, BF16, 4000, 2104, 7000)
 
 
 def test_hopper_gemm_rejects_unsupported_tile_and_cluster():
@@ -36,9 +42,10 @@ def test_hopper_gemm_rejects_unsupported_tile_and_cluster():
 
 
 def test_stage_count_fills_shared_memory():
-    op = hopper_gemm.HopperGemm(tile_n=256)
-    stage = (128 + 256) * 64 * 2
-    assert op.stages >= 4 and op.stages * stage <= hopper_gemm.SMEM_BYTES
+    for ab in (BF16, cutlass.Float8E4M3FN):
+        op = hopper_gemm.HopperGemm(ab, tile_n=256)
+        assert op.tile_mnk[2] * ab.width == 1024  # 128 bytes of K per stage row
+        assert op.stages >= 4 and op.stages * (128 + 256) * 128 <= hopper_gemm.SMEM_BYTES
 
 
 def test_naive_can_implement():
@@ -46,11 +53,16 @@ def test_naive_can_implement():
         naive.NaiveWgmmaGemm.can_implement(BF16, BF16, 96, 128, 64)
 
 
-@pytest.mark.parametrize("compile_for", [hopper_gemm.compile_for, naive.compile_for], ids=["persistent", "naive"])
-def test_compiles_to_hgmma(compile_for):
+@pytest.mark.parametrize("compile_for, kwargs, sass", [
+    (hopper_gemm.compile_for, {}, "HGMMA"),
+    (hopper_gemm.compile_for, {"ab_dtype": cutlass.Float8E4M3FN}, "QGMMA"),
+    (hopper_gemm.compile_for, {"m": 4000, "n": 2104, "k": 7000}, "HGMMA"),
+    (naive.compile_for, {}, "HGMMA"),
+], ids=["persistent-bf16", "persistent-fp8", "persistent-partial-tiles", "naive"])
+def test_compiles_to_tensor_core_sass_without_spills(compile_for, kwargs, sass):
     from kernelwiki.harness import compile as compile_mod
 
-    emitted = compile_mod.from_cute(compile_for("sm_90a"), "sm_90a")
+    emitted = compile_mod.from_cute(compile_for("sm_90a", **kwargs), "sm_90a")
     assert "wgmma.mma_async.sync.aligned" in emitted.ptx
     if emitted.sass is not None:
-        assert "HGMMA" in emitted.sass and "STL" not in emitted.sass.split()
+        assert sass in emitted.sass and not re.search(r"\bSTL\b", emitted.sass)  # no register spills

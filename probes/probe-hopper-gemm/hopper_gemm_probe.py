@@ -1,9 +1,10 @@
-"""probe-hopper-gemm: our persistent warp-specialized wgmma GEMM against cuBLAS, bf16.
+"""probe-hopper-gemm: our persistent warp-specialized wgmma GEMM against cuBLAS, bf16 and fp8.
 
-Each case: normal inputs, D checked against an FP32 matmul with the bf16 gate (output poisoned
-first), then our kernel and torch.matmul timed interleaved (same iteration count, L2 flushed
-before every launch, SM clock read before and after). Compile-only mode compiles the kernel for
-sm_90a with fake tensors and scans PTX and SASS.
+Each case: normal inputs (fp8: quantized per tensor, scale = amax / 448), D checked against an
+FP32 matmul of the same (dequantized) operands with the gate of the input type (output poisoned
+first), then our kernel and cuBLAS timed interleaved (same iteration count, L2 flushed before
+every launch, SM clock read before and after). Compile-only mode compiles the bf16 and fp8
+kernels for sm_90a with fake tensors and scans PTX and SASS.
 
 Run through the runner: kernelwiki probe run --probe probe-hopper-gemm [--compile-only]
 """
@@ -20,56 +21,81 @@ sys.path.insert(0, str(REPO_ROOT / "artifacts" / "kernels" / "hopper-gemm"))
 import hopper_gemm  # noqa: E402  (our kernel, importable without a GPU)
 
 CLUSTER = (2, 1)
+AB_DTYPES = {"bf16": hopper_gemm.cutlass.BFloat16, "e4m3": hopper_gemm.cutlass.Float8E4M3FN}
+E4M3_MAX = 448.0
 
 
-def _inputs(m: int, n: int, k: int, seed: int):
+def _inputs(dtype: str, m: int, n: int, k: int, seed: int):
+    """(a, b, scale_a, scale_b, reference): a (M, K), b (N, K); reference = FP32 product of what the
+    kernel multiplies, times the scales."""
     import torch
 
     g = torch.Generator(device="cuda").manual_seed(seed)
-    return (torch.randn(m, k, generator=g, device="cuda").bfloat16(),
-            torch.randn(n, k, generator=g, device="cuda").bfloat16())
+    a, b = torch.randn(m, k, generator=g, device="cuda"), torch.randn(n, k, generator=g, device="cuda")
+    if dtype == "bf16":
+        a, b = a.bfloat16(), b.bfloat16()
+        return a, b, 1.0, 1.0, a.float() @ b.float().t()
+    scale_a, scale_b = (float(x.abs().max()) / E4M3_MAX for x in (a, b))
+    a8, b8 = (a / scale_a).to(torch.float8_e4m3fn), (b / scale_b).to(torch.float8_e4m3fn)
+    return a8, b8, scale_a, scale_b, (a8.float() @ b8.float().t()) * (scale_a * scale_b)
 
 
-def _checked(a, b, tile_n: int, **variant):
-    """Compile, run once on a poisoned output, compare with the FP32 reference."""
+def _checked(dtype: str, a, b, scale_a: float, scale_b: float, reference, tile_n: int, **variant):
+    """Compile, run once on a poisoned output, compare with the reference."""
     import torch
 
-    run, d = hopper_gemm.gemm(a, b, tile_n=tile_n, cluster_mn=CLUSTER, **variant)
+    run, d = hopper_gemm.gemm(a, b, alpha=scale_a * scale_b, tile_n=tile_n, cluster_mn=CLUSTER, **variant)
     gates.poison(d)
     run()
     torch.cuda.synchronize()
-    return run, gates.check(d.float(), a.float() @ b.float().t(), "bf16")
+    return run, d, gates.check(d.float(), reference, "bf16" if dtype == "bf16" else "e4m3")
 
 
 def run_case(case: dict, ctx: Context) -> dict:
     import torch
 
     params = case["params"]
+    dtype = params["dtype"]
     m, n, k = (int(x) for x in params["shape"].split("x"))
-    a, b = _inputs(m, n, k, ctx.seed)
-    run, correctness = _checked(a, b, params["tile_n"])
-    out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
-    timing = ctx.timer(warmup=5, iters=30).compare({
-        "ours": run,
-        "cuBLAS": lambda: torch.matmul(a, b.t(), out=out),
-    })
+    a, b, scale_a, scale_b, reference = _inputs(dtype, m, n, k, ctx.seed)
+    run, d, correctness = _checked(dtype, a, b, scale_a, scale_b, reference, params["tile_n"])
+    del reference
+    out = torch.empty_like(d)
+    if dtype == "bf16":
+        candidates = {"ours": run, "cuBLAS": lambda: torch.matmul(a, b.t(), out=out)}
+    else:
+        sa, sb = (torch.tensor(x, device="cuda") for x in (scale_a, scale_b))
+        candidates = {
+            "ours": run,
+            "cuBLAS fast-accum": lambda: torch._scaled_mm(a, b.t(), scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16,
+                                                          use_fast_accum=True),
+            "cuBLAS": lambda: torch._scaled_mm(a, b.t(), scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16,
+                                               use_fast_accum=False),
+        }
+    timing = ctx.timer(warmup=5, iters=30).compare(candidates)
     flops = 2 * m * n * k
-    ours = flops / (timing["ours"]["median_ms"] * 1e-3) / 1e12
-    cublas = flops / (timing["cuBLAS"]["median_ms"] * 1e-3) / 1e12
+    tflops = {name: flops / (t["median_ms"] * 1e-3) / 1e12 for name, t in timing.items()}
+    baseline = "cuBLAS" if dtype == "bf16" else "cuBLAS fast-accum"
     return {"correctness": correctness, "timing": timing,
-            "metrics": {"stages": hopper_gemm.HopperGemm(tile_n=params["tile_n"]).stages},
-            "baselines": [{"name": "cuBLAS", "value": round(cublas, 2)}],
-            "headline": ctx.headline("tflops", ours, "TFLOP/s", peak_key="bf16", ceiling_key="bf16",
-                                     baseline=("cuBLAS", cublas))}
+            "metrics": {"stages": hopper_gemm.HopperGemm(AB_DTYPES[dtype], tile_n=params["tile_n"]).stages},
+            "baselines": [{"name": name, "value": round(v, 2)} for name, v in tflops.items() if name != "ours"],
+            "headline": ctx.headline("tflops", tflops["ours"], "TFLOP/s", peak_key="bf16" if dtype == "bf16" else "e4m3",
+                                     ceiling_key="bf16" if dtype == "bf16" else None,
+                                     baseline=(baseline, tflops[baseline]))}
 
 
 def negative_control(ctx: Context) -> dict:
-    a, b = _inputs(1024, 1024, 1024, ctx.seed + 1)
-    return _checked(a, b, 256, skip_last_k_tile=True)[1]
+    inputs = _inputs("bf16", 1024, 1024, 1024, ctx.seed + 1)
+    return _checked("bf16", *inputs, 256, skip_last_k_tile=True)[2]
 
 
 def compile_kernel(arch: str) -> compile_mod.Emitted:
-    return compile_mod.from_cute(hopper_gemm.compile_for(arch, cluster_mn=CLUSTER), arch)
+    emitted = compile_mod.from_cute(hopper_gemm.compile_for(arch, cluster_mn=CLUSTER), arch)
+    fp8 = compile_mod.from_cute(hopper_gemm.compile_for(arch, ab_dtype=AB_DTYPES["e4m3"], cluster_mn=CLUSTER), arch)
+    emitted.ptx += fp8.ptx
+    if emitted.sass is not None and fp8.sass is not None:
+        emitted.sass += fp8.sass
+    return emitted
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 
 What it does
     D[m, n] = sum_k A[m, k] * B[n, k]  (A: M x K, B: N x K, both K-major; D: M x N row-major),
-    bf16/fp16 inputs, fp32 accumulation in registers, D in bf16/fp16/fp32.
+    bf16/fp16 or fp8 e4m3 inputs, fp32 accumulation in registers, D = alpha * A.B^T in bf16/fp16/fp32
+    (alpha carries the per-tensor scales of fp8: scale_a * scale_b; 1.0 otherwise).
     384 threads per CTA, one CTA per SM, clusters of cluster_mn CTAs:
       warpgroup 0  producer: gives registers back (setmaxnreg down), and its warp 0 TMA-loads A and
                    B K-tiles into a `stages`-deep shared-memory ring; B is multicast to the CTAs of
@@ -16,8 +17,11 @@ What it does
     groups of `swizzle` clusters for L2 reuse), so the producer starts the next tile's loads while
     the consumers finish the current one.
 
-Constraints (can_implement): bf16 or fp16 A and B of the same type; M % tile_m == 0, N % tile_n == 0,
-    K % 64 == 0; tile_m == 128; tile_n in {64, 128, 256}; cluster_mn in {(1,1), (2,1), (1,2)}.
+Constraints (can_implement): A and B of the same type, bf16, fp16 or e4m3 (K-major, as wgmma needs
+    for fp8); K and N rows 16-byte aligned (TMA); any M, N, K otherwise: partial tiles are handled by
+    TMA (loads outside the tensor read zeros, stores outside it are dropped). tile_m == 128;
+    tile_n in {64, 128, 256}; cluster_mn in {(1,1), (2,1), (1,2)}. No tf32: CuTe DSL 4.8.1 has no
+    tf32 warpgroup MMA op (cute.nvgpu.warpgroup offers f16/bf16, f8 and i8 only).
 
 Compile only (any machine): python artifacts/kernels/hopper-gemm/hopper_gemm.py --arch sm_90a
 Run: probe-hopper-gemm (kernelwiki probe run --probe probe-hopper-gemm) on an H200.
@@ -41,11 +45,11 @@ WARPGROUP_THREADS = 128
 CONSUMER_WARPGROUPS = 2
 THREADS = WARPGROUP_THREADS * (1 + CONSUMER_WARPGROUPS)
 PRODUCER_REGISTERS, CONSUMER_REGISTERS = 40, 232   # setmaxnreg targets (multiples of 8, sum fits 64K)
-TILE_K = 64
+K_TILE_BYTES = 128     # one 128-byte swizzle row of K per stage: 64 bf16/fp16 or 128 fp8 elements
 EPI_TILE_N = 32       # epilogue slice: (tile_m, 32) columns at a time through shared memory
 EPI_STAGES = 4
 SMEM_BYTES = 232448   # 227 KiB usable per CTA on sm_90
-AB_DTYPES = (cutlass.BFloat16, cutlass.Float16)
+AB_DTYPES = (cutlass.BFloat16, cutlass.Float16, cutlass.Float8E4M3FN)
 D_DTYPES = (cutlass.BFloat16, cutlass.Float16, cutlass.Float32)
 CLUSTERS = ((1, 1), (2, 1), (1, 2))
 
@@ -57,12 +61,12 @@ class HopperGemm:
     def __init__(self, ab_dtype=cutlass.BFloat16, d_dtype=cutlass.BFloat16, tile_n: int = 256,
                  cluster_mn: tuple[int, int] = (2, 1), swizzle: int = 1, skip_last_k_tile: bool = False):
         self.ab_dtype, self.d_dtype, self.acc_dtype = ab_dtype, d_dtype, cutlass.Float32
-        self.tile_mnk = (128, tile_n, TILE_K)
+        self.tile_mnk = (128, tile_n, K_TILE_BYTES * 8 // ab_dtype.width)
         self.cluster_mn = cluster_mn
         self.swizzle = swizzle
         self.skip_last_k_tile = skip_last_k_tile  # the negative control: one K tile never loaded or used
         self.epi_tile = (self.tile_mnk[0], EPI_TILE_N)
-        ab_stage_bytes = (self.tile_mnk[0] + tile_n) * TILE_K * ab_dtype.width // 8
+        ab_stage_bytes = (self.tile_mnk[0] + tile_n) * K_TILE_BYTES
         epi_bytes = EPI_STAGES * self.epi_tile[0] * self.epi_tile[1] * d_dtype.width // 8
         self.stages = (SMEM_BYTES - epi_bytes - 1024) // ab_stage_bytes
 
@@ -78,13 +82,18 @@ class HopperGemm:
             raise ValueError(f"tile_n={tile_n} unsupported; use 64, 128 or 256")
         if tuple(cluster_mn) not in CLUSTERS:
             raise ValueError(f"cluster_mn={tuple(cluster_mn)} unsupported; use one of {CLUSTERS}")
-        for name, size, tile in (("M", m, 128), ("N", n, tile_n), ("K", k, TILE_K)):
-            if size % tile:
-                raise ValueError(f"{name}={size} is not a multiple of its tile {tile}")
+        if min(m, n, k) < 1:
+            raise ValueError(f"M, N, K must be positive; got {m}, {n}, {k}")
+        if k * ab_dtype.width % 128:
+            raise ValueError(f"K={k}: rows of A and B must be a multiple of 16 bytes for TMA "
+                             f"(K a multiple of {128 // ab_dtype.width} for {ab_dtype})")
+        if n * d_dtype.width % 128:
+            raise ValueError(f"N={n}: rows of D must be a multiple of 16 bytes for TMA "
+                             f"(N a multiple of {128 // d_dtype.width} for {d_dtype})")
 
     @cute.jit
-    def __call__(self, mA: cute.Tensor, mB: cute.Tensor, mD: cute.Tensor, max_active_clusters: cutlass.Constexpr,
-                 stream):
+    def __call__(self, mA: cute.Tensor, mB: cute.Tensor, mD: cute.Tensor, alpha: cutlass.Float32,
+                 max_active_clusters: cutlass.Constexpr, stream):
         # mA: (M, K) K-major; mB: (N, K) K-major; mD: (M, N) N-major
         k_major = cute.nvgpu.OperandMajorMode.K
         # two consumer warpgroups stacked along M, each issuing 64 x tile_n wgmmas
@@ -96,8 +105,8 @@ class HopperGemm:
 
         cluster_m, cluster_n = self.cluster_mn
         # A is shared by the CTAs of a cluster row (same M, different N): multicast along N; B along M.
-        tma_a, gA_tma = self._load_atom(mA, sA_layout, (self.tile_mnk[0], TILE_K), cluster_n)
-        tma_b, gB_tma = self._load_atom(mB, sB_layout, (self.tile_mnk[1], TILE_K), cluster_m)
+        tma_a, gA_tma = self._load_atom(mA, sA_layout, (self.tile_mnk[0], self.tile_mnk[2]), cluster_n)
+        tma_b, gB_tma = self._load_atom(mB, sB_layout, (self.tile_mnk[1], self.tile_mnk[2]), cluster_m)
         tma_d, gD_tma = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileS2GOp(), mD,
                                                     cute.slice_(sD_layout, (None, None, 0)), self.epi_tile)
 
@@ -114,7 +123,7 @@ class HopperGemm:
 
         self.shared_storage = SharedStorage
         self.kernel(tiled_mma, tma_a, gA_tma, tma_b, gB_tma, tma_d, gD_tma, sA_layout, sB_layout, sD_layout,
-                    scheduler_params).launch(grid=grid, block=(THREADS, 1, 1), cluster=(cluster_m, cluster_n, 1),
+                    scheduler_params, alpha).launch(grid=grid, block=(THREADS, 1, 1), cluster=(cluster_m, cluster_n, 1),
                                              min_blocks_per_mp=1, stream=stream)
 
     @staticmethod
@@ -127,7 +136,7 @@ class HopperGemm:
     def kernel(self, tiled_mma: cute.TiledMma, tma_a: cute.CopyAtom, gA_tma: cute.Tensor, tma_b: cute.CopyAtom,
                gB_tma: cute.Tensor, tma_d: cute.CopyAtom, gD_tma: cute.Tensor, sA_layout: cute.ComposedLayout,
                sB_layout: cute.ComposedLayout, sD_layout: cute.ComposedLayout,
-               scheduler_params: utils.PersistentTileSchedulerParams):
+               scheduler_params: utils.PersistentTileSchedulerParams, alpha: cutlass.Float32):
         tidx, _, _ = cute.arch.thread_idx()
         warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         warpgroup_idx = cute.arch.make_warp_uniform(tidx // WARPGROUP_THREADS)
@@ -187,7 +196,7 @@ class HopperGemm:
         else:
             cute.arch.setmaxregister_increase(CONSUMER_REGISTERS)
             self._consume(ab_pipeline, scheduler_params, tiled_mma, sA, sB, sD, gD, tma_d, tidx - WARPGROUP_THREADS,
-                          warp, k_tiles)
+                          warp, k_tiles, alpha)
 
     @cute.jit
     def _produce(self, ab_pipeline, scheduler_params, tma_a, tAgA, tAsA, a_mask, tma_b, tBgB, tBsB, b_mask, k_tiles):
@@ -215,7 +224,7 @@ class HopperGemm:
 
     @cute.jit
     def _consume(self, ab_pipeline, scheduler_params, tiled_mma, sA, sB, sD, gD, tma_d, consumer_tidx, warp,
-                 k_tiles):
+                 k_tiles, alpha):
         thr_mma = tiled_mma.get_slice(consumer_tidx)
         tCrA = tiled_mma.make_fragment_A(thr_mma.partition_A(sA))   # smem descriptors per K block and stage
         tCrB = tiled_mma.make_fragment_B(thr_mma.partition_B(sB))
@@ -275,7 +284,7 @@ class HopperGemm:
             for s in cutlass.range_constexpr(slices):
                 for v in cutlass.range_constexpr(cute.size(rSlice)):
                     rSlice[v] = tRS_rAcc[s * cute.size(rSlice) + v]
-                rSlice_out.store(rSlice.load().to(self.d_dtype))
+                rSlice_out.store((rSlice.load() * alpha).to(self.d_dtype))
                 buffer = (done_before + s) % EPI_STAGES
                 cute.copy(r2s, rSlice_out, tRS_sD[(None, None, None, buffer)])
                 cute.arch.fence_proxy("async.shared", space="cta")   # stmatrix writes -> TMA reads
@@ -306,27 +315,43 @@ def compile_for(arch: str = "sm_90a", m: int = 1024, n: int = 1024, k: int = 102
     fake_b = make_fake_compact_tensor(ab_dtype, (n, k), stride_order=(1, 0), assumed_align=16)
     fake_d = make_fake_compact_tensor(d_dtype, (m, n), stride_order=(1, 0), assumed_align=16)
     op = HopperGemm(ab_dtype, d_dtype, tile_n, cluster_mn, **variant)
-    return cute.compile(op, fake_a, fake_b, fake_d, sms // (cluster_mn[0] * cluster_mn[1]), make_fake_stream(),
+    return cute.compile(op, fake_a, fake_b, fake_d, cutlass.Float32(1.0), sms // (cluster_mn[0] * cluster_mn[1]),
+                        make_fake_stream(),
                         options=f"--gpu-arch {arch} --keep-ptx --keep-cubin --dump-dir {DUMP_DIR}")
 
 
-def gemm(a, b, out_dtype=None, tile_n: int = 256, cluster_mn=(2, 1), swizzle: int = 1, **variant):
-    """Compile for torch tensors a: (M, K), b: (N, K) (K contiguous). Returns (run, d): run() computes
-    d = a @ b.T on the current stream."""
+def gemm(a, b, out_dtype=None, alpha: float = 1.0, tile_n: int = 256, cluster_mn=(2, 1), swizzle: int = 1,
+         **variant):
+    """Compile for torch tensors a: (M, K), b: (N, K) (K contiguous; bf16, fp16 or float8_e4m3fn).
+    Returns (run, d): run() computes d = alpha * a @ b.T on the current stream. out_dtype defaults
+    to a's type, bf16 for fp8 inputs."""
     import cuda.bindings.driver as cuda
     import torch
-    from cutlass.cute.runtime import from_dlpack
 
-    dtypes = {torch.bfloat16: cutlass.BFloat16, torch.float16: cutlass.Float16, torch.float32: cutlass.Float32}
-    out_dtype = out_dtype or a.dtype
+    dtypes = {torch.bfloat16: cutlass.BFloat16, torch.float16: cutlass.Float16, torch.float32: cutlass.Float32,
+              torch.float8_e4m3fn: cutlass.Float8E4M3FN}
+    out_dtype = out_dtype or (torch.bfloat16 if a.dtype == torch.float8_e4m3fn else a.dtype)
     (m, k), n = a.shape, b.shape[0]
     HopperGemm.can_implement(dtypes.get(a.dtype), dtypes.get(out_dtype), m, n, k, tile_n, cluster_mn)
     d = torch.empty(m, n, dtype=out_dtype, device=a.device)
-    args = [from_dlpack(t, assumed_align=16) for t in (a, b, d)]
+    args = [_cute_tensor(t, dtypes[t.dtype]) for t in (a, b, d)]
     stream = cuda.CUstream(torch.cuda.current_stream().cuda_stream)
     op = HopperGemm(dtypes[a.dtype], dtypes[out_dtype], tile_n, cluster_mn, swizzle, **variant)
-    compiled = cute.compile(op, *args, max_active_clusters(cluster_mn), stream)
-    return (lambda: compiled(*args, stream)), d
+    compiled = cute.compile(op, *args, cutlass.Float32(alpha), max_active_clusters(cluster_mn), stream)
+    return (lambda: compiled(*args, cutlass.Float32(alpha), stream)), d
+
+
+def _cute_tensor(tensor, dtype):
+    """A CuTe view of a torch tensor. fp8 goes through a uint8 view with the element type set
+    afterwards, as cutlass.torch does for every float of 8 bits or fewer."""
+    import torch
+    from cutlass.cute.runtime import from_dlpack
+
+    if tensor.dtype == torch.float8_e4m3fn:
+        view = from_dlpack(tensor.view(torch.uint8), assumed_align=16)
+        view.element_type = dtype
+        return view
+    return from_dlpack(tensor, assumed_align=16)
 
 
 if __name__ == "__main__":

@@ -11,9 +11,9 @@ What it does
 
 Why it is slow, on purpose
     Nothing overlaps: while the tensor core works, no load is in flight, and while a load is in
-    flight the tensor core idles. The production kernel (`../hopper_gemm.py`, not written yet) adds
-    a multi-stage ring, a producer warpgroup, two consumer warpgroups, persistence and a TMA-store
-    epilogue; probe-hopper-gemm times this variant next to cuBLAS so the gap is measured.
+    flight the tensor core idles. The production kernel (`../hopper_gemm.py`) adds a multi-stage
+    ring, a producer warpgroup, two consumer warpgroups, persistence and a TMA-store epilogue;
+    probe-hopper-gemm-naive times this variant next to cuBLAS so the gap is measured.
 
 Constraints (can_implement): M % 64 == 0, N % tile_n == 0, K % 64 == 0; tile_n in {64, 128, 256}.
 
