@@ -31,6 +31,7 @@ RECORD_LEVELS = ("measured", "compiled")
 BAD_RUN = ("incorrect", "control-passed", "failed", "crashed", "timeout")
 LOWER_IS_BETTER_UNITS = ("us", "ms", "ns", "s", "cycles", "ulp")
 REGRESSION = 0.10
+LAUNCH_BOUND_MS = 0.05   # timings below this are launch overhead and jitter, not kernel speed
 MANAGED_ORDER = ("status", "evidence_level", "evidence_by_arch", "measured_on", "last_measured")
 BLOCK = re.compile(r"^<!-- kernelwiki:(begin|end) ([a-z0-9-]+) -->\s*$")
 FENCE_LINE = re.compile(r"^ {0,3}(```|~~~)")
@@ -306,7 +307,13 @@ def _status(linked: list[ProbeSpec], records: dict[str, list[Record]], claims: l
 
 
 def _dropped(runs: list[Record]) -> bool:
-    """The newest passing run fell more than 10% behind the previous one on the same GPU and toolchain."""
+    """The newest passing run fell more than 10% behind the previous one on the same GPU and toolchain.
+
+    Where a case was timed against a baseline in the same process, its ratio to that baseline is
+    compared (clock and power state shift both and cancel); otherwise the value itself. Cases whose
+    fastest candidate took under LAUNCH_BOUND_MS are launch-bound - host overhead and timer jitter
+    outweigh the kernel - and are not compared.
+    """
     passing = [r for r in runs if r.data.get("status") == "passed"]
     if len(passing) < 2:
         return False
@@ -316,17 +323,26 @@ def _dropped(runs: list[Record]) -> bool:
         return False
     if _protocol(new) != _protocol(old):  # a changed measurement is not a regression
         return False
-    old_values = {c.get("id"): c.get("headline") or {} for c in old.data.get("cases") or []}
+    old_cases = {c.get("id"): c for c in old.data.get("cases") or []}
     for case in new.data.get("cases") or []:
-        h_new, h_old = case.get("headline") or {}, old_values.get(case.get("id")) or {}
-        if "value" not in h_new or not h_old.get("value"):
+        old_case = old_cases.get(case.get("id")) or {}
+        h_new, h_old = case.get("headline") or {}, old_case.get("headline") or {}
+        if "value" not in h_new or not h_old.get("value") or _launch_bound(case) or _launch_bound(old_case):
             continue
-        ratio = h_new["value"] / h_old["value"]
+        if h_new.get("ratio") and h_old.get("ratio") and h_new.get("baseline") == h_old.get("baseline"):
+            change = h_new["ratio"] / h_old["ratio"]
+        else:
+            change = h_new["value"] / h_old["value"]
         if h_new.get("unit") in LOWER_IS_BETTER_UNITS:
-            ratio = 1 / ratio if ratio else 0
-        if ratio < 1 - REGRESSION:
+            change = 1 / change if change else 0
+        if change < 1 - REGRESSION:
             return True
     return False
+
+
+def _launch_bound(case: dict) -> bool:
+    times = [t.get("median_ms") for t in (case.get("timing") or {}).values() if isinstance(t, dict)]
+    return any(isinstance(t, (int, float)) and t < LAUNCH_BOUND_MS for t in times)
 
 
 def _protocol(record: Record) -> dict:

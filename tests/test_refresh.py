@@ -121,3 +121,24 @@ def test_page_without_probes_is_draft_and_loses_hand_written_measurements(mini):
     mini.run("refresh")
     text = page.read_text()
     assert "status: draft" in text and "measured_on" not in text and "evidence_level: source-reported" in text
+
+
+def _case(value, ratio=None, median_ms=1.0):
+    headline = {"metric": "tflops", "value": value, "unit": "TFLOP/s"}
+    if ratio is not None:
+        headline.update(baseline="cuBLAS", baseline_value=value / ratio, ratio=ratio)
+    return {"id": "c1", "status": "passed", "headline": headline,
+            "timing": {"ours": {"median_ms": median_ms}, "cuBLAS": {"median_ms": median_ms}}}
+
+
+@pytest.mark.parametrize("old, new, dropped", [
+    (_case(780.0), _case(690.0), True),                              # no baseline: the value fell 12%
+    (_case(780.0, ratio=1.0), _case(690.0, ratio=0.99), False),      # the machine slowed both alike
+    (_case(780.0, ratio=1.0), _case(780.0, ratio=0.85), True),       # ours fell against cuBLAS
+    (_case(22.0, ratio=1.1, median_ms=0.01), _case(11.0, ratio=0.5, median_ms=0.02), False),  # launch-bound
+])
+def test_regression_compares_ratios_to_the_same_run_baseline(old, new, dropped):
+    from kernelwiki.refresh import Record, _dropped
+
+    runs = [Record(f"r{i}.json", {**RECORD, "run_id": f"r{i}", "cases": [case]}) for i, case in enumerate((old, new))]
+    assert _dropped(runs) is dropped
