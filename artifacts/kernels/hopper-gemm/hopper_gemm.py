@@ -320,28 +320,76 @@ def compile_for(arch: str = "sm_90a", m: int = 1024, n: int = 1024, k: int = 102
                         options=f"--gpu-arch {arch} --keep-ptx --keep-cubin --dump-dir {DUMP_DIR}")
 
 
-def gemm(a, b, out_dtype=None, alpha: float = 1.0, tile_n: int = 256, cluster_mn=(2, 1), swizzle: int = 1,
-         **variant):
-    """Compile for torch tensors a: (M, K), b: (N, K) (K contiguous; bf16, fp16 or float8_e4m3fn).
-    Returns (run, d): run() computes d = alpha * a @ b.T on the current stream. out_dtype defaults
-    to a's type, bf16 for fp8 inputs."""
+def compile_gemm(a, b, out_dtype=None, alpha: float = 1.0, tile_n: int = 256, cluster_mn=(2, 1), swizzle: int = 1,
+                 **variant):
+    """For torch tensors a: (M, K), b: (N, K) (K contiguous; bf16, fp16 or float8_e4m3fn): (run, d),
+    where run() computes d = alpha * a @ b.T on the current stream, into the same d. out_dtype
+    defaults to a's type, bf16 for fp8 inputs. `variant` reaches HopperGemm (the negative control)."""
     import cuda.bindings.driver as cuda
     import torch
 
-    dtypes = {torch.bfloat16: cutlass.BFloat16, torch.float16: cutlass.Float16, torch.float32: cutlass.Float32,
-              torch.float8_e4m3fn: cutlass.Float8E4M3FN}
     out_dtype = out_dtype or (torch.bfloat16 if a.dtype == torch.float8_e4m3fn else a.dtype)
-    (m, k), n = a.shape, b.shape[0]
-    HopperGemm.can_implement(dtypes.get(a.dtype), dtypes.get(out_dtype), m, n, k, tile_n, cluster_mn)
-    d = torch.empty(m, n, dtype=out_dtype, device=a.device)
-    args = [_cute_tensor(t, dtypes[t.dtype]) for t in (a, b, d)]
+    d = torch.empty(a.shape[0], b.shape[0], dtype=out_dtype, device=a.device)
+    kernel = _kernel(a, b, d, tile_n, tuple(cluster_mn), swizzle, tuple(sorted(variant.items())))
+    views = [_cute_tensor(t) for t in (a, b, d)]   # built once: run() is only the launch
     stream = cuda.CUstream(torch.cuda.current_stream().cuda_stream)
-    op = HopperGemm(dtypes[a.dtype], dtypes[out_dtype], tile_n, cluster_mn, swizzle, **variant)
-    compiled = cute.compile(op, *args, cutlass.Float32(alpha), max_active_clusters(cluster_mn), stream)
-    return (lambda: compiled(*args, cutlass.Float32(alpha), stream)), d
+    return (lambda: kernel(*views, cutlass.Float32(alpha), stream)), d
 
 
-def _cute_tensor(tensor, dtype):
+def gemm(a, b, out_dtype=None, alpha: float = 1.0, tile_n: int = 256, cluster_mn=(2, 1)):
+    """d = alpha * a @ b.T for torch tensors a: (M, K), b: (N, K), in a new tensor. The kernel is
+    compiled on the first call for each shape, dtype and setting, and reused afterwards."""
+    import cuda.bindings.driver as cuda
+    import torch
+
+    out_dtype = out_dtype or (torch.bfloat16 if a.dtype == torch.float8_e4m3fn else a.dtype)
+    d = torch.empty(a.shape[0], b.shape[0], dtype=out_dtype, device=a.device)
+    kernel = _kernel(a, b, d, tile_n, tuple(cluster_mn), 1, ())
+    kernel(*[_cute_tensor(t) for t in (a, b, d)], cutlass.Float32(alpha),
+           cuda.CUstream(torch.cuda.current_stream().cuda_stream))
+    return d
+
+
+_KERNELS: dict = {}
+
+
+def _kernel(a, b, d, tile_n: int, cluster_mn: tuple[int, int], swizzle: int, variant: tuple):
+    """The kernel compiled for tensors shaped like these (once per key); call it with CuTe views of
+    a, b, d, then alpha and the stream."""
+    import cuda.bindings.driver as cuda
+    import torch
+
+    key = (tuple(a.shape), tuple(b.shape), a.stride(), b.stride(), a.dtype, b.dtype, d.dtype, a.device.index,
+           tile_n, cluster_mn, swizzle, variant)
+    if key in _KERNELS:
+        return _KERNELS[key]
+    dtypes = _dtypes()
+    for name, t in (("a", a), ("b", b), ("d", d)):
+        if t.dtype not in dtypes:
+            raise ValueError(f"{name}: dtype {t.dtype} unsupported; use one of {', '.join(map(str, dtypes))}")
+    if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[1]:
+        raise ValueError(f"expected a: (M, K) and b: (N, K); got {tuple(a.shape)} and {tuple(b.shape)}")
+    if a.stride(-1) != 1 or b.stride(-1) != 1:
+        raise ValueError("a and b must be K-contiguous (row-major (M, K) and (N, K)); call .contiguous()")
+    if a.dtype != b.dtype:
+        raise ValueError(f"a and b must have the same dtype; got {a.dtype} and {b.dtype}")
+    (m, k), n = a.shape, b.shape[0]
+    HopperGemm.can_implement(dtypes.get(a.dtype), dtypes.get(d.dtype), m, n, k, tile_n, cluster_mn)
+    op = HopperGemm(dtypes[a.dtype], dtypes[d.dtype], tile_n, cluster_mn, swizzle, **dict(variant))
+    views = [_cute_tensor(t) for t in (a, b, d)]
+    _KERNELS[key] = cute.compile(op, *views, cutlass.Float32(1.0), max_active_clusters(cluster_mn),
+                                 cuda.CUstream(torch.cuda.current_stream().cuda_stream))
+    return _KERNELS[key]
+
+
+def _dtypes() -> dict:
+    import torch
+
+    return {torch.bfloat16: cutlass.BFloat16, torch.float16: cutlass.Float16, torch.float32: cutlass.Float32,
+            torch.float8_e4m3fn: cutlass.Float8E4M3FN}
+
+
+def _cute_tensor(tensor):
     """A CuTe view of a torch tensor. fp8 goes through a uint8 view with the element type set
     afterwards, as cutlass.torch does for every float of 8 bits or fewer."""
     import torch
@@ -349,7 +397,7 @@ def _cute_tensor(tensor, dtype):
 
     if tensor.dtype == torch.float8_e4m3fn:
         view = from_dlpack(tensor.view(torch.uint8), assumed_align=16)
-        view.element_type = dtype
+        view.element_type = cutlass.Float8E4M3FN
         return view
     return from_dlpack(tensor, assumed_align=16)
 
