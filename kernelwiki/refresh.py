@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
 import tomllib
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -31,6 +32,7 @@ RECORD_LEVELS = ("measured", "compiled")
 BAD_RUN = ("incorrect", "control-passed", "failed", "crashed", "timeout")
 LOWER_IS_BETTER_UNITS = ("us", "ms", "ns", "s", "cycles", "ulp")
 REGRESSION = 0.10
+HISTORY = 3                # earlier runs whose median a new run is compared with
 LAUNCH_BOUND_MS = 0.05   # timings below this are launch overhead and jitter, not kernel speed
 MANAGED_ORDER = ("status", "evidence_level", "evidence_by_arch", "measured_on", "last_measured")
 BLOCK = re.compile(r"^<!-- kernelwiki:(begin|end) ([a-z0-9-]+) -->\s*$")
@@ -307,37 +309,54 @@ def _status(linked: list[ProbeSpec], records: dict[str, list[Record]], claims: l
 
 
 def _dropped(runs: list[Record]) -> bool:
-    """The newest passing run fell more than 10% behind the previous one on the same GPU and toolchain.
+    """The newest passing run fell more than 10% behind the runs before it on the same GPU and toolchain.
 
-    Where a case was timed against a baseline in the same process, its ratio to that baseline is
-    compared (clock and power state shift both and cancel); otherwise the value itself. Cases whose
-    fastest candidate took under LAUNCH_BOUND_MS are launch-bound - host overhead and timer jitter
-    outweigh the kernel - and are not compared.
+    Each case of the newest run is compared with the median of the same case (same parameters)
+    in up to HISTORY earlier passing runs with the same environment and protocol, so one noisy
+    run does not flip a page while a lasting drop does. Where a case was timed against a baseline
+    in the same process, its ratio to that baseline is compared (clock and power state shift both
+    and cancel); otherwise the value itself. Cases whose fastest candidate took under
+    LAUNCH_BOUND_MS are launch-bound - host overhead and timer jitter outweigh the kernel - and are
+    not compared.
     """
     passing = [r for r in runs if r.data.get("status") == "passed"]
     if len(passing) < 2:
         return False
-    new, old = passing[-1], passing[-2]
+    new = passing[-1]
     key = ("gpu", "cuda_runtime", "cutlass_dsl", "torch")
-    if any((new.data.get("environment") or {}).get(k) != (old.data.get("environment") or {}).get(k) for k in key):
-        return False
-    if _protocol(new) != _protocol(old):  # a changed measurement is not a regression
-        return False
-    old_cases = {c.get("id"): c for c in old.data.get("cases") or []}
+    env = {k: (new.data.get("environment") or {}).get(k) for k in key}
+    earlier = [r for r in passing[:-1]
+               if {k: (r.data.get("environment") or {}).get(k) for k in key} == env
+               and _protocol(r) == _protocol(new)][-HISTORY:]   # a changed measurement is not a regression
     for case in new.data.get("cases") or []:
-        old_case = old_cases.get(case.get("id")) or {}
-        h_new, h_old = case.get("headline") or {}, old_case.get("headline") or {}
-        if "value" not in h_new or not h_old.get("value") or _launch_bound(case) or _launch_bound(old_case):
+        score = _score(case)
+        if score is None:
             continue
-        if h_new.get("ratio") and h_old.get("ratio") and h_new.get("baseline") == h_old.get("baseline"):
-            change = h_new["ratio"] / h_old["ratio"]
-        else:
-            change = h_new["value"] / h_old["value"]
-        if h_new.get("unit") in LOWER_IS_BETTER_UNITS:
+        previous = [s for r in earlier for c in r.data.get("cases") or []
+                    if c.get("id") == case.get("id") and c.get("params") == case.get("params")
+                    and (s := _score(c, like=case)) is not None]
+        if not previous:
+            continue
+        change = score / statistics.median(previous)
+        if (case.get("headline") or {}).get("unit") in LOWER_IS_BETTER_UNITS:
             change = 1 / change if change else 0
         if change < 1 - REGRESSION:
             return True
     return False
+
+
+def _score(case: dict, like: dict | None = None) -> float | None:
+    """What a case is compared by: its ratio to the same-run baseline if it (and `like`) has one,
+    else its value; None for launch-bound or valueless cases."""
+    headline = case.get("headline") or {}
+    if not headline.get("value") or _launch_bound(case):
+        return None
+    reference = (like or case).get("headline") or {}
+    if reference.get("ratio") and headline.get("ratio") and reference.get("baseline") == headline.get("baseline"):
+        return float(headline["ratio"])
+    if like is not None and reference.get("ratio"):
+        return None   # the newer case has a ratio this one lacks: not comparable
+    return float(headline["value"])
 
 
 def _launch_bound(case: dict) -> bool:

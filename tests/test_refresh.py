@@ -131,14 +131,26 @@ def _case(value, ratio=None, median_ms=1.0):
             "timing": {"ours": {"median_ms": median_ms}, "cuBLAS": {"median_ms": median_ms}}}
 
 
-@pytest.mark.parametrize("old, new, dropped", [
-    (_case(780.0), _case(690.0), True),                              # no baseline: the value fell 12%
-    (_case(780.0, ratio=1.0), _case(690.0, ratio=0.99), False),      # the machine slowed both alike
-    (_case(780.0, ratio=1.0), _case(780.0, ratio=0.85), True),       # ours fell against cuBLAS
-    (_case(22.0, ratio=1.1, median_ms=0.01), _case(11.0, ratio=0.5, median_ms=0.02), False),  # launch-bound
+@pytest.mark.parametrize("history, new, dropped", [
+    ([_case(780.0)], _case(690.0), True),                                  # no baseline: the value fell 12%
+    ([_case(780.0, ratio=1.0)], _case(690.0, ratio=0.99), False),          # the machine slowed both alike
+    ([_case(780.0, ratio=1.0)], _case(780.0, ratio=0.85), True),           # ours fell against cuBLAS
+    ([_case(22.0, ratio=1.1, median_ms=0.01)], _case(11.0, ratio=0.5, median_ms=0.02), False),  # launch-bound
+    ([_case(500.0, ratio=0.76), _case(550.0, ratio=0.83)], _case(520.0, ratio=0.74), False),  # noise: median 0.795
+    ([_case(500.0, ratio=0.76), _case(550.0, ratio=0.83)], _case(520.0, ratio=0.60), True),   # a lasting drop
 ])
-def test_regression_compares_ratios_to_the_same_run_baseline(old, new, dropped):
+def test_regression_compares_with_the_median_of_earlier_runs(history, new, dropped):
     from kernelwiki.refresh import Record, _dropped
 
-    runs = [Record(f"r{i}.json", {**RECORD, "run_id": f"r{i}", "cases": [case]}) for i, case in enumerate((old, new))]
+    cases = [*history, new]
+    runs = [Record(f"r{i}.json", {**RECORD, "run_id": f"r{i}", "cases": [case]}) for i, case in enumerate(cases)]
     assert _dropped(runs) is dropped
+
+
+def test_regression_ignores_a_case_whose_parameters_changed():
+    from kernelwiki.refresh import Record, _dropped
+
+    old, new = _case(780.0, ratio=1.0), _case(780.0, ratio=0.5)
+    old["params"], new["params"] = {"tile_n": 64}, {"tile_n": 256}
+    runs = [Record(f"r{i}.json", {**RECORD, "run_id": f"r{i}", "cases": [c]}) for i, c in enumerate((old, new))]
+    assert _dropped(runs) is False
