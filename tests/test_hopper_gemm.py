@@ -21,13 +21,21 @@ BF16 = cutlass.BFloat16
     ((cutlass.Float32, BF16, 256, 256, 256), "A/B dtype"),
     ((BF16, cutlass.Int8, 256, 256, 256), "D dtype"),
     ((BF16, BF16, 0, 256, 256), "must be positive"),
-    ((BF16, BF16, 256, 256, 100), "K=100: rows of A and B must be a multiple of 16 bytes"),
-    ((cutlass.Float8E4M3FN, BF16, 256, 256, 72), r"K a multiple of 16 for"),
+    ((BF16, BF16, 256, 256, 100), "K=100: the contiguous dimension of A must be a multiple of 16 bytes"),
+    ((cutlass.Float8E4M3FN, BF16, 256, 256, 72), r"K=72: .* \(16 elements of Float8E4M3FN\)"),
     ((BF16, BF16, 256, 260, 256), "N=260: rows of D must be a multiple of 16 bytes"),
 ])
 def test_hopper_gemm_can_implement(args, message):
     with pytest.raises(ValueError, match=message):
         hopper_gemm.HopperGemm.can_implement(*args)
+
+
+def test_mn_major_only_for_16_bit_types():
+    hopper_gemm.HopperGemm.can_implement(BF16, BF16, 256, 256, 256, a_major="mn", b_major="mn")
+    with pytest.raises(ValueError, match="B is MN-major but Float8E4M3FN is 8-bit"):
+        hopper_gemm.HopperGemm.can_implement(cutlass.Float8E4M3FN, BF16, 256, 256, 256, b_major="mn")
+    with pytest.raises(ValueError, match="M=260: the contiguous dimension of A"):
+        hopper_gemm.HopperGemm.can_implement(BF16, BF16, 260, 256, 256, a_major="mn")
 
 
 def test_partial_tiles_are_accepted():
@@ -57,8 +65,9 @@ def test_naive_can_implement():
     (hopper_gemm.compile_for, {}, "HGMMA"),
     (hopper_gemm.compile_for, {"ab_dtype": cutlass.Float8E4M3FN}, "QGMMA"),
     (hopper_gemm.compile_for, {"m": 4000, "n": 2104, "k": 7000}, "HGMMA"),
+    (hopper_gemm.compile_for, {"a_major": "mn", "b_major": "mn"}, "HGMMA"),
     (naive.compile_for, {}, "HGMMA"),
-], ids=["persistent-bf16", "persistent-fp8", "persistent-partial-tiles", "naive"])
+], ids=["persistent-bf16", "persistent-fp8", "persistent-partial-tiles", "persistent-mn-major", "naive"])
 def test_compiles_to_tensor_core_sass_without_spills(compile_for, kwargs, sass):
     from kernelwiki.harness import compile as compile_mod
 

@@ -11,6 +11,7 @@ Run through the runner: kernelwiki probe run --probe probe-hopper-gemm [--compil
 
 from __future__ import annotations
 
+import re
 import sys
 
 from kernelwiki.harness import compile as compile_mod
@@ -58,6 +59,11 @@ def run_case(case: dict, ctx: Context) -> dict:
     dtype = params["dtype"]
     m, n, k = (int(x) for x in params["shape"].split("x"))
     a, b, scale_a, scale_b, reference = _inputs(dtype, m, n, k, ctx.seed)
+    # MN-major operands: the same values stored transposed (M or N contiguous)
+    if params.get("a_major") == "mn":
+        a = a.t().contiguous().t()
+    if params.get("b_major") == "mn":
+        b = b.t().contiguous().t()
     run, d, correctness = _checked(dtype, a, b, scale_a, scale_b, reference, params["tile_n"])
     del reference
     # the one-call API (gemm) reuses the same compiled kernel and must give the same bits
@@ -94,6 +100,10 @@ def negative_control(ctx: Context) -> dict:
 
 def compile_kernel(arch: str) -> compile_mod.Emitted:
     emitted = compile_mod.from_cute(hopper_gemm.compile_for(arch, cluster_mn=CLUSTER), arch)
+    transposed = compile_mod.from_cute(hopper_gemm.compile_for(arch, cluster_mn=CLUSTER, a_major="mn", b_major="mn"),
+                                       arch)
+    if re.search(r"wgmma\.mma_async[^;]*p, 1,\s*1, 1, 1;", transposed.ptx):
+        emitted.facts.append("mn-major-operands:imm-trans-a=1,imm-trans-b=1")
     fp8 = compile_mod.from_cute(hopper_gemm.compile_for(arch, ab_dtype=AB_DTYPES["e4m3"], cluster_mn=CLUSTER), arch)
     emitted.ptx += fp8.ptx
     if emitted.sass is not None and fp8.sass is not None:

@@ -1,7 +1,8 @@
 """A warp-specialized, persistent wgmma GEMM for Hopper (sm_90a) in CuTe DSL.
 
 What it does
-    D[m, n] = sum_k A[m, k] * B[n, k]  (A: M x K, B: N x K, both K-major; D: M x N row-major),
+    D[m, n] = sum_k A[m, k] * B[n, k]  (A: M x K, B: N x K, each K-major or, for 16-bit types,
+    M-/N-major, i.e. transposed in memory; D: M x N row-major),
     bf16/fp16 or fp8 e4m3 inputs, fp32 accumulation in registers, D = alpha * A.B^T in bf16/fp16/fp32
     (alpha carries the per-tensor scales of fp8: scale_a * scale_b; 1.0 otherwise).
     384 threads per CTA, one CTA per SM, clusters of cluster_mn CTAs:
@@ -17,8 +18,8 @@ What it does
     groups of `swizzle` clusters for L2 reuse), so the producer starts the next tile's loads while
     the consumers finish the current one.
 
-Constraints (can_implement): A and B of the same type, bf16, fp16 or e4m3 (K-major, as wgmma needs
-    for fp8); K and N rows 16-byte aligned (TMA); any M, N, K otherwise: partial tiles are handled by
+Constraints (can_implement): A and B of the same type, bf16, fp16 or e4m3 (fp8 only K-major: wgmma
+    cannot transpose 8-bit operands); the contiguous dimension of A, B and D 16-byte aligned (TMA); any M, N, K otherwise: partial tiles are handled by
     TMA (loads outside the tensor read zeros, stores outside it are dropped). tile_m == 128;
     tile_n in {64, 128, 256}; cluster_mn in {(1,1), (2,1), (1,2)}. No tf32: CuTe DSL 4.8.1 has no
     tf32 warpgroup MMA op (cute.nvgpu.warpgroup offers f16/bf16, f8 and i8 only).
@@ -72,7 +73,7 @@ class HopperGemm:
 
     @staticmethod
     def can_implement(ab_dtype, d_dtype, m: int, n: int, k: int, tile_n: int = 256,
-                      cluster_mn: tuple[int, int] = (2, 1)) -> None:
+                      cluster_mn: tuple[int, int] = (2, 1), a_major: str = "k", b_major: str = "k") -> None:
         """Raise ValueError naming the offending value and the supported set."""
         if ab_dtype not in AB_DTYPES:
             raise ValueError(f"A/B dtype {ab_dtype} unsupported; use one of {AB_DTYPES}")
@@ -84,9 +85,16 @@ class HopperGemm:
             raise ValueError(f"cluster_mn={tuple(cluster_mn)} unsupported; use one of {CLUSTERS}")
         if min(m, n, k) < 1:
             raise ValueError(f"M, N, K must be positive; got {m}, {n}, {k}")
-        if k * ab_dtype.width % 128:
-            raise ValueError(f"K={k}: rows of A and B must be a multiple of 16 bytes for TMA "
-                             f"(K a multiple of {128 // ab_dtype.width} for {ab_dtype})")
+        for name, major, mn in (("A", a_major, m), ("B", b_major, n)):
+            if major not in ("k", "mn"):
+                raise ValueError(f"{name} major mode {major!r} unsupported; use 'k' or 'mn'")
+            if major == "mn" and ab_dtype.width != 16:
+                raise ValueError(f"{name} is MN-major but {ab_dtype} is {ab_dtype.width}-bit: wgmma reads 8-bit "
+                                 f"operands K-major only; store {name} with K contiguous")
+            contiguous, size = ("K", k) if major == "k" else ("M" if name == "A" else "N", mn)
+            if size * ab_dtype.width % 128:
+                raise ValueError(f"{contiguous}={size}: the contiguous dimension of {name} must be a multiple of "
+                                 f"16 bytes for TMA ({128 // ab_dtype.width} elements of {ab_dtype})")
         if n * d_dtype.width % 128:
             raise ValueError(f"N={n}: rows of D must be a multiple of 16 bytes for TMA "
                              f"(N a multiple of {128 // d_dtype.width} for {d_dtype})")
@@ -94,13 +102,14 @@ class HopperGemm:
     @cute.jit
     def __call__(self, mA: cute.Tensor, mB: cute.Tensor, mD: cute.Tensor, alpha: cutlass.Float32,
                  max_active_clusters: cutlass.Constexpr, stream):
-        # mA: (M, K) K-major; mB: (N, K) K-major; mD: (M, N) N-major
-        k_major = cute.nvgpu.OperandMajorMode.K
+        # mA: (M, K) K- or M-major; mB: (N, K) K- or N-major; mD: (M, N) N-major
+        a_layout, b_layout = LayoutEnum.from_tensor(mA), LayoutEnum.from_tensor(mB)   # ROW_MAJOR = K-major
         # two consumer warpgroups stacked along M, each issuing 64 x tile_n wgmmas
-        tiled_mma = sm90_utils.make_trivial_tiled_mma(self.ab_dtype, self.ab_dtype, k_major, k_major, self.acc_dtype,
+        tiled_mma = sm90_utils.make_trivial_tiled_mma(self.ab_dtype, self.ab_dtype, a_layout.sm90_mma_major_mode(),
+                                                      b_layout.sm90_mma_major_mode(), self.acc_dtype,
                                                       (CONSUMER_WARPGROUPS, 1, 1), tiler_mn=(64, self.tile_mnk[1]))
-        sA_layout = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, self.tile_mnk, self.ab_dtype, self.stages)
-        sB_layout = sm90_utils.make_smem_layout_b(LayoutEnum.ROW_MAJOR, self.tile_mnk, self.ab_dtype, self.stages)
+        sA_layout = sm90_utils.make_smem_layout_a(a_layout, self.tile_mnk, self.ab_dtype, self.stages)
+        sB_layout = sm90_utils.make_smem_layout_b(b_layout, self.tile_mnk, self.ab_dtype, self.stages)
         sD_layout = sm90_utils.make_smem_layout_epi(self.d_dtype, LayoutEnum.ROW_MAJOR, self.epi_tile, EPI_STAGES)
 
         cluster_m, cluster_n = self.cluster_mn
@@ -305,14 +314,16 @@ def max_active_clusters(cluster_mn: tuple[int, int]) -> int:
 
 
 def compile_for(arch: str = "sm_90a", m: int = 1024, n: int = 1024, k: int = 1024, ab_dtype=cutlass.BFloat16,
-                d_dtype=cutlass.BFloat16, tile_n: int = 256, cluster_mn=(2, 1), sms: int = 132, **variant):
+                d_dtype=cutlass.BFloat16, tile_n: int = 256, cluster_mn=(2, 1), sms: int = 132, a_major: str = "k",
+                b_major: str = "k", **variant):
     """Compile with fake tensors (no GPU needed), keeping PTX and cubin."""
     from cutlass.cute.runtime import make_fake_compact_tensor
     from cutlass.runtime import make_fake_stream
 
-    HopperGemm.can_implement(ab_dtype, d_dtype, m, n, k, tile_n, cluster_mn)
-    fake_a = make_fake_compact_tensor(ab_dtype, (m, k), stride_order=(1, 0), assumed_align=16)
-    fake_b = make_fake_compact_tensor(ab_dtype, (n, k), stride_order=(1, 0), assumed_align=16)
+    HopperGemm.can_implement(ab_dtype, d_dtype, m, n, k, tile_n, cluster_mn, a_major, b_major)
+    order = {"k": (1, 0), "mn": (0, 1)}   # stride_order: which mode is contiguous
+    fake_a = make_fake_compact_tensor(ab_dtype, (m, k), stride_order=order[a_major], assumed_align=16)
+    fake_b = make_fake_compact_tensor(ab_dtype, (n, k), stride_order=order[b_major], assumed_align=16)
     fake_d = make_fake_compact_tensor(d_dtype, (m, n), stride_order=(1, 0), assumed_align=16)
     op = HopperGemm(ab_dtype, d_dtype, tile_n, cluster_mn, **variant)
     return cute.compile(op, fake_a, fake_b, fake_d, cutlass.Float32(1.0), sms // (cluster_mn[0] * cluster_mn[1]),
@@ -322,7 +333,8 @@ def compile_for(arch: str = "sm_90a", m: int = 1024, n: int = 1024, k: int = 102
 
 def compile_gemm(a, b, out_dtype=None, alpha: float = 1.0, tile_n: int = 256, cluster_mn=(2, 1), swizzle: int = 1,
                  **variant):
-    """For torch tensors a: (M, K), b: (N, K) (K contiguous; bf16, fp16 or float8_e4m3fn): (run, d),
+    """For torch tensors a: (M, K), b: (N, K) (bf16, fp16 or float8_e4m3fn; K contiguous, or for the
+    16-bit types M/N contiguous, e.g. `x.t().contiguous().t()`): (run, d),
     where run() computes d = alpha * a @ b.T on the current stream, into the same d. out_dtype
     defaults to a's type, bf16 for fp8 inputs. `variant` reaches HopperGemm (the negative control)."""
     import cuda.bindings.driver as cuda
@@ -369,12 +381,18 @@ def _kernel(a, b, d, tile_n: int, cluster_mn: tuple[int, int], swizzle: int, var
             raise ValueError(f"{name}: dtype {t.dtype} unsupported; use one of {', '.join(map(str, dtypes))}")
     if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[1]:
         raise ValueError(f"expected a: (M, K) and b: (N, K); got {tuple(a.shape)} and {tuple(b.shape)}")
-    if a.stride(-1) != 1 or b.stride(-1) != 1:
-        raise ValueError("a and b must be K-contiguous (row-major (M, K) and (N, K)); call .contiguous()")
+    majors = []
+    for name, t in (("a", a), ("b", b)):
+        if t.stride(1) == 1:
+            majors.append("k")
+        elif t.stride(0) == 1:
+            majors.append("mn")
+        else:
+            raise ValueError(f"{name}: neither dimension is contiguous (strides {t.stride()}); call .contiguous()")
     if a.dtype != b.dtype:
         raise ValueError(f"a and b must have the same dtype; got {a.dtype} and {b.dtype}")
     (m, k), n = a.shape, b.shape[0]
-    HopperGemm.can_implement(dtypes.get(a.dtype), dtypes.get(d.dtype), m, n, k, tile_n, cluster_mn)
+    HopperGemm.can_implement(dtypes.get(a.dtype), dtypes.get(d.dtype), m, n, k, tile_n, cluster_mn, *majors)
     op = HopperGemm(dtypes[a.dtype], dtypes[d.dtype], tile_n, cluster_mn, swizzle, **dict(variant))
     views = [_cute_tensor(t) for t in (a, b, d)]
     _KERNELS[key] = cute.compile(op, *views, cutlass.Float32(1.0), max_active_clusters(cluster_mn),
