@@ -22,19 +22,20 @@ sys.path.insert(0, str(REPO_ROOT / "artifacts" / "kernels" / "hopper-gemm"))
 import hopper_gemm  # noqa: E402  (our kernel, importable without a GPU)
 
 CLUSTER = (2, 1)
-AB_DTYPES = {"bf16": hopper_gemm.cutlass.BFloat16, "e4m3": hopper_gemm.cutlass.Float8E4M3FN}
+AB_DTYPES = {"bf16": hopper_gemm.cutlass.BFloat16, "fp16": hopper_gemm.cutlass.Float16,
+             "e4m3": hopper_gemm.cutlass.Float8E4M3FN}
 E4M3_MAX = 448.0
 
 
 def _inputs(dtype: str, m: int, n: int, k: int, seed: int):
-    """(a, b, scale_a, scale_b, reference): a (M, K), b (N, K); reference = FP32 product of what the
-    kernel multiplies, times the scales."""
+    """(a, b, scale_a, scale_b, reference) for dtype bf16, fp16 or e4m3: a (M, K), b (N, K);
+    reference = FP32 product of what the kernel multiplies, times the scales."""
     import torch
 
     g = torch.Generator(device="cuda").manual_seed(seed)
     a, b = torch.randn(m, k, generator=g, device="cuda"), torch.randn(n, k, generator=g, device="cuda")
-    if dtype == "bf16":
-        a, b = a.bfloat16(), b.bfloat16()
+    if dtype in ("bf16", "fp16"):
+        a, b = (a.bfloat16(), b.bfloat16()) if dtype == "bf16" else (a.half(), b.half())
         return a, b, 1.0, 1.0, a.float() @ b.float().t()
     scale_a, scale_b = (float(x.abs().max()) / E4M3_MAX for x in (a, b))
     a8, b8 = (a / scale_a).to(torch.float8_e4m3fn), (b / scale_b).to(torch.float8_e4m3fn)
@@ -49,7 +50,7 @@ def _checked(dtype: str, a, b, scale_a: float, scale_b: float, reference, tile_n
     gates.poison(d)
     run()
     torch.cuda.synchronize()
-    return run, d, gates.check(d.float(), reference, "bf16" if dtype == "bf16" else "e4m3")
+    return run, d, gates.check(d.float(), reference, dtype)
 
 
 def run_case(case: dict, ctx: Context) -> dict:
@@ -70,7 +71,7 @@ def run_case(case: dict, ctx: Context) -> dict:
     same = torch.equal(hopper_gemm.gemm(a, b, alpha=scale_a * scale_b, tile_n=params["tile_n"], cluster_mn=CLUSTER), d)
     correctness.update(gemm_api_matches=same, passed=correctness["passed"] and same)
     out = torch.empty_like(d)
-    if dtype == "bf16":
+    if dtype != "e4m3":
         candidates = {"ours": run, "cuBLAS": lambda: torch.matmul(a, b.t(), out=out)}
     else:
         sa, sb = (torch.tensor(x, device="cuda") for x in (scale_a, scale_b))
@@ -84,11 +85,11 @@ def run_case(case: dict, ctx: Context) -> dict:
     timing = ctx.timer(warmup=5, iters=30).compare(candidates)
     flops = 2 * m * n * k
     tflops = {name: flops / (t["median_ms"] * 1e-3) / 1e12 for name, t in timing.items()}
-    baseline = "cuBLAS" if dtype == "bf16" else "cuBLAS fast-accum"
+    baseline = "cuBLAS fast-accum" if dtype == "e4m3" else "cuBLAS"
     return {"correctness": correctness, "timing": timing,
             "metrics": {"stages": hopper_gemm.HopperGemm(AB_DTYPES[dtype], tile_n=params["tile_n"]).stages},
             "baselines": [{"name": name, "value": round(v, 2)} for name, v in tflops.items() if name != "ours"],
-            "headline": ctx.headline("tflops", tflops["ours"], "TFLOP/s", peak_key="bf16" if dtype == "bf16" else "e4m3",
+            "headline": ctx.headline("tflops", tflops["ours"], "TFLOP/s", peak_key=dtype,
                                      ceiling_key="bf16" if dtype == "bf16" else None,
                                      baseline=(baseline, tflops[baseline]))}
 
