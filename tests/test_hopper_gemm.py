@@ -32,6 +32,8 @@ def test_hopper_gemm_can_implement(args, message):
 
 def test_mn_major_only_for_16_bit_types():
     hopper_gemm.HopperGemm.can_implement(BF16, BF16, 256, 256, 256, a_major="mn", b_major="mn")
+    with pytest.raises(ValueError, match="A is MN-major but TFloat32 is 32-bit"):
+        hopper_gemm.HopperGemm.can_implement(cutlass.TFloat32, cutlass.Float32, 256, 256, 256, a_major="mn")
     with pytest.raises(ValueError, match="B is MN-major but Float8E4M3FN is 8-bit"):
         hopper_gemm.HopperGemm.can_implement(cutlass.Float8E4M3FN, BF16, 256, 256, 256, b_major="mn")
     with pytest.raises(ValueError, match="M=260: the contiguous dimension of A"):
@@ -66,8 +68,10 @@ def test_naive_can_implement():
     (hopper_gemm.compile_for, {"ab_dtype": cutlass.Float8E4M3FN}, "QGMMA"),
     (hopper_gemm.compile_for, {"m": 4000, "n": 2104, "k": 7000}, "HGMMA"),
     (hopper_gemm.compile_for, {"a_major": "mn", "b_major": "mn"}, "HGMMA"),
+    (hopper_gemm.compile_for, {"ab_dtype": cutlass.TFloat32, "d_dtype": cutlass.Float32}, "HGMMA.64x256x8.F32.TF32"),
     (naive.compile_for, {}, "HGMMA"),
-], ids=["persistent-bf16", "persistent-fp8", "persistent-partial-tiles", "persistent-mn-major", "naive"])
+], ids=["persistent-bf16", "persistent-fp8", "persistent-partial-tiles", "persistent-mn-major", "persistent-tf32",
+                         "naive"])
 def test_compiles_to_tensor_core_sass_without_spills(compile_for, kwargs, sass):
     from kernelwiki.harness import compile as compile_mod
 

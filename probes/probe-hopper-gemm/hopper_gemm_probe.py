@@ -23,17 +23,22 @@ import hopper_gemm  # noqa: E402  (our kernel, importable without a GPU)
 
 CLUSTER = (2, 1)
 AB_DTYPES = {"bf16": hopper_gemm.cutlass.BFloat16, "fp16": hopper_gemm.cutlass.Float16,
-             "e4m3": hopper_gemm.cutlass.Float8E4M3FN}
+             "tf32": hopper_gemm.cutlass.TFloat32, "e4m3": hopper_gemm.cutlass.Float8E4M3FN}
+_D_DTYPE = {"fp16": hopper_gemm.cutlass.Float16, "tf32": hopper_gemm.cutlass.Float32}
+TF32_MASK = -8192   # clears the 13 low mantissa bits: fp32 values exactly representable in tf32
 E4M3_MAX = 448.0
 
 
 def _inputs(dtype: str, m: int, n: int, k: int, seed: int):
-    """(a, b, scale_a, scale_b, reference) for dtype bf16, fp16 or e4m3: a (M, K), b (N, K);
+    """(a, b, scale_a, scale_b, reference) for dtype bf16, fp16, tf32 or e4m3: a (M, K), b (N, K);
     reference = FP32 product of what the kernel multiplies, times the scales."""
     import torch
 
     g = torch.Generator(device="cuda").manual_seed(seed)
     a, b = torch.randn(m, k, generator=g, device="cuda"), torch.randn(n, k, generator=g, device="cuda")
+    if dtype == "tf32":  # fp32 tensors holding tf32 values, so our kernel and cuBLAS TF32 see the same inputs
+        a, b = ((x.view(torch.int32) & TF32_MASK).view(torch.float32) for x in (a, b))
+        return a, b, 1.0, 1.0, (a.double() @ b.double().t()).float()
     if dtype in ("bf16", "fp16"):
         a, b = (a.bfloat16(), b.bfloat16()) if dtype == "bf16" else (a.half(), b.half())
         return a, b, 1.0, 1.0, a.float() @ b.float().t()
@@ -71,6 +76,8 @@ def run_case(case: dict, ctx: Context) -> dict:
     same = torch.equal(hopper_gemm.gemm(a, b, alpha=scale_a * scale_b, tile_n=params["tile_n"], cluster_mn=CLUSTER), d)
     correctness.update(gemm_api_matches=same, passed=correctness["passed"] and same)
     out = torch.empty_like(d)
+    tf32_before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"   # cuBLAS TF32 for the tf32 cases only
     if dtype != "e4m3":
         candidates = {"ours": run, "cuBLAS": lambda: torch.matmul(a, b.t(), out=out)}
     else:
@@ -82,12 +89,16 @@ def run_case(case: dict, ctx: Context) -> dict:
             "cuBLAS": lambda: torch._scaled_mm(a, b.t(), scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16,
                                                use_fast_accum=False),
         }
-    timing = ctx.timer(warmup=5, iters=30).compare(candidates)
+    try:
+        timing = ctx.timer(warmup=5, iters=30).compare(candidates)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = tf32_before
     flops = 2 * m * n * k
     tflops = {name: flops / (t["median_ms"] * 1e-3) / 1e12 for name, t in timing.items()}
     baseline = "cuBLAS fast-accum" if dtype == "e4m3" else "cuBLAS"
     return {"correctness": correctness, "timing": timing,
-            "metrics": {"stages": hopper_gemm.HopperGemm(AB_DTYPES[dtype], tile_n=params["tile_n"]).stages},
+            "metrics": {"stages": hopper_gemm.HopperGemm(AB_DTYPES[dtype], _D_DTYPE.get(dtype, AB_DTYPES["bf16"]),
+                                                         tile_n=params["tile_n"]).stages},
             "baselines": [{"name": name, "value": round(v, 2)} for name, v in tflops.items() if name != "ours"],
             "headline": ctx.headline("tflops", tflops["ours"], "TFLOP/s", peak_key=dtype,
                                      ceiling_key="bf16" if dtype == "bf16" else None,
@@ -106,9 +117,12 @@ def compile_kernel(arch: str) -> compile_mod.Emitted:
     if re.search(r"wgmma\.mma_async[^;]*p, 1,\s*1, 1, 1;", transposed.ptx):
         emitted.facts.append("mn-major-operands:imm-trans-a=1,imm-trans-b=1")
     fp8 = compile_mod.from_cute(hopper_gemm.compile_for(arch, ab_dtype=AB_DTYPES["e4m3"], cluster_mn=CLUSTER), arch)
-    emitted.ptx += fp8.ptx
-    if emitted.sass is not None and fp8.sass is not None:
-        emitted.sass += fp8.sass
+    tf32 = compile_mod.from_cute(hopper_gemm.compile_for(arch, ab_dtype=AB_DTYPES["tf32"],
+                                                         d_dtype=_D_DTYPE["tf32"], cluster_mn=CLUSTER), arch)
+    for extra in (fp8, tf32):
+        emitted.ptx += extra.ptx
+        if emitted.sass is not None and extra.sass is not None:
+            emitted.sass += extra.sass
     return emitted
 
 

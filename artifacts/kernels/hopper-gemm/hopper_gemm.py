@@ -3,8 +3,9 @@
 What it does
     D[m, n] = sum_k A[m, k] * B[n, k]  (A: M x K, B: N x K, each K-major or, for 16-bit types,
     M-/N-major, i.e. transposed in memory; D: M x N row-major),
-    bf16/fp16 or fp8 e4m3 inputs, fp32 accumulation in registers, D = alpha * A.B^T in bf16/fp16/fp32
-    (alpha carries the per-tensor scales of fp8: scale_a * scale_b; 1.0 otherwise).
+    bf16/fp16, tf32 (fp32 in memory) or fp8 e4m3 inputs, fp32 accumulation in registers,
+    D = alpha * A.B^T in bf16/fp16/fp32 (alpha carries the per-tensor scales of fp8: scale_a * scale_b;
+    1.0 otherwise). TF32 goes through our own op (tf32_mma.py): the DSL does not expose one.
     384 threads per CTA, one CTA per SM, clusters of cluster_mn CTAs:
       warpgroup 0  producer: gives registers back (setmaxnreg down), and its warp 0 TMA-loads A and
                    B K-tiles into a `stages`-deep shared-memory ring; B is multicast to the CTAs of
@@ -18,11 +19,10 @@ What it does
     groups of `swizzle` clusters for L2 reuse), so the producer starts the next tile's loads while
     the consumers finish the current one.
 
-Constraints (can_implement): A and B of the same type, bf16, fp16 or e4m3 (fp8 only K-major: wgmma
-    cannot transpose 8-bit operands); the contiguous dimension of A, B and D 16-byte aligned (TMA); any M, N, K otherwise: partial tiles are handled by
+Constraints (can_implement): A and B of the same type, bf16, fp16, tf32 or e4m3 (tf32 and fp8 only
+    K-major: wgmma transposes 16-bit operands only); the contiguous dimension of A, B and D 16-byte aligned (TMA); any M, N, K otherwise: partial tiles are handled by
     TMA (loads outside the tensor read zeros, stores outside it are dropped). tile_m == 128;
-    tile_n in {64, 128, 256}; cluster_mn in {(1,1), (2,1), (1,2)}. No tf32: CuTe DSL 4.8.1 has no
-    tf32 warpgroup MMA op (cute.nvgpu.warpgroup offers f16/bf16, f8 and i8 only).
+    tile_n in {64, 128, 256}; cluster_mn in {(1,1), (2,1), (1,2)}.
 
 Compile only (any machine): python artifacts/kernels/hopper-gemm/hopper_gemm.py --arch sm_90a
 Run: probe-hopper-gemm (kernelwiki probe run --probe probe-hopper-gemm) on an H200.
@@ -41,6 +41,7 @@ import cutlass.utils as utils
 import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass.cute.nvgpu import cpasync, warpgroup
 from cutlass.tensor_utils import LayoutEnum
+from tf32_mma import make_tiled_mma_tf32
 
 WARPGROUP_THREADS = 128
 CONSUMER_WARPGROUPS = 2
@@ -50,7 +51,7 @@ K_TILE_BYTES = 128     # one 128-byte swizzle row of K per stage: 64 bf16/fp16 o
 EPI_TILE_N = 32       # epilogue slice: (tile_m, 32) columns at a time through shared memory
 EPI_STAGES = 4
 SMEM_BYTES = 232448   # 227 KiB usable per CTA on sm_90
-AB_DTYPES = (cutlass.BFloat16, cutlass.Float16, cutlass.Float8E4M3FN)
+AB_DTYPES = (cutlass.BFloat16, cutlass.Float16, cutlass.TFloat32, cutlass.Float8E4M3FN)
 D_DTYPES = (cutlass.BFloat16, cutlass.Float16, cutlass.Float32)
 CLUSTERS = ((1, 1), (2, 1), (1, 2))
 
@@ -89,8 +90,8 @@ class HopperGemm:
             if major not in ("k", "mn"):
                 raise ValueError(f"{name} major mode {major!r} unsupported; use 'k' or 'mn'")
             if major == "mn" and ab_dtype.width != 16:
-                raise ValueError(f"{name} is MN-major but {ab_dtype} is {ab_dtype.width}-bit: wgmma reads 8-bit "
-                                 f"operands K-major only; store {name} with K contiguous")
+                raise ValueError(f"{name} is MN-major but {ab_dtype} is {ab_dtype.width}-bit: wgmma transposes "
+                                 f"16-bit operands only; store {name} with K contiguous")
             contiguous, size = ("K", k) if major == "k" else ("M" if name == "A" else "N", mn)
             if size * ab_dtype.width % 128:
                 raise ValueError(f"{contiguous}={size}: the contiguous dimension of {name} must be a multiple of "
@@ -105,9 +106,12 @@ class HopperGemm:
         # mA: (M, K) K- or M-major; mB: (N, K) K- or N-major; mD: (M, N) N-major
         a_layout, b_layout = LayoutEnum.from_tensor(mA), LayoutEnum.from_tensor(mB)   # ROW_MAJOR = K-major
         # two consumer warpgroups stacked along M, each issuing 64 x tile_n wgmmas
-        tiled_mma = sm90_utils.make_trivial_tiled_mma(self.ab_dtype, self.ab_dtype, a_layout.sm90_mma_major_mode(),
-                                                      b_layout.sm90_mma_major_mode(), self.acc_dtype,
-                                                      (CONSUMER_WARPGROUPS, 1, 1), tiler_mn=(64, self.tile_mnk[1]))
+        if cutlass.const_expr(self.ab_dtype == cutlass.TFloat32):
+            tiled_mma = make_tiled_mma_tf32((CONSUMER_WARPGROUPS, 1, 1), (64, self.tile_mnk[1]))
+        else:
+            tiled_mma = sm90_utils.make_trivial_tiled_mma(self.ab_dtype, self.ab_dtype, a_layout.sm90_mma_major_mode(),
+                                                          b_layout.sm90_mma_major_mode(), self.acc_dtype,
+                                                          (CONSUMER_WARPGROUPS, 1, 1), tiler_mn=(64, self.tile_mnk[1]))
         sA_layout = sm90_utils.make_smem_layout_a(a_layout, self.tile_mnk, self.ab_dtype, self.stages)
         sB_layout = sm90_utils.make_smem_layout_b(b_layout, self.tile_mnk, self.ab_dtype, self.stages)
         sD_layout = sm90_utils.make_smem_layout_epi(self.d_dtype, LayoutEnum.ROW_MAJOR, self.epi_tile, EPI_STAGES)
@@ -333,17 +337,18 @@ def compile_for(arch: str = "sm_90a", m: int = 1024, n: int = 1024, k: int = 102
 
 def compile_gemm(a, b, out_dtype=None, alpha: float = 1.0, tile_n: int = 256, cluster_mn=(2, 1), swizzle: int = 1,
                  **variant):
-    """For torch tensors a: (M, K), b: (N, K) (bf16, fp16 or float8_e4m3fn; K contiguous, or for the
-    16-bit types M/N contiguous, e.g. `x.t().contiguous().t()`): (run, d),
+    """For torch tensors a: (M, K), b: (N, K) (bf16, fp16, float32 = tf32 math, or float8_e4m3fn; K
+    contiguous, or for the 16-bit types M/N contiguous, e.g. `x.t().contiguous().t()`): (run, d),
     where run() computes d = alpha * a @ b.T on the current stream, into the same d. out_dtype
-    defaults to a's type, bf16 for fp8 inputs. `variant` reaches HopperGemm (the negative control)."""
+    defaults to a's type (fp32 for tf32 math), bf16 for fp8 inputs. `variant` reaches HopperGemm (the
+    negative control)."""
     import cuda.bindings.driver as cuda
     import torch
 
     out_dtype = out_dtype or (torch.bfloat16 if a.dtype == torch.float8_e4m3fn else a.dtype)
     d = torch.empty(a.shape[0], b.shape[0], dtype=out_dtype, device=a.device)
     kernel = _kernel(a, b, d, tile_n, tuple(cluster_mn), swizzle, tuple(sorted(variant.items())))
-    views = [_cute_tensor(t) for t in (a, b, d)]   # built once: run() is only the launch
+    views = [_cute_tensor(a, operand=True), _cute_tensor(b, operand=True), _cute_tensor(d)]   # once: run() only launches
     stream = cuda.CUstream(torch.cuda.current_stream().cuda_stream)
     return (lambda: kernel(*views, cutlass.Float32(alpha), stream)), d
 
@@ -357,7 +362,7 @@ def gemm(a, b, out_dtype=None, alpha: float = 1.0, tile_n: int = 256, cluster_mn
     out_dtype = out_dtype or (torch.bfloat16 if a.dtype == torch.float8_e4m3fn else a.dtype)
     d = torch.empty(a.shape[0], b.shape[0], dtype=out_dtype, device=a.device)
     kernel = _kernel(a, b, d, tile_n, tuple(cluster_mn), 1, ())
-    kernel(*[_cute_tensor(t) for t in (a, b, d)], cutlass.Float32(alpha),
+    kernel(_cute_tensor(a, operand=True), _cute_tensor(b, operand=True), _cute_tensor(d), cutlass.Float32(alpha),
            cuda.CUstream(torch.cuda.current_stream().cuda_stream))
     return d
 
@@ -392,9 +397,10 @@ def _kernel(a, b, d, tile_n: int, cluster_mn: tuple[int, int], swizzle: int, var
     if a.dtype != b.dtype:
         raise ValueError(f"a and b must have the same dtype; got {a.dtype} and {b.dtype}")
     (m, k), n = a.shape, b.shape[0]
-    HopperGemm.can_implement(dtypes.get(a.dtype), dtypes.get(d.dtype), m, n, k, tile_n, cluster_mn, *majors)
-    op = HopperGemm(dtypes[a.dtype], dtypes[d.dtype], tile_n, cluster_mn, swizzle, **dict(variant))
-    views = [_cute_tensor(t) for t in (a, b, d)]
+    ab_dtype = cutlass.TFloat32 if a.dtype == torch.float32 else dtypes[a.dtype]
+    HopperGemm.can_implement(ab_dtype, dtypes[d.dtype], m, n, k, tile_n, cluster_mn, *majors)
+    op = HopperGemm(ab_dtype, dtypes[d.dtype], tile_n, cluster_mn, swizzle, **dict(variant))
+    views = [_cute_tensor(a, operand=True), _cute_tensor(b, operand=True), _cute_tensor(d)]
     _KERNELS[key] = cute.compile(op, *views, cutlass.Float32(1.0), max_active_clusters(cluster_mn),
                                  cuda.CUstream(torch.cuda.current_stream().cuda_stream))
     return _KERNELS[key]
@@ -407,9 +413,10 @@ def _dtypes() -> dict:
             torch.float8_e4m3fn: cutlass.Float8E4M3FN}
 
 
-def _cute_tensor(tensor):
+def _cute_tensor(tensor, operand: bool = False):
     """A CuTe view of a torch tensor. fp8 goes through a uint8 view with the element type set
-    afterwards, as cutlass.torch does for every float of 8 bits or fewer."""
+    afterwards, as cutlass.torch does for every float of 8 bits or fewer; an fp32 operand (A or B)
+    is viewed as tf32, the type the MMA reads."""
     import torch
     from cutlass.cute.runtime import from_dlpack
 
@@ -417,7 +424,10 @@ def _cute_tensor(tensor):
         view = from_dlpack(tensor.view(torch.uint8), assumed_align=16)
         view.element_type = cutlass.Float8E4M3FN
         return view
-    return from_dlpack(tensor, assumed_align=16)
+    view = from_dlpack(tensor, assumed_align=16)
+    if operand and tensor.dtype == torch.float32:
+        view.element_type = cutlass.TFloat32
+    return view
 
 
 if __name__ == "__main__":
