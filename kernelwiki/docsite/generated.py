@@ -6,7 +6,7 @@ from __future__ import annotations
 from kernelwiki.index import Entry
 from kernelwiki.probes import ProbeSpec
 from kernelwiki.refresh import Record
-from kernelwiki.site.render import LEVEL_TEXT, STATUS_TEXT, badge, rel_link
+from kernelwiki.docsite.render import LEVEL_TEXT, STATUS_TEXT, badge, rel_link
 
 SECTION_TITLES = {"hardware": "Hardware", "kernels": "Kernels", "techniques": "Techniques",
                   "footguns": "Footguns", "languages": "Languages", "sources": "Sources"}

@@ -16,7 +16,7 @@ from kernelwiki.index import Wiki
 from kernelwiki.probes import load_probes
 from kernelwiki.refresh import load_records
 from kernelwiki.repo import Repo
-from kernelwiki.site import generated, render
+from kernelwiki.docsite import generated, render
 
 GENERATED_BLOCK = re.compile(r"<!-- kernelwiki:begin ([a-z0-9-]+) -->.*?<!-- kernelwiki:end \1 -->\n?", re.S)
 SECTIONS = ["hardware", "kernels", "techniques", "footguns", "languages", "sources"]
