@@ -352,33 +352,26 @@ def compile_gemm(a, b, out_dtype=None, alpha: float = 1.0, tile_n: int = 256, cl
 
     out_dtype = out_dtype or (torch.bfloat16 if a.dtype == torch.float8_e4m3fn else a.dtype)
     d = torch.empty(a.shape[0], b.shape[0], dtype=out_dtype, device=a.device)
-    kernel = _kernel(a, b, d, tile_n, tuple(cluster_mn), swizzle, tuple(sorted(variant.items())))
-    views = [_cute_tensor(a, operand=True), _cute_tensor(b, operand=True), _cute_tensor(d)]   # once: run() only launches
     stream = cuda.CUstream(torch.cuda.current_stream().cuda_stream)
+    views = [_cute_tensor(a, operand=True), _cute_tensor(b, operand=True), _cute_tensor(d)]   # once: run() only launches
+    kernel = _kernel(a, b, d, views, stream, tile_n, tuple(cluster_mn), swizzle, tuple(sorted(variant.items())))
     return (lambda: kernel(*views, cutlass.Float32(alpha), stream)), d
 
 
 def gemm(a, b, out_dtype=None, alpha: float = 1.0, tile_n: int = 256, cluster_mn=(2, 1)):
     """d = alpha * a @ b.T for torch tensors a: (M, K), b: (N, K), in a new tensor. The kernel is
     compiled on the first call for each shape, dtype and setting, and reused afterwards."""
-    import cuda.bindings.driver as cuda
-    import torch
-
-    out_dtype = out_dtype or (torch.bfloat16 if a.dtype == torch.float8_e4m3fn else a.dtype)
-    d = torch.empty(a.shape[0], b.shape[0], dtype=out_dtype, device=a.device)
-    kernel = _kernel(a, b, d, tile_n, tuple(cluster_mn), 1, ())
-    kernel(_cute_tensor(a, operand=True), _cute_tensor(b, operand=True), _cute_tensor(d), cutlass.Float32(alpha),
-           cuda.CUstream(torch.cuda.current_stream().cuda_stream))
+    run, d = compile_gemm(a, b, out_dtype, alpha, tile_n, cluster_mn)
+    run()
     return d
 
 
 _KERNELS: dict = {}
 
 
-def _kernel(a, b, d, tile_n: int, cluster_mn: tuple[int, int], swizzle: int, variant: tuple):
-    """The kernel compiled for tensors shaped like these (once per key); call it with CuTe views of
+def _kernel(a, b, d, views: list, stream, tile_n: int, cluster_mn: tuple[int, int], swizzle: int, variant: tuple):
+    """The kernel compiled for tensors shaped like a, b, d (once per key); call it with CuTe views of
     a, b, d, then alpha and the stream."""
-    import cuda.bindings.driver as cuda
     import torch
 
     key = (tuple(a.shape), tuple(b.shape), a.stride(), b.stride(), a.dtype, b.dtype, d.dtype, a.device.index,
@@ -405,9 +398,7 @@ def _kernel(a, b, d, tile_n: int, cluster_mn: tuple[int, int], swizzle: int, var
     ab_dtype = cutlass.TFloat32 if a.dtype == torch.float32 else dtypes[a.dtype]
     HopperGemm.can_implement(ab_dtype, dtypes[d.dtype], m, n, k, tile_n, cluster_mn, *majors)
     op = HopperGemm(ab_dtype, dtypes[d.dtype], tile_n, cluster_mn, swizzle, **dict(variant))
-    views = [_cute_tensor(a, operand=True), _cute_tensor(b, operand=True), _cute_tensor(d)]
-    _KERNELS[key] = cute.compile(op, *views, cutlass.Float32(1.0), max_active_clusters(cluster_mn),
-                                 cuda.CUstream(torch.cuda.current_stream().cuda_stream))
+    _KERNELS[key] = cute.compile(op, *views, cutlass.Float32(1.0), max_active_clusters(cluster_mn), stream)
     return _KERNELS[key]
 
 
