@@ -1,0 +1,504 @@
+"""A DeepGEMM-style FP8 GEMM with fine-grained scaling for Hopper (sm_90a) in CuTe DSL.
+
+What it does
+    D[m, n] = sum_kb sfa[m, kb] * sfb[n // 128, kb] * sum_{k in block kb} A[m, k] * B[n, k]
+    A: M x K e4m3, K-major, with one FP32 scale per row per 128 K elements ("1x128", per token);
+    B: N x K e4m3, K-major, with one FP32 scale per 128 x 128 block; D: M x N bf16, row-major.
+    Each 128-element K tile is one scale block: the consumers run its four wgmma k32 steps into a
+    short-lived FP32 accumulator (the tensor core's own FP8 accumulation is not full FP32), wait for
+    them, and promote: acc += tmp * sfa[row] * sfb[block], in FP32 FFMA, once per K tile.
+    384 threads per CTA, one CTA per SM, persistent:
+      warpgroup 0  producer (setmaxnreg down): its warp 0 TMA-loads the A tile, the B tile and the
+                   tile's 128 A scales of each K tile into one stage of a shared-memory ring
+                   (one mbarrier transaction covers all three); A or B multicast inside a cluster;
+      warpgroups 1-2 consumers (setmaxnreg up), 64 rows each: per K tile wait, read their rows'
+                   A scales from shared memory and the block's B scale from global memory, fence /
+                   4 x wgmma / commit / wait_group 0, release the stage, promote. The two
+                   warpgroups' wgmmas interleave on the tensor core, so one's promotion hides
+                   under the other's MMAs;
+      epilogue     stmatrix into shared memory, TMA store in (128, 32) slices.
+
+Layouts (DeepGEMM's names)
+    normal      A (M, K), sfa (M, K/128), B (N, K), sfb (ceil(N/128), K/128), D (M, N).
+    contiguous  m-grouped, experts concatenated along M: A (M, K) as above; B (G, N, K), sfb
+                (G, ceil(N/128), K/128); m_indices (M,) int32 gives each row's group. Every
+                128-row tile must lie in one group (segments aligned to 128 rows); a tile whose
+                first row has index -1 (padding) is skipped and its rows of D are left as they were.
+    masked      m-grouped with a fixed M_max: A (G, M_max, K), sfa (G, M_max, K/128), B and sfb as
+                for contiguous, D (G, M_max, N); masked_m (G,) int32 on the device gives each group's
+                valid rows, so the launch does not depend on host-side counts (CUDA-graph safe).
+                Tiles wholly past a group's count are skipped; rows past the count inside a computed
+                tile are written with whatever A holds there.
+    sfa is stored M-major (stride 1 along M, DeepGEMM's and cuBLAS's layout) so a TMA box of 128
+    rows is one K block's scales; its K-block stride must be a multiple of 4 floats (16 bytes),
+    which `quantize.per_token_cast` guarantees by padding.
+
+Constraints (can_implement): K a multiple of 128; N a multiple of 8 (TMA rows of D);
+    contiguous: M a multiple of 128; cluster_mn in {(1,1), (2,1), (1,2)}, and (1,1) or (1,2) for
+    the grouped layouts: the two CTAs of a 2x1 cluster may belong to different groups, so they
+    cannot share B.
+
+Compile only (any machine): python artifacts/kernels/fp8-blockscale-gemm/fp8_blockscale_gemm.py --arch sm_90a
+Run: probe-fp8-blockscale-gemm (kernelwiki probe run --probe probe-fp8-blockscale-gemm) on an H200.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import warnings
+
+import cutlass
+import cutlass.cute as cute
+import cutlass.pipeline as pipeline
+import cutlass.utils as utils
+import cutlass.utils.hopper_helpers as sm90_utils
+from cutlass.cute.nvgpu import cpasync, warpgroup
+from cutlass.tensor_utils import LayoutEnum
+
+WARPGROUP_THREADS = 128
+CONSUMER_WARPGROUPS = 2
+THREADS = WARPGROUP_THREADS * (1 + CONSUMER_WARPGROUPS)
+PRODUCER_REGISTERS, CONSUMER_REGISTERS = 40, 232   # setmaxnreg targets (multiples of 8, sum fits 64K)
+BLOCK = 128            # scale granularity along K (and along N for B): one K tile = one scale block
+TILE_M, TILE_N = 128, 128
+EPI_TILE_N = 32
+EPI_STAGES = 4
+SMEM_BYTES = 232448    # 227 KiB usable per CTA on sm_90
+LAYOUTS = ("normal", "contiguous", "masked")
+CLUSTERS = ((1, 1), (2, 1), (1, 2))
+
+warnings.filterwarnings("ignore", message="Migrated to examples/CuTeDSL/helpers", category=DeprecationWarning)
+
+DUMP_DIR = f"{tempfile.gettempdir()}/kernelwiki-cute-dumps"
+os.makedirs(DUMP_DIR, exist_ok=True)
+
+
+class Fp8BlockScaleGemm:
+    def __init__(self, layout: str = "normal", cluster_mn: tuple[int, int] = (2, 1), swizzle: int = 1,
+                 unscaled_k_tile: int = -1):
+        self.layout = layout
+        self.ab_dtype, self.sf_dtype, self.d_dtype, self.acc_dtype = (
+            cutlass.Float8E4M3FN, cutlass.Float32, cutlass.BFloat16, cutlass.Float32)
+        self.tile_mnk = (TILE_M, TILE_N, BLOCK)
+        self.cluster_mn = cluster_mn
+        self.swizzle = swizzle
+        # the negative control: this K tile is accumulated without its scales (sfa * sfb taken as 1)
+        self.unscaled_k_tile = unscaled_k_tile
+        self.epi_tile = (TILE_M, EPI_TILE_N)
+        stage_bytes = (TILE_M + TILE_N) * BLOCK + TILE_M * 4   # A, B (1 byte each), A scales (fp32)
+        epi_bytes = EPI_STAGES * TILE_M * EPI_TILE_N * 2
+        self.stages = (SMEM_BYTES - epi_bytes - 1024) // (stage_bytes + 16)
+
+    @staticmethod
+    def can_implement(layout: str, m: int, n: int, k: int, groups: int = 1,
+                      cluster_mn: tuple[int, int] = (2, 1)) -> None:
+        """Raise ValueError naming the offending value and the supported set."""
+        if layout not in LAYOUTS:
+            raise ValueError(f"layout {layout!r} unsupported; use one of {LAYOUTS}")
+        if tuple(cluster_mn) not in CLUSTERS:
+            raise ValueError(f"cluster_mn={tuple(cluster_mn)} unsupported; use one of {CLUSTERS}")
+        if layout != "normal" and cluster_mn[0] != 1:
+            raise ValueError(f"cluster_mn={tuple(cluster_mn)}: the {layout} layout needs cluster_m == 1 "
+                             "(the CTAs of a 2x1 cluster may be in different groups and cannot share B)")
+        if min(m, n, k, groups) < 1:
+            raise ValueError(f"M, N, K and groups must be positive; got {m}, {n}, {k}, {groups}")
+        if k % BLOCK:
+            raise ValueError(f"K={k} must be a multiple of {BLOCK} (one scale block per K tile)")
+        if n % 8:
+            raise ValueError(f"N={n} must be a multiple of 8: rows of the bf16 D must be 16-byte aligned for TMA")
+        if layout == "contiguous" and m % TILE_M:
+            raise ValueError(f"M={m}: the contiguous layout needs M a multiple of {TILE_M} (each group's rows "
+                             f"padded to {TILE_M}, padding rows with group index -1)")
+
+    @cute.jit
+    def __call__(self, mA: cute.Tensor, mSFA: cute.Tensor, mB: cute.Tensor, mSFB: cute.Tensor, mD: cute.Tensor,
+                 mGroup: cute.Tensor, max_active_clusters: cutlass.Constexpr, stream):
+        # mA: (M, K, L) K-major; mSFA: (M, K/128, L) M-major; mB: (N, K, G) K-major;
+        # mSFB: (ceil(N/128), K/128, G); mD: (M, N, L) N-major; L = G for masked, else 1.
+        # mGroup: m_indices (M,) for contiguous, masked_m (G,) for masked, unused (1,) for normal.
+        k_major = cute.nvgpu.OperandMajorMode.K
+        tiled_mma = sm90_utils.make_trivial_tiled_mma(self.ab_dtype, self.ab_dtype, k_major, k_major, self.acc_dtype,
+                                                      (CONSUMER_WARPGROUPS, 1, 1), tiler_mn=(64, TILE_N))
+        sA_layout = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, self.tile_mnk, self.ab_dtype, self.stages)
+        sB_layout = sm90_utils.make_smem_layout_b(LayoutEnum.ROW_MAJOR, self.tile_mnk, self.ab_dtype, self.stages)
+        sSFA_layout = cute.make_layout((TILE_M, 1, self.stages))   # the tile's 128 A scales of one K block
+        sD_layout = sm90_utils.make_smem_layout_epi(self.d_dtype, LayoutEnum.ROW_MAJOR, self.epi_tile, EPI_STAGES)
+
+        cluster_m, cluster_n = self.cluster_mn
+        tma_a, gA_tma = self._load_atom(mA, cute.slice_(sA_layout, (None, None, 0)), (TILE_M, BLOCK), cluster_n)
+        tma_b, gB_tma = self._load_atom(mB, cute.slice_(sB_layout, (None, None, 0)), (TILE_N, BLOCK), cluster_m)
+        tma_sfa, gSFA_tma = self._load_atom(mSFA, cute.slice_(sSFA_layout, (None, None, 0)), (TILE_M, 1), 1)
+        tma_d, gD_tma = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileS2GOp(), mD,
+                                                    cute.slice_(sD_layout, (None, None, 0)), self.epi_tile)
+
+        tiles_m, tiles_n = cute.ceil_div(mD.shape[0], TILE_M), cute.ceil_div(mD.shape[1], TILE_N)
+        tiles_mnl = (tiles_m, tiles_n, mD.shape[2])
+        scheduler_params = utils.PersistentTileSchedulerParams(tiles_mnl, (cluster_m, cluster_n, 1), self.swizzle, True)
+        grid = utils.StaticPersistentTileScheduler.get_grid_shape(scheduler_params, max_active_clusters)
+
+        @cute.struct
+        class SharedStorage:
+            ab_barriers: cute.struct.MemRange[cutlass.Int64, self.stages * 2]
+            sA: cute.struct.Align[cute.struct.MemRange[self.ab_dtype, cute.cosize(sA_layout)], 1024]
+            sB: cute.struct.Align[cute.struct.MemRange[self.ab_dtype, cute.cosize(sB_layout)], 1024]
+            sSFA: cute.struct.Align[cute.struct.MemRange[self.sf_dtype, cute.cosize(sSFA_layout)], 128]
+            sD: cute.struct.Align[cute.struct.MemRange[self.d_dtype, cute.cosize(sD_layout)], 1024]
+
+        self.shared_storage = SharedStorage
+        self.kernel(tiled_mma, tma_a, gA_tma, tma_b, gB_tma, tma_sfa, gSFA_tma, tma_d, gD_tma, mSFB, mGroup,
+                    sA_layout, sB_layout, sSFA_layout, sD_layout, scheduler_params).launch(
+            grid=grid, block=(THREADS, 1, 1), cluster=(cluster_m, cluster_n, 1), min_blocks_per_mp=1, stream=stream)
+
+    @staticmethod
+    def _load_atom(tensor, smem_layout, tile, multicast: int):
+        op = cpasync.CopyBulkTensorTileG2SMulticastOp() if multicast > 1 else cpasync.CopyBulkTensorTileG2SOp()
+        return cpasync.make_tiled_tma_atom(op, tensor, smem_layout, tile, num_multicast=multicast)
+
+    @cute.kernel
+    def kernel(self, tiled_mma: cute.TiledMma, tma_a: cute.CopyAtom, gA_tma: cute.Tensor, tma_b: cute.CopyAtom,
+               gB_tma: cute.Tensor, tma_sfa: cute.CopyAtom, gSFA_tma: cute.Tensor, tma_d: cute.CopyAtom,
+               gD_tma: cute.Tensor, mSFB: cute.Tensor, mGroup: cute.Tensor, sA_layout: cute.ComposedLayout,
+               sB_layout: cute.ComposedLayout, sSFA_layout: cute.Layout, sD_layout: cute.ComposedLayout,
+               scheduler_params: utils.PersistentTileSchedulerParams):
+        tidx, _, _ = cute.arch.thread_idx()
+        warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+        warpgroup_idx = cute.arch.make_warp_uniform(tidx // WARPGROUP_THREADS)
+        if warp == 0:
+            for atom in (tma_a, tma_b, tma_sfa, tma_d):
+                cpasync.prefetch_descriptor(atom)
+
+        cluster_m, cluster_n = self.cluster_mn
+        cluster_layout = cute.make_layout((cluster_m, cluster_n, 1))
+        cta_rank = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster())
+        cta_coord = cluster_layout.get_flat_coord(cta_rank)
+        a_mask = cute.make_layout_image_mask(cluster_layout, cta_coord, mode=1) if cutlass.const_expr(cluster_n > 1) else 0
+        b_mask = cute.make_layout_image_mask(cluster_layout, cta_coord, mode=0) if cutlass.const_expr(cluster_m > 1) else 0
+
+        storage = cutlass.memory.SmemAllocator().allocate(self.shared_storage)
+        sA = storage.sA.get_tensor(sA_layout.outer, swizzle=sA_layout.inner)   # (128, 128, stages) e4m3
+        sB = storage.sB.get_tensor(sB_layout.outer, swizzle=sB_layout.inner)   # (128, 128, stages) e4m3
+        sSFA = storage.sSFA.get_tensor(sSFA_layout)                            # (128, 1, stages) fp32
+        sD = storage.sD.get_tensor(sD_layout.outer, swizzle=sD_layout.inner)   # (128, 32, EPI_STAGES) bf16
+
+        stage_bytes = (cute.size_in_bytes(self.ab_dtype, cute.slice_(sA_layout, (None, None, 0)))
+                       + cute.size_in_bytes(self.ab_dtype, cute.slice_(sB_layout, (None, None, 0)))
+                       + cute.size_in_bytes(self.sf_dtype, cute.slice_(sSFA_layout, (None, None, 0))))
+        sharers = cluster_m + cluster_n - 1
+        ab_pipeline = pipeline.PipelineTmaAsync.create(
+            num_stages=self.stages,
+            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
+            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread,
+                                                     sharers * CONSUMER_WARPGROUPS * WARPGROUP_THREADS // 32),
+            tx_count=stage_bytes,
+            barrier_storage=storage.ab_barriers.data_ptr(),
+            cta_layout_vmnk=cute.make_layout((1, cluster_m, cluster_n, 1)),
+            defer_sync=True,
+        )
+        pipeline.pipeline_init_arrive(cluster_shape_mn=self.cluster_mn, is_relaxed=True)
+
+        # gA: (128, 128, tiles_m, k_tiles, L); gB: (128, 128, tiles_n, k_tiles, G);
+        # gSFA: (128, 1, tiles_m, k_tiles, L); gD: (128, 128, tiles_m, tiles_n, L)
+        gA = cute.local_tile(gA_tma, (TILE_M, BLOCK), (None, None, None))
+        gB = cute.local_tile(gB_tma, (TILE_N, BLOCK), (None, None, None))
+        gSFA = cute.local_tile(gSFA_tma, (TILE_M, 1), (None, None, None))
+        gD = cute.local_tile(gD_tma, (TILE_M, TILE_N), (None, None, None))
+        tAsA, tAgA = cpasync.tma_partition(tma_a, cta_coord[1], cute.make_layout(cluster_n),
+                                           cute.group_modes(sA, 0, 2), cute.group_modes(gA, 0, 2))
+        tBsB, tBgB = cpasync.tma_partition(tma_b, cta_coord[0], cute.make_layout(cluster_m),
+                                           cute.group_modes(sB, 0, 2), cute.group_modes(gB, 0, 2))
+        tSsSFA, tSgSFA = cpasync.tma_partition(tma_sfa, 0, cute.make_layout(1),
+                                               cute.group_modes(sSFA, 0, 2), cute.group_modes(gSFA, 0, 2))
+        k_tiles = cute.size(gA, mode=[3])
+        m_rows = gA_tma.shape[0]
+
+        pipeline.pipeline_init_wait(cluster_shape_mn=self.cluster_mn)
+
+        if warpgroup_idx == 0:
+            cute.arch.setmaxregister_decrease(PRODUCER_REGISTERS)
+            if warp == 0:
+                self._produce(ab_pipeline, scheduler_params, mGroup, m_rows, k_tiles, tma_a, tAgA, tAsA, a_mask,
+                              tma_b, tBgB, tBsB, b_mask, tma_sfa, tSgSFA, tSsSFA)
+        else:
+            cute.arch.setmaxregister_increase(CONSUMER_REGISTERS)
+            self._consume(ab_pipeline, scheduler_params, mGroup, m_rows, k_tiles, tiled_mma, sA, sB, sSFA, mSFB,
+                          sD, gD, tma_d, tidx - WARPGROUP_THREADS, warp)
+
+    @cute.jit
+    def _work(self, mGroup: cute.Tensor, m_rows, tile_m, l):
+        """(runs, l_a, l_b): whether this CTA computes output tile (tile_m, l), and the L coordinates
+        of A (and sfa, D) and of B (and sfb)."""
+        runs = True
+        l_b = l
+        if cutlass.const_expr(self.layout == "contiguous"):
+            row = tile_m * TILE_M
+            l_b = cutlass.Int32(-1)
+            if row < m_rows:
+                l_b = mGroup[row]
+            runs = l_b >= 0
+        if cutlass.const_expr(self.layout == "masked"):
+            runs = tile_m * TILE_M < mGroup[l]
+        return runs, l, l_b
+
+    @cute.jit
+    def _produce(self, ab_pipeline, scheduler_params, mGroup, m_rows, k_tiles, tma_a, tAgA, tAsA, a_mask, tma_b,
+                 tBgB, tBsB, b_mask, tma_sfa, tSgSFA, tSsSFA):
+        scheduler = utils.StaticPersistentTileScheduler.create(scheduler_params, cute.arch.block_idx(),
+                                                               cute.arch.grid_dim())
+        work = scheduler.initial_work_tile_info()
+        state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
+        while work.is_valid_tile:
+            tile_m, tile_n, l = work.tile_idx
+            runs, l_a, l_b = self._work(mGroup, m_rows, tile_m, l)
+            if runs:
+                tAgA_tile = tAgA[(None, tile_m, None, l_a)]     # (TMA, k_tiles)
+                tBgB_tile = tBgB[(None, tile_n, None, l_b)]
+                tSgSFA_tile = tSgSFA[(None, tile_m, None, l_a)]
+                for k_tile in cutlass.range(k_tiles, unroll=1):
+                    ab_pipeline.producer_acquire(state)
+                    barrier = ab_pipeline.producer_get_barrier(state)
+                    cute.copy(tma_a, tAgA_tile[(None, k_tile)], tAsA[(None, state.index)], tma_bar_ptr=barrier,
+                              mcast_mask=a_mask)
+                    cute.copy(tma_b, tBgB_tile[(None, k_tile)], tBsB[(None, state.index)], tma_bar_ptr=barrier,
+                              mcast_mask=b_mask)
+                    cute.copy(tma_sfa, tSgSFA_tile[(None, k_tile)], tSsSFA[(None, state.index)], tma_bar_ptr=barrier)
+                    ab_pipeline.producer_commit(state)
+                    state.advance()
+            scheduler.advance_to_next_work()
+            work = scheduler.get_current_work()
+        ab_pipeline.producer_tail(state)  # do not exit while a consumer in the cluster may still signal us
+
+    @cute.jit
+    def _consume(self, ab_pipeline, scheduler_params, mGroup, m_rows, k_tiles, tiled_mma, sA, sB, sSFA, mSFB, sD,
+                 gD, tma_d, consumer_tidx, warp):
+        thr_mma = tiled_mma.get_slice(consumer_tidx)
+        tCrA = tiled_mma.make_fragment_A(thr_mma.partition_A(sA))   # smem descriptors per K block and stage
+        tCrB = tiled_mma.make_fragment_B(thr_mma.partition_B(sB))
+        acc_shape = thr_mma.partition_C(gD[(None, None, 0, 0, 0)]).shape   # ((2, 2, 16), 1, 1)
+        rAcc = cute.make_rmem_tensor(acc_shape, self.acc_dtype)     # promoted FP32 sum
+        rTmp = cute.make_rmem_tensor(acc_shape, self.acc_dtype)     # one K tile's wgmma result
+        # wgmma m64nNk32 accumulator: element (c, r, j) of a thread sits at row warp%4*16 + r*8 + lane/4
+        # of its warpgroup's 64 rows; r = 0/1 are the thread's two rows, so two A scales per K tile.
+        lane = consumer_tidx % 32
+        row0 = consumer_tidx // WARPGROUP_THREADS * 64 + (consumer_tidx % WARPGROUP_THREADS) // 32 * 16 + lane // 4
+        n_blocks = mSFB.shape[0]
+
+        r2s_atom = sm90_utils.get_smem_store_op(LayoutEnum.ROW_MAJOR, self.d_dtype, self.acc_dtype)
+        stmatrix = cute.make_copy_atom(cute.nvgpu.warp.StMatrix8x8x16bOp(False, 4), self.d_dtype)
+        r2s = cute.make_tiled_copy_S(r2s_atom, cute.make_tiled_copy_C_atom(stmatrix, tiled_mma))
+        thr_r2s = r2s.get_slice(consumer_tidx)
+        tRS_sD = thr_r2s.partition_D(sD)                      # (R2S, R2S_M, R2S_N, EPI_STAGES)
+        tRS_rAcc = r2s.retile(rAcc)
+        slice_shape = cute.shape(thr_r2s.partition_S(sD))[:3]
+        rSlice_out = cute.make_rmem_tensor(slice_shape, self.d_dtype)
+        slice_size = cute.size(rSlice_out)
+        epilogue_barrier = pipeline.NamedBarrier(barrier_id=1, num_threads=CONSUMER_WARPGROUPS * WARPGROUP_THREADS)
+        store_pipeline = pipeline.PipelineTmaStore.create(
+            num_stages=EPI_STAGES,
+            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, CONSUMER_WARPGROUPS * WARPGROUP_THREADS))
+        store_warp = WARPGROUP_THREADS // 32   # the first consumer warp issues the TMA stores
+
+        scheduler = utils.StaticPersistentTileScheduler.create(scheduler_params, cute.arch.block_idx(),
+                                                               cute.arch.grid_dim())
+        work = scheduler.initial_work_tile_info()
+        read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
+        k_blocks = cute.size(tCrA, mode=[2])
+        slices_done = cutlass.Int32(0)
+        while work.is_valid_tile:
+            tile_m, tile_n, l = work.tile_idx
+            runs, l_a, l_b = self._work(mGroup, m_rows, tile_m, l)
+            if runs:
+                # B scales: a 2x1 cluster or a partial last tile may run a tile past N; clamp the read
+                n_block = cutlass.min(tile_n, n_blocks - 1)
+                rAcc.fill(0.0)
+                for k_tile in cutlass.range(k_tiles, unroll=1):
+                    sfb = mSFB[n_block, k_tile, l_b]
+                    ab_pipeline.consumer_wait(read)
+                    scale0 = sSFA[row0, 0, read.index] * sfb
+                    scale1 = sSFA[row0 + 8, 0, read.index] * sfb
+                    if cutlass.const_expr(self.unscaled_k_tile >= 0):
+                        if k_tile == self.unscaled_k_tile:
+                            scale0, scale1 = cutlass.Float32(1.0), cutlass.Float32(1.0)
+                    warpgroup.fence()
+                    tiled_mma.set(warpgroup.Field.ACCUMULATE, False)
+                    for kb in cutlass.range_constexpr(k_blocks):
+                        cute.gemm(tiled_mma, rTmp, tCrA[(None, None, kb, read.index)],
+                                  tCrB[(None, None, kb, read.index)], rTmp)
+                        tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
+                    warpgroup.commit_group()
+                    warpgroup.wait_group(0)
+                    ab_pipeline.consumer_release(read)
+                    read.advance()
+                    # promotion: FP32 FFMA, once per 128 K elements
+                    for i in cutlass.range_constexpr(cute.size(rAcc)):
+                        rAcc[i] = rAcc[i] + rTmp[i] * (scale0 if (i // 2) % 2 == 0 else scale1)
+
+                # epilogue: (128, 128) in (128, 32) slices through an EPI_STAGES ring
+                gD_slices = cute.zipped_divide(gD[(None, None, tile_m, tile_n, l_a)], self.epi_tile)
+                bSG_sD, bSG_gD = cpasync.tma_partition(tma_d, 0, cute.make_layout(1), cute.group_modes(sD, 0, 2),
+                                                       gD_slices)
+                slices = cute.size(gD_slices, mode=[1])
+                for s in cutlass.range_constexpr(slices):
+                    for v in cutlass.range_constexpr(slice_size):
+                        rSlice_out[v] = tRS_rAcc[s * slice_size + v].to(self.d_dtype)
+                    buffer = (slices_done + s) % EPI_STAGES
+                    cute.copy(r2s, rSlice_out, tRS_sD[(None, None, None, buffer)])
+                    cute.arch.fence_proxy("async.shared", space="cta")   # stmatrix writes -> TMA reads
+                    epilogue_barrier.arrive_and_wait()
+                    if warp == store_warp:
+                        cute.copy(tma_d, bSG_sD[(None, buffer)], bSG_gD[(None, s)])
+                        store_pipeline.producer_commit()
+                        store_pipeline.producer_acquire()
+                    epilogue_barrier.arrive_and_wait()
+                slices_done += slices
+            scheduler.advance_to_next_work()
+            work = scheduler.get_current_work()
+        store_pipeline.producer_tail()
+
+
+def max_active_clusters(cluster_mn: tuple[int, int]) -> int:
+    """How many clusters of this shape fit on the current GPU at one CTA per SM."""
+    return utils.HardwareInfo().get_max_active_clusters(cluster_mn[0] * cluster_mn[1])
+
+
+def compile_for(arch: str = "sm_90a", layout: str = "normal", m: int = 1024, n: int = 1024, k: int = 1024,
+                groups: int = 1, cluster_mn=(2, 1), sms: int = 132, **variant):
+    """Compile with fake tensors (no GPU needed), keeping PTX and cubin. For masked, m is M_max."""
+    from cutlass.cute.runtime import make_fake_compact_tensor
+    from cutlass.runtime import make_fake_stream
+
+    Fp8BlockScaleGemm.can_implement(layout, m, n, k, groups, cluster_mn)
+    l_a, l_b = (groups if layout == "masked" else 1), (1 if layout == "normal" else groups)
+    e4m3, f32 = cutlass.Float8E4M3FN, cutlass.Float32
+    k_major, m_major = (1, 0, 2), (0, 1, 2)   # stride_order: which mode is contiguous
+    fake = make_fake_compact_tensor
+    tensors = (fake(e4m3, (m, k, l_a), stride_order=k_major, assumed_align=16),
+               fake(f32, (m, k // BLOCK, l_a), stride_order=m_major, assumed_align=16),
+               fake(e4m3, (n, k, l_b), stride_order=k_major, assumed_align=16),
+               fake(f32, (-(-n // BLOCK), k // BLOCK, l_b), stride_order=k_major, assumed_align=16),
+               fake(cutlass.BFloat16, (m, n, l_a), stride_order=k_major, assumed_align=16),
+               fake(cutlass.Int32, (m if layout == "contiguous" else groups,), assumed_align=16))
+    op = Fp8BlockScaleGemm(layout, cluster_mn, **variant)
+    return cute.compile(op, *tensors, sms // (cluster_mn[0] * cluster_mn[1]), make_fake_stream(),
+                        options=f"--gpu-arch {arch} --keep-ptx --keep-cubin --dump-dir {DUMP_DIR}")
+
+
+def compile_gemm(a, sfa, b, sfb, layout: str = "normal", group_info=None, cluster_mn=None, swizzle: int = 1,
+                 **variant):
+    """For torch tensors (see the module docstring for each layout's shapes): (run, d), where run()
+    computes d on the current stream, into the same d. group_info: m_indices (contiguous) or
+    masked_m (masked), int32 on the device. cluster_mn defaults to (2, 1) for normal, (1, 2) for
+    the grouped layouts. `variant` reaches Fp8BlockScaleGemm (the negative control)."""
+    import torch
+
+    cluster_mn = tuple(cluster_mn or ((2, 1) if layout == "normal" else (1, 2)))
+    _check_tensors(a, sfa, b, sfb, layout, group_info)
+    groups = b.shape[0] if b.dim() == 3 else 1
+    m, k = a.shape[-2], a.shape[-1]
+    n = b.shape[-2]
+    Fp8BlockScaleGemm.can_implement(layout, m, n, k, groups, cluster_mn)
+    d = torch.empty(*a.shape[:-1], n, dtype=torch.bfloat16, device=a.device)
+    if group_info is None:
+        group_info = torch.zeros(1, dtype=torch.int32, device=a.device)
+    views = [_mkl(a), _mkl(sfa), _mkl(b), _mkl(sfb), _mkl(d), _view(group_info)]
+    key = (layout, cluster_mn, swizzle, tuple(sorted(variant.items())), a.device.index,
+           *((tuple(t.shape), t.stride()) for t in (a, sfa, b, sfb, group_info)))
+    if key not in _KERNELS:
+        op = Fp8BlockScaleGemm(layout, cluster_mn, swizzle, **variant)
+        _KERNELS[key] = cute.compile(op, *views, max_active_clusters(cluster_mn), _current_stream())
+    kernel = _KERNELS[key]
+    # the stream is read at every launch, so run() can be captured in a CUDA graph (a side stream)
+    return (lambda: kernel(*views, _current_stream())), d
+
+
+def gemm(a, sfa, b, sfb, layout: str = "normal", group_info=None):
+    """D for torch tensors, in a new bf16 tensor; compiled once per shape and layout, then reused."""
+    run, d = compile_gemm(a, sfa, b, sfb, layout, group_info)
+    run()
+    return d
+
+
+_KERNELS: dict = {}
+
+
+def _current_stream():
+    import cuda.bindings.driver as cuda
+    import torch
+
+    return cuda.CUstream(torch.cuda.current_stream().cuda_stream)
+
+
+def _check_tensors(a, sfa, b, sfb, layout: str, group_info) -> None:
+    """Shapes, dtypes and strides of the torch inputs, with errors that name the tensor."""
+    import torch
+
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout {layout!r} unsupported; use one of {LAYOUTS}")
+    grouped_a, grouped_b = layout == "masked", layout != "normal"
+    for name, t, dtype, dims in (("a", a, torch.float8_e4m3fn, 2 + grouped_a), ("b", b, torch.float8_e4m3fn, 2 + grouped_b),
+                                 ("sfa", sfa, torch.float32, 2 + grouped_a), ("sfb", sfb, torch.float32, 2 + grouped_b)):
+        if t.dtype != dtype or t.dim() != dims:
+            raise ValueError(f"{name}: expected a {dims}-D {dtype} tensor for the {layout} layout; "
+                             f"got {t.dim()}-D {t.dtype}")
+        if not t.is_cuda:
+            raise ValueError(f"{name}: must be on the GPU")
+    m, k = a.shape[-2:]
+    n = b.shape[-2]
+    kb = k // BLOCK
+    if b.shape[-1] != k:
+        raise ValueError(f"a is (..., {m}, {k}) and b (..., {n}, {b.shape[-1]}): K differs")
+    for name, t in (("a", a), ("b", b)):
+        if t.stride(-1) != 1:
+            raise ValueError(f"{name}: K must be contiguous (strides {t.stride()}); call .contiguous()")
+    if tuple(sfa.shape[-2:]) != (m, kb) or sfa.stride(-2) != 1 or sfa.stride(-1) % 4:
+        raise ValueError(f"sfa: expected shape (..., {m}, {kb}) stored M-major with a K-block stride that is a "
+                         f"multiple of 4; got {tuple(sfa.shape)} strides {sfa.stride()} (use quantize.per_token_cast)")
+    n_blocks = -(-n // BLOCK)
+    if tuple(sfb.shape[-2:]) != (n_blocks, kb) or sfb.stride(-1) != 1:
+        raise ValueError(f"sfb: expected shape (..., {n_blocks}, {kb}), K-block contiguous; got {tuple(sfb.shape)} "
+                         f"strides {sfb.stride()} (use quantize.per_block_cast)")
+    if grouped_b and b.shape[0] != sfb.shape[0]:
+        raise ValueError(f"b has {b.shape[0]} groups and sfb {sfb.shape[0]}")
+    if layout == "normal":
+        if group_info is not None:
+            raise ValueError("group_info is for the grouped layouts only")
+        return
+    expected = (m,) if layout == "contiguous" else (b.shape[0],)
+    if group_info is None or group_info.dtype != torch.int32 or tuple(group_info.shape) != expected:
+        what = "m_indices (M,)" if layout == "contiguous" else "masked_m (G,)"
+        got = None if group_info is None else f"{tuple(group_info.shape)} {group_info.dtype}"
+        raise ValueError(f"group_info: the {layout} layout needs {what} int32 = {expected}; got {got}")
+    if layout == "masked" and a.shape[0] != b.shape[0]:
+        raise ValueError(f"a has {a.shape[0]} groups and b {b.shape[0]}")
+
+
+def _mkl(tensor):
+    """A CuTe view (rows, cols, L) of a 2-D (rows, cols) or 3-D (L, rows, cols) torch tensor: the
+    group mode goes last, where the kernel expects it."""
+    if tensor.dim() == 2:   # L = 1, with a stride past the whole tensor (TMA wants 16-byte strides)
+        span = max(s * n for s, n in zip(tensor.stride(), tensor.shape))
+        tensor = tensor.as_strided((1, *tensor.shape), (span, *tensor.stride()))
+    return _view(tensor.permute(1, 2, 0))
+
+
+def _view(tensor):
+    """A CuTe view of a torch tensor; fp8 through a uint8 view with the element type set afterwards."""
+    import torch
+    from cutlass.cute.runtime import from_dlpack
+
+    if tensor.dtype == torch.float8_e4m3fn:
+        view = from_dlpack(tensor.view(torch.uint8), assumed_align=16)
+        view.element_type = cutlass.Float8E4M3FN
+        return view
+    return from_dlpack(tensor, assumed_align=16)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--arch", default="sm_90a")
+    parser.add_argument("--layout", default="normal", choices=LAYOUTS)
+    args = parser.parse_args()
+    compile_for(args.arch, args.layout, groups=1 if args.layout == "normal" else 4,
+                cluster_mn=(2, 1) if args.layout == "normal" else (1, 2))
+    print(f"compiled the {args.layout} layout for {args.arch}")
