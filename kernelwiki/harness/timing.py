@@ -3,16 +3,21 @@ interleaved so that all of them see the same clocks, median with p10/p90, SM clo
 
 Interleaving matters on Hopper: a long GEMM benchmark heats the chip and the SM clock falls, so
 timing A for a minute and then B for a minute favours A. Here every iteration times each candidate
-once, in turn.
+once, in turn. With order="shuffled" each iteration takes the candidates in a new order (seeded
+by the iteration number, so reproducible): where the clock is power-limited, a kernel that always
+follows the most power-hungry one starts on a lower clock, and a rotation would not help, since it
+keeps every candidate's predecessor.
 """
 
 from __future__ import annotations
 
+import random
 import statistics
 from typing import Callable
 
 from kernelwiki.harness.env import clocks
 
+ORDERS = ("interleaved", "shuffled")
 L2_FLUSH_FACTOR = 2  # memset a buffer of at least 2x L2 between launches
 
 
@@ -25,18 +30,20 @@ def _percentile(values: list[float], q: float) -> float:
 class Timer:
     """Times callables on the current CUDA stream with cold L2."""
 
-    def __init__(self, warmup: int = 5, iters: int = 50, flush_l2: bool = True):
+    def __init__(self, warmup: int = 5, iters: int = 50, flush_l2: bool = True, order: str = "interleaved"):
         import torch
 
+        if order not in ORDERS:
+            raise ValueError(f"order {order!r} unknown; use one of {ORDERS}")
         self.torch = torch
-        self.warmup, self.iters, self.flush_l2 = warmup, iters, flush_l2
+        self.warmup, self.iters, self.flush_l2, self.order = warmup, iters, flush_l2, order
         l2_bytes = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 64 * 2**20) or 64 * 2**20
         self.flush_bytes = L2_FLUSH_FACTOR * l2_bytes
         self._flush = torch.empty(self.flush_bytes, dtype=torch.uint8, device="cuda") if flush_l2 else None
 
     def protocol(self) -> dict:
         return {"method": "cuda-events", "warmup": self.warmup, "iterations": self.iters,
-                "order": "interleaved", "l2": f"flushed: memset of {self.flush_bytes >> 20} MiB before each launch"
+                "order": self.order, "l2": f"flushed: memset of {self.flush_bytes >> 20} MiB before each launch"
                 if self.flush_l2 else "warm"}
 
     def compare(self, candidates: dict[str, Callable[[], object]]) -> dict[str, dict]:
@@ -49,8 +56,12 @@ class Timer:
         times: dict[str, list[float]] = {name: [] for name in candidates}
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         clock_before = clocks().get("sm_clock_mhz")
-        for _ in range(self.iters):
-            for name, fn in candidates.items():
+        for i in range(self.iters):
+            names = list(candidates)
+            if self.order == "shuffled":
+                random.Random(i).shuffle(names)
+            for name in names:
+                fn = candidates[name]
                 if self._flush is not None:
                     self._flush.zero_()
                 start.record()

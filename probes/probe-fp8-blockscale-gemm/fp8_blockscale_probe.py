@@ -3,7 +3,8 @@
 Each case quantizes normal inputs (A per token per 128 K, B per 128 x 128 block; quantize.py),
 checks our D (output poisoned first) against the FP32 product of the dequantized operands with the
 bf16 gate, records cuBLAS blockwise FP8's error against the same reference beside ours, then times
-ours and the baselines interleaved (same iteration count, L2 flushed before every launch):
+ours and the baselines interleaved in a new order each iteration (same iteration count, L2 flushed before
+every launch; at power-limited clocks no candidate always follows the hungriest one):
   normal      cuBLAS blockwise FP8 (torch._scaled_mm with 1x128 / 128x128 scales; headline),
               cuBLAS per-tensor FP8 and cuBLAS bf16 on the same (unquantized) values;
   contiguous  our normal layout on the same rows and FLOPs (headline: the grouped layout's cost),
@@ -11,7 +12,9 @@ ours and the baselines interleaved (same iteration count, L2 flushed before ever
   masked      cuBLAS blockwise once per group (headline). Correct with full counts, then replayed
               from a CUDA graph after the device-side counts change to empty / partial groups: rows
               below each count must match, tiles wholly past it must stay unwritten.
-Compile-only mode compiles the three layouts for sm_90a with fake tensors and scans PTX and SASS.
+A naive case times the one-stage teaching variant (variants/naive.py) beside both. Compile-only
+mode compiles the three layouts and the teaching variant for sm_90a with fake tensors and scans
+PTX and SASS.
 
 Run through the runner: kernelwiki probe run --probe probe-fp8-blockscale-gemm [--compile-only]
 """
@@ -26,7 +29,9 @@ from kernelwiki.harness import gates
 from kernelwiki.harness.probe import REPO_ROOT, Context, Probe
 
 sys.path.insert(0, str(REPO_ROOT / "artifacts" / "kernels" / "fp8-blockscale-gemm"))
+sys.path.insert(0, str(REPO_ROOT / "artifacts" / "kernels" / "fp8-blockscale-gemm" / "variants"))
 import fp8_blockscale_gemm as kernel  # noqa: E402  (importable without a GPU)
+import naive  # noqa: E402
 import quantize  # noqa: E402
 
 GATE = "bf16"   # the reference holds the quantized operands exactly: only accumulation and bf16 rounding remain
@@ -69,7 +74,8 @@ def _normal(params: dict, ctx: Context) -> dict:
     a, sfa = quantize.per_token_cast(x)
     b, sfb = quantize.per_block_cast(w)
     reference = quantize.reference(a, sfa, b, sfb)
-    run, d = kernel.compile_gemm(a, sfa, b, sfb)
+    tiling = _tiling("normal", m, n)
+    run, d = kernel.compile_gemm(a, sfa, b, sfb, **tiling)
     gates.poison(d)
     run()
     torch.cuda.synchronize()
@@ -78,10 +84,17 @@ def _normal(params: dict, ctx: Context) -> dict:
     correctness.update(gemm_api_matches=same, passed=correctness["passed"] and same)
 
     candidates = {"ours": run}
+    if params.get("ablation"):   # the same kernel without the warpgroups' turn-taking, checked too
+        run_free, d_free = kernel.compile_gemm(a, sfa, b, sfb, **tiling, order_warpgroups=False)
+        run_free()
+        correctness["without_turns"] = gates.check(d_free.float(), reference, GATE)
+        correctness["passed"] = correctness["passed"] and correctness["without_turns"]["passed"]
+        candidates["ours without warpgroup turns"] = run_free
     cublas, cublas_out = _cublas_blockwise(a, sfa, b, sfb)
     if cublas_out is not None:
         candidates["cuBLAS blockwise FP8"] = cublas
         correctness["cublas_blockwise_rel_err"] = _error_of(cublas_out.float(), reference)
+        correctness["elements_differing_from_cublas_blockwise"] = int((cublas_out != d).sum())
     else:
         correctness["cublas_blockwise_refused"] = cublas
     del reference, cublas_out
@@ -93,10 +106,37 @@ def _normal(params: dict, ctx: Context) -> dict:
     candidates["cuBLAS per-tensor FP8"] = lambda: torch._scaled_mm(a_t, b_t.t(), scale_a=scale_x * one,
                                                                    scale_b=scale_w * one, out_dtype=torch.bfloat16)
     candidates["cuBLAS bf16"] = lambda: x16 @ w16.t()
-    timing = ctx.timer(warmup=5, iters=30).compare(candidates)
+    timing = ctx.timer(warmup=5, iters=30, order="shuffled").compare(candidates)
     tflops = _tflops(2 * m * n * k, timing)
     baseline = "cuBLAS blockwise FP8" if "cuBLAS blockwise FP8" in tflops else "cuBLAS per-tensor FP8"
-    return _result(ctx, correctness, timing, tflops, baseline)
+    return _result(ctx, correctness, timing, tflops, baseline, tiling)
+
+
+def _naive(params: dict, ctx: Context) -> dict:
+    """The one-stage teaching variant, beside the production kernel and cuBLAS blockwise."""
+    import torch
+
+    m, n, k = _shape(params["shape"])
+    g = ctx.generator()
+    a, sfa = quantize.per_token_cast(torch.randn(m, k, generator=g, device="cuda"))
+    b, sfb = quantize.per_block_cast(torch.randn(n, k, generator=g, device="cuda"))
+    reference = quantize.reference(a, sfa, b, sfb)
+    run, d = naive.compile_gemm(a, sfa, b, sfb)
+    gates.poison(d)
+    run()
+    torch.cuda.synchronize()
+    correctness = gates.check(d.float(), reference, GATE)
+    del reference
+    tiling = _tiling("normal", m, n)
+    candidates = {"ours": run, "ours, production kernel": kernel.compile_gemm(a, sfa, b, sfb, **tiling)[0]}
+    cublas, _ = _cublas_blockwise(a, sfa, b, sfb)
+    if callable(cublas):
+        candidates["cuBLAS blockwise FP8"] = cublas
+    timing = ctx.timer(warmup=5, iters=30, order="shuffled").compare(candidates)
+    tflops = _tflops(2 * m * n * k, timing)
+    baseline = "cuBLAS blockwise FP8" if "cuBLAS blockwise FP8" in tflops else "ours, production kernel"
+    return _result(ctx, correctness, timing, tflops, baseline, {"tile_m": naive.TILE_M, "tile_n": naive.TILE_N,
+                                                               "cluster_mn": (1, 1)})
 
 
 def _contiguous(params: dict, ctx: Context) -> dict:
@@ -120,7 +160,8 @@ def _contiguous(params: dict, ctx: Context) -> dict:
     a, sfa = quantize.per_token_cast(x)
     b, sfb = quantize.per_block_cast(w)
     reference = quantize.reference(a, sfa, b, sfb, "contiguous", m_indices)
-    run, d = kernel.compile_gemm(a, sfa, b, sfb, "contiguous", m_indices)
+    tiling = _tiling("contiguous", m, n)
+    run, d = kernel.compile_gemm(a, sfa, b, sfb, "contiguous", m_indices, **tiling)
     gates.poison(d)
     run()
     torch.cuda.synchronize()
@@ -132,7 +173,7 @@ def _contiguous(params: dict, ctx: Context) -> dict:
     del reference
 
     # the normal layout on the same rows (B = group 0): the grouped layout's own cost at equal FLOPs
-    run_normal, _ = kernel.compile_gemm(a, sfa, b[0], sfb[0])
+    run_normal, _ = kernel.compile_gemm(a, sfa, b[0], sfb[0], tile_n=tiling["tile_n"])
     per_group = []
     for grp in range(groups):
         rows = (m_indices == grp).nonzero().flatten()
@@ -144,10 +185,10 @@ def _contiguous(params: dict, ctx: Context) -> dict:
         candidates["cuBLAS blockwise FP8, per group"] = lambda: [c() for c in per_group]
     else:
         correctness["cublas_blockwise_refused"] = next(c for c in per_group if not callable(c))
-    timing = ctx.timer(warmup=5, iters=30).compare(candidates)
+    timing = ctx.timer(warmup=5, iters=30, order="shuffled").compare(candidates)
     tflops = _tflops(2 * int(valid.sum()) * n * k, timing)
     tflops["ours, normal layout"] = 2 * m * n * k / (timing["ours, normal layout"]["median_ms"] * 1e-3) / 1e12
-    return _result(ctx, correctness, timing, tflops, "ours, normal layout")
+    return _result(ctx, correctness, timing, tflops, "ours, normal layout", tiling)
 
 
 def _mixed_counts(groups: int, m_max: int) -> list[int]:
@@ -185,7 +226,8 @@ def _masked(params: dict, ctx: Context) -> dict:
     b, sfb = quantize.per_block_cast(w)
     reference = quantize.reference(a, sfa, b, sfb, "masked")
     masked_m = torch.full((groups,), m_max, dtype=torch.int32, device="cuda")
-    run, d = kernel.compile_gemm(a, sfa, b, sfb, "masked", masked_m)
+    tiling = _tiling("masked", groups * m_max, n)
+    run, d = kernel.compile_gemm(a, sfa, b, sfb, "masked", masked_m, **tiling)
     gates.poison(d)
     run()
     torch.cuda.synchronize()
@@ -210,22 +252,34 @@ def _masked(params: dict, ctx: Context) -> dict:
         candidates["cuBLAS blockwise FP8, per group"] = lambda: [c() for c in per_group]
     else:
         correctness["cublas_blockwise_refused"] = next(c for c in per_group if not callable(c))
-    timing = ctx.timer(warmup=5, iters=30).compare(candidates)
+    timing = ctx.timer(warmup=5, iters=30, order="shuffled").compare(candidates)
     tflops = _tflops(2 * groups * m_max * n * k, timing)
     baseline = "cuBLAS blockwise FP8, per group"
-    return _result(ctx, correctness, timing, tflops, baseline if baseline in tflops else None)
+    return _result(ctx, correctness, timing, tflops, baseline if baseline in tflops else None, tiling)
 
 
-def _result(ctx: Context, correctness: dict, timing: dict, tflops: dict, baseline: str | None) -> dict:
+def _tiling(layout: str, rows: int, n: int) -> dict:
+    """The kernel's own choice of tile N and cluster for this GPU, passed explicitly so the record names it."""
+    import torch
+
+    tile_n, cluster_mn = kernel.choose_tiling(layout, rows, n, torch.cuda.get_device_properties(0).multi_processor_count)
+    return {"tile_n": tile_n, "cluster_mn": cluster_mn}
+
+
+def _result(ctx: Context, correctness: dict, timing: dict, tflops: dict, baseline: str | None, tiling: dict) -> dict:
     return {"correctness": correctness, "timing": timing,
+            "metrics": {"tile": f"{tiling.get('tile_m', 128)}x{tiling['tile_n']}x128",
+                        "cluster": "x".join(map(str, tiling["cluster_mn"]))},
             "baselines": [{"name": name, "value": round(v, 2)} for name, v in tflops.items() if name != "ours"],
             "headline": ctx.headline("tflops", tflops["ours"], "TFLOP/s", peak_key="e4m3",
                                      baseline=(baseline, tflops[baseline]) if baseline else None)}
 
 
 def run_case(case: dict, ctx: Context) -> dict:
-    layout = case["params"]["layout"]
-    return {"normal": _normal, "contiguous": _contiguous, "masked": _masked}[layout](case["params"], ctx)
+    params = case["params"]
+    if params.get("variant") == "naive":
+        return _naive(params, ctx)
+    return {"normal": _normal, "contiguous": _contiguous, "masked": _masked}[params["layout"]](params, ctx)
 
 
 def negative_control(ctx: Context) -> dict:
@@ -250,8 +304,14 @@ def compile_kernel(arch: str) -> compile_mod.Emitted:
         emitted.ptx += extra.ptx
         if emitted.sass is not None and extra.sass is not None:
             emitted.sass += extra.sass
+    teaching = compile_mod.from_cute(naive.compile_for(arch), arch)
+    if teaching.sass is not None and re.search(r"\bQGMMA\b", teaching.sass):
+        emitted.facts.append("naive-variant:QGMMA")
     if emitted.sass is not None and not re.search(r"\b(STL|LDL)\b", emitted.sass):
         emitted.facts.append("no-local-memory:all-layouts")
+    # ptxas serializes wgmma (a wait after every one) when it cannot prove the accumulators safe
+    if emitted.sass is not None and emitted.sass.count("WARPGROUP.DEPBAR") < emitted.sass.count("QGMMA"):
+        emitted.facts.append("wgmma-not-serialized:all-layouts")
     return emitted
 
 

@@ -7,16 +7,20 @@ What it does
     Each 128-element K tile is one scale block: the consumers run its four wgmma k32 steps into a
     short-lived FP32 accumulator (the tensor core's own FP8 accumulation is not full FP32), wait for
     them, and promote: acc += tmp * sfa[row] * sfb[block], in FP32 FFMA, once per K tile.
+    Output tiles are 128 x tile_n, tile_n in {64, 128, 192}; a 192-wide tile can straddle two B
+    scale blocks, so its promotion takes the second block's scale from the split column on.
     384 threads per CTA, one CTA per SM, persistent:
       warpgroup 0  producer (setmaxnreg down): its warp 0 TMA-loads the A tile, the B tile and the
                    tile's 128 A scales of each K tile into one stage of a shared-memory ring
                    (one mbarrier transaction covers all three); A or B multicast inside a cluster;
-      warpgroups 1-2 consumers (setmaxnreg up), 64 rows each: per K tile wait, read their rows'
-                   A scales from shared memory and the block's B scale from global memory, fence /
-                   4 x wgmma / commit / wait_group 0, release the stage, promote. The two
-                   warpgroups' wgmmas interleave on the tensor core, so one's promotion hides
-                   under the other's MMAs;
+      warpgroups 1-2 consumers (setmaxnreg up), 64 rows each: per K tile wait for the stage,
+                   fence / 4 x wgmma / commit, read the rows' A scales from shared memory and the
+                   B scale(s) from global memory while the MMAs run, wait_group 0, release the
+                   stage, promote. The two warpgroups take turns issuing (two named barriers), so
+                   the tensor core runs one's K tile while the other promotes; without the turns
+                   both tend to promote at the same time and the tensor core idles meanwhile.
       epilogue     stmatrix into shared memory, TMA store in (128, 32) slices.
+    `choose_tiling` picks tile_n by waves of tiles on the GPU and a 1x2 cluster (A multicast).
 
 Layouts (DeepGEMM's names)
     normal      A (M, K), sfa (M, K/128), B (N, K), sfb (ceil(N/128), K/128), D (M, N).
@@ -33,7 +37,8 @@ Layouts (DeepGEMM's names)
     rows is one K block's scales; its K-block stride must be a multiple of 4 floats (16 bytes),
     which `quantize.per_token_cast` guarantees by padding.
 
-Constraints (can_implement): K a multiple of 128; N a multiple of 8 (TMA rows of D);
+Constraints (can_implement): K a multiple of 128; N a multiple of 8 (TMA rows of D); tile_n in
+    {64, 128, 192};
     contiguous: M a multiple of 128; cluster_mn in {(1,1), (2,1), (1,2)}, and (1,1) or (1,2) for
     the grouped layouts: the two CTAs of a 2x1 cluster may belong to different groups, so they
     cannot share B.
@@ -62,9 +67,12 @@ CONSUMER_WARPGROUPS = 2
 THREADS = WARPGROUP_THREADS * (1 + CONSUMER_WARPGROUPS)
 PRODUCER_REGISTERS, CONSUMER_REGISTERS = 40, 232   # setmaxnreg targets (multiples of 8, sum fits 64K)
 BLOCK = 128            # scale granularity along K (and along N for B): one K tile = one scale block
-TILE_M, TILE_N = 128, 128
-EPI_TILE_N = 32
-EPI_STAGES = 4
+TILE_M = 128
+TILE_NS = (64, 128, 192)  # a tile meets at most two 128-wide B scale blocks
+EPI_TILE_N = 32       # epilogue slice: (128, 32) columns at a time through shared memory
+EPI_STAGES = 2        # two epilogue buffers leave room for one more mainloop stage
+TILE_COST = {64: 0.75, 128: 1.0, 192: 1.3}   # time per output tile relative to 128 wide, for choose_tiling
+TURN_BARRIER = 2       # named barriers 2 and 3 (0: syncthreads, 1: the epilogue)
 SMEM_BYTES = 232448    # 227 KiB usable per CTA on sm_90
 LAYOUTS = ("normal", "contiguous", "masked")
 CLUSTERS = ((1, 1), (2, 1), (1, 2))
@@ -76,27 +84,31 @@ os.makedirs(DUMP_DIR, exist_ok=True)
 
 
 class Fp8BlockScaleGemm:
-    def __init__(self, layout: str = "normal", cluster_mn: tuple[int, int] = (2, 1), swizzle: int = 1,
-                 unscaled_k_tile: int = -1):
+    def __init__(self, layout: str = "normal", tile_n: int = 128, cluster_mn: tuple[int, int] = (2, 1), swizzle: int = 1,
+                 order_warpgroups: bool = True, unscaled_k_tile: int = -1):
         self.layout = layout
         self.ab_dtype, self.sf_dtype, self.d_dtype, self.acc_dtype = (
             cutlass.Float8E4M3FN, cutlass.Float32, cutlass.BFloat16, cutlass.Float32)
-        self.tile_mnk = (TILE_M, TILE_N, BLOCK)
+        self.tile_n = tile_n
+        self.tile_mnk = (TILE_M, tile_n, BLOCK)
         self.cluster_mn = cluster_mn
         self.swizzle = swizzle
+        self.order_warpgroups = order_warpgroups
         # the negative control: this K tile is accumulated without its scales (sfa * sfb taken as 1)
         self.unscaled_k_tile = unscaled_k_tile
         self.epi_tile = (TILE_M, EPI_TILE_N)
-        stage_bytes = (TILE_M + TILE_N) * BLOCK + TILE_M * 4   # A, B (1 byte each), A scales (fp32)
+        stage_bytes = (TILE_M + tile_n) * BLOCK + TILE_M * 4   # A, B (1 byte each), A scales (fp32)
         epi_bytes = EPI_STAGES * TILE_M * EPI_TILE_N * 2
         self.stages = (SMEM_BYTES - epi_bytes - 1024) // (stage_bytes + 16)
 
     @staticmethod
-    def can_implement(layout: str, m: int, n: int, k: int, groups: int = 1,
+    def can_implement(layout: str, m: int, n: int, k: int, groups: int = 1, tile_n: int = 128,
                       cluster_mn: tuple[int, int] = (2, 1)) -> None:
         """Raise ValueError naming the offending value and the supported set."""
         if layout not in LAYOUTS:
             raise ValueError(f"layout {layout!r} unsupported; use one of {LAYOUTS}")
+        if tile_n not in TILE_NS:
+            raise ValueError(f"tile_n={tile_n} unsupported; use one of {TILE_NS}")
         if tuple(cluster_mn) not in CLUSTERS:
             raise ValueError(f"cluster_mn={tuple(cluster_mn)} unsupported; use one of {CLUSTERS}")
         if layout != "normal" and cluster_mn[0] != 1:
@@ -120,7 +132,7 @@ class Fp8BlockScaleGemm:
         # mGroup: m_indices (M,) for contiguous, masked_m (G,) for masked, unused (1,) for normal.
         k_major = cute.nvgpu.OperandMajorMode.K
         tiled_mma = sm90_utils.make_trivial_tiled_mma(self.ab_dtype, self.ab_dtype, k_major, k_major, self.acc_dtype,
-                                                      (CONSUMER_WARPGROUPS, 1, 1), tiler_mn=(64, TILE_N))
+                                                      (CONSUMER_WARPGROUPS, 1, 1), tiler_mn=(64, self.tile_n))
         sA_layout = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, self.tile_mnk, self.ab_dtype, self.stages)
         sB_layout = sm90_utils.make_smem_layout_b(LayoutEnum.ROW_MAJOR, self.tile_mnk, self.ab_dtype, self.stages)
         sSFA_layout = cute.make_layout((TILE_M, 1, self.stages))   # the tile's 128 A scales of one K block
@@ -128,12 +140,12 @@ class Fp8BlockScaleGemm:
 
         cluster_m, cluster_n = self.cluster_mn
         tma_a, gA_tma = self._load_atom(mA, cute.slice_(sA_layout, (None, None, 0)), (TILE_M, BLOCK), cluster_n)
-        tma_b, gB_tma = self._load_atom(mB, cute.slice_(sB_layout, (None, None, 0)), (TILE_N, BLOCK), cluster_m)
+        tma_b, gB_tma = self._load_atom(mB, cute.slice_(sB_layout, (None, None, 0)), (self.tile_n, BLOCK), cluster_m)
         tma_sfa, gSFA_tma = self._load_atom(mSFA, cute.slice_(sSFA_layout, (None, None, 0)), (TILE_M, 1), 1)
         tma_d, gD_tma = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileS2GOp(), mD,
                                                     cute.slice_(sD_layout, (None, None, 0)), self.epi_tile)
 
-        tiles_m, tiles_n = cute.ceil_div(mD.shape[0], TILE_M), cute.ceil_div(mD.shape[1], TILE_N)
+        tiles_m, tiles_n = cute.ceil_div(mD.shape[0], TILE_M), cute.ceil_div(mD.shape[1], self.tile_n)
         tiles_mnl = (tiles_m, tiles_n, mD.shape[2])
         scheduler_params = utils.PersistentTileSchedulerParams(tiles_mnl, (cluster_m, cluster_n, 1), self.swizzle, True)
         grid = utils.StaticPersistentTileScheduler.get_grid_shape(scheduler_params, max_active_clusters)
@@ -178,7 +190,7 @@ class Fp8BlockScaleGemm:
 
         storage = cutlass.memory.SmemAllocator().allocate(self.shared_storage)
         sA = storage.sA.get_tensor(sA_layout.outer, swizzle=sA_layout.inner)   # (128, 128, stages) e4m3
-        sB = storage.sB.get_tensor(sB_layout.outer, swizzle=sB_layout.inner)   # (128, 128, stages) e4m3
+        sB = storage.sB.get_tensor(sB_layout.outer, swizzle=sB_layout.inner)   # (tile_n, 128, stages) e4m3
         sSFA = storage.sSFA.get_tensor(sSFA_layout)                            # (128, 1, stages) fp32
         sD = storage.sD.get_tensor(sD_layout.outer, swizzle=sD_layout.inner)   # (128, 32, EPI_STAGES) bf16
 
@@ -198,12 +210,12 @@ class Fp8BlockScaleGemm:
         )
         pipeline.pipeline_init_arrive(cluster_shape_mn=self.cluster_mn, is_relaxed=True)
 
-        # gA: (128, 128, tiles_m, k_tiles, L); gB: (128, 128, tiles_n, k_tiles, G);
-        # gSFA: (128, 1, tiles_m, k_tiles, L); gD: (128, 128, tiles_m, tiles_n, L)
+        # gA: (128, 128, tiles_m, k_tiles, L); gB: (tile_n, 128, tiles_n, k_tiles, G);
+        # gSFA: (128, 1, tiles_m, k_tiles, L); gD: (128, tile_n, tiles_m, tiles_n, L)
         gA = cute.local_tile(gA_tma, (TILE_M, BLOCK), (None, None, None))
-        gB = cute.local_tile(gB_tma, (TILE_N, BLOCK), (None, None, None))
+        gB = cute.local_tile(gB_tma, (self.tile_n, BLOCK), (None, None, None))
         gSFA = cute.local_tile(gSFA_tma, (TILE_M, 1), (None, None, None))
-        gD = cute.local_tile(gD_tma, (TILE_M, TILE_N), (None, None, None))
+        gD = cute.local_tile(gD_tma, (TILE_M, self.tile_n), (None, None, None))
         tAsA, tAgA = cpasync.tma_partition(tma_a, cta_coord[1], cute.make_layout(cluster_n),
                                            cute.group_modes(sA, 0, 2), cute.group_modes(gA, 0, 2))
         tBsB, tBgB = cpasync.tma_partition(tma_b, cta_coord[0], cute.make_layout(cluster_m),
@@ -298,41 +310,46 @@ class Fp8BlockScaleGemm:
             num_stages=EPI_STAGES,
             producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, CONSUMER_WARPGROUPS * WARPGROUP_THREADS))
         store_warp = WARPGROUP_THREADS // 32   # the first consumer warp issues the TMA stores
+        # Turn-taking: the two consumer warpgroups issue their K tiles' wgmmas one after the other
+        # (barrier 2 = warpgroup 0's turn, 3 = warpgroup 1's), so the tensor core runs one's tile
+        # while the other waits for its own and promotes, instead of both promoting at once.
+        wg = consumer_tidx // WARPGROUP_THREADS
+        my_turn = pipeline.NamedBarrier(barrier_id=TURN_BARRIER + wg, num_threads=2 * WARPGROUP_THREADS)
+        other_turn = pipeline.NamedBarrier(barrier_id=TURN_BARRIER + 1 - wg, num_threads=2 * WARPGROUP_THREADS)
+        if cutlass.const_expr(self.order_warpgroups):
+            if wg == 1:
+                other_turn.arrive()   # warpgroup 0 goes first
 
         scheduler = utils.StaticPersistentTileScheduler.create(scheduler_params, cute.arch.block_idx(),
                                                                cute.arch.grid_dim())
         work = scheduler.initial_work_tile_info()
         read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
+        release = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
         k_blocks = cute.size(tCrA, mode=[2])
+
         slices_done = cutlass.Int32(0)
         while work.is_valid_tile:
             tile_m, tile_n, l = work.tile_idx
             runs, l_a, l_b = self._work(mGroup, m_rows, tile_m, l)
             if runs:
-                # B scales: a 2x1 cluster or a partial last tile may run a tile past N; clamp the read
-                n_block = cutlass.min(tile_n, n_blocks - 1)
+                # The tile's columns [n0, n0 + tile_n) meet at most two B scale blocks: lo up to
+                # local column `split`, hi after it (a 192-wide tile at n0 % 128 == 64 splits at 64).
+                # A cluster may run a tile past N: the reads are clamped.
+                n0 = tile_n * self.tile_n
+                block_lo = cutlass.min(n0 // BLOCK, n_blocks - 1)
+                block_hi = cutlass.min(n0 // BLOCK + 1, n_blocks - 1)
+                split = BLOCK - n0 % BLOCK
                 rAcc.fill(0.0)
+                mma = (ab_pipeline, tCrA, tCrB, sSFA, mSFB, row0, block_lo, block_hi, l_b)
                 for k_tile in cutlass.range(k_tiles, unroll=1):
-                    sfb = mSFB[n_block, k_tile, l_b]
-                    ab_pipeline.consumer_wait(read)
-                    scale0 = sSFA[row0, 0, read.index] * sfb
-                    scale1 = sSFA[row0 + 8, 0, read.index] * sfb
-                    if cutlass.const_expr(self.unscaled_k_tile >= 0):
-                        if k_tile == self.unscaled_k_tile:
-                            scale0, scale1 = cutlass.Float32(1.0), cutlass.Float32(1.0)
-                    warpgroup.fence()
-                    tiled_mma.set(warpgroup.Field.ACCUMULATE, False)
-                    for kb in cutlass.range_constexpr(k_blocks):
-                        cute.gemm(tiled_mma, rTmp, tCrA[(None, None, kb, read.index)],
-                                  tCrB[(None, None, kb, read.index)], rTmp)
-                        tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
-                    warpgroup.commit_group()
-                    warpgroup.wait_group(0)
-                    ab_pipeline.consumer_release(read)
-                    read.advance()
-                    # promotion: FP32 FFMA, once per 128 K elements
-                    for i in cutlass.range_constexpr(cute.size(rAcc)):
-                        rAcc[i] = rAcc[i] + rTmp[i] * (scale0 if (i // 2) % 2 == 0 else scale1)
+                    if cutlass.const_expr(self.order_warpgroups):
+                        my_turn.arrive_and_wait()
+                    scale_a0, scale_a1, sfb_lo, sfb_hi, read, tiled_mma = self._issue(*mma, tiled_mma, rTmp, read,
+                                                                                    k_tile)
+                    if cutlass.const_expr(self.order_warpgroups):
+                        other_turn.arrive()
+                    release = self._retire(ab_pipeline, release, rAcc, rTmp, scale_a0, scale_a1, sfb_lo, sfb_hi,
+                                           split, k_tile)
 
                 # epilogue: (128, 128) in (128, 32) slices through an EPI_STAGES ring
                 gD_slices = cute.zipped_divide(gD[(None, None, tile_m, tile_n, l_a)], self.epi_tile)
@@ -354,7 +371,65 @@ class Fp8BlockScaleGemm:
                 slices_done += slices
             scheduler.advance_to_next_work()
             work = scheduler.get_current_work()
+        if cutlass.const_expr(self.order_warpgroups):
+            if wg == 0:
+                my_turn.arrive_and_wait()   # take warpgroup 1's last hand-over: every arrival is matched
         store_pipeline.producer_tail()
+
+
+    @cute.jit
+    def _issue(self, ab_pipeline, tCrA, tCrB, sSFA, mSFB, row0, block_lo, block_hi, l_b, tiled_mma, tmp, read, k_tile):
+        """Start one K tile's wgmmas into tmp. Returns its scales (their loads retire under the
+        MMAs), the advanced read state and the MMA with its ACCUMULATE field set: the caller rebinds
+        both, because the tracer carries plain locals across staged loops, not attributes changed
+        inside a helper."""
+        sfb_lo = mSFB[block_lo, k_tile, l_b]
+        sfb_hi = sfb_lo
+        if cutlass.const_expr(self.tile_n > BLOCK):
+            sfb_hi = mSFB[block_hi, k_tile, l_b]
+        ab_pipeline.consumer_wait(read)
+        warpgroup.fence()
+        tiled_mma.set(warpgroup.Field.ACCUMULATE, False)
+        for kb in cutlass.range_constexpr(cute.size(tCrA, mode=[2])):
+            cute.gemm(tiled_mma, tmp, tCrA[(None, None, kb, read.index)], tCrB[(None, None, kb, read.index)], tmp)
+            tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
+        warpgroup.commit_group()
+        scale_a0, scale_a1 = sSFA[row0, 0, read.index], sSFA[row0 + 8, 0, read.index]
+        read.advance()
+        return scale_a0, scale_a1, sfb_lo, sfb_hi, read, tiled_mma
+
+    @cute.jit
+    def _retire(self, ab_pipeline, release, rAcc, tmp, scale_a0, scale_a1, sfb_lo, sfb_hi, split, k_tile):
+        """Wait for the K tile in tmp, free its stage, and promote it: rAcc += tmp * scale_a[row] *
+        scale_b[block], in FP32 FFMA, once per 128 K elements. Returns the advanced release state."""
+        warpgroup.wait_group(0)
+        ab_pipeline.consumer_release(release)
+        release.advance()
+        # rows: r = 0 / 1 of the accumulator; blocks: columns before / after `split`
+        lo0, lo1, hi0, hi1 = scale_a0 * sfb_lo, scale_a1 * sfb_lo, scale_a0 * sfb_hi, scale_a1 * sfb_hi
+        if cutlass.const_expr(self.unscaled_k_tile >= 0):
+            if k_tile == self.unscaled_k_tile:
+                lo0, lo1, hi0, hi1 = (cutlass.Float32(1.0),) * 4
+        if cutlass.const_expr(self.tile_n > BLOCK):
+            # the split is 128 or 64 columns for a 192-wide tile: one unrolled loop each
+            if split == BLOCK:
+                self._promote(rAcc, tmp, lo0, lo1, hi0, hi1, BLOCK)
+            else:
+                self._promote(rAcc, tmp, lo0, lo1, hi0, hi1, self.tile_n - BLOCK)
+        else:
+            self._promote(rAcc, tmp, lo0, lo1, hi0, hi1, self.tile_n)
+        return release
+
+    @cute.jit
+    def _promote(self, rAcc, tmp, lo0, lo1, hi0, hi1, split: cutlass.Constexpr):
+        # accumulator element i = (c, r, j) = i % 2, i // 2 % 2, i // 4 sits in row r*8 + lane/4 and
+        # column j*8 + lane%4*2 + c; `split` is a multiple of 8, so the block depends on j alone
+        for i in cutlass.range_constexpr(cute.size(rAcc)):
+            row, column_group = i // 2 % 2, i // 4
+            if cutlass.const_expr(column_group * 8 < split):
+                rAcc[i] = rAcc[i] + tmp[i] * (lo0 if row == 0 else lo1)
+            else:
+                rAcc[i] = rAcc[i] + tmp[i] * (hi0 if row == 0 else hi1)
 
 
 def max_active_clusters(cluster_mn: tuple[int, int]) -> int:
@@ -363,12 +438,12 @@ def max_active_clusters(cluster_mn: tuple[int, int]) -> int:
 
 
 def compile_for(arch: str = "sm_90a", layout: str = "normal", m: int = 1024, n: int = 1024, k: int = 1024,
-                groups: int = 1, cluster_mn=(2, 1), sms: int = 132, **variant):
+                groups: int = 1, tile_n: int = 128, cluster_mn=(2, 1), sms: int = 132, **variant):
     """Compile with fake tensors (no GPU needed), keeping PTX and cubin. For masked, m is M_max."""
     from cutlass.cute.runtime import make_fake_compact_tensor
     from cutlass.runtime import make_fake_stream
 
-    Fp8BlockScaleGemm.can_implement(layout, m, n, k, groups, cluster_mn)
+    Fp8BlockScaleGemm.can_implement(layout, m, n, k, groups, tile_n, cluster_mn)
     l_a, l_b = (groups if layout == "masked" else 1), (1 if layout == "normal" else groups)
     e4m3, f32 = cutlass.Float8E4M3FN, cutlass.Float32
     k_major, m_major = (1, 0, 2), (0, 1, 2)   # stride_order: which mode is contiguous
@@ -379,37 +454,54 @@ def compile_for(arch: str = "sm_90a", layout: str = "normal", m: int = 1024, n: 
                fake(f32, (-(-n // BLOCK), k // BLOCK, l_b), stride_order=k_major, assumed_align=16),
                fake(cutlass.BFloat16, (m, n, l_a), stride_order=k_major, assumed_align=16),
                fake(cutlass.Int32, (m if layout == "contiguous" else groups,), assumed_align=16))
-    op = Fp8BlockScaleGemm(layout, cluster_mn, **variant)
+    op = Fp8BlockScaleGemm(layout, tile_n, cluster_mn, **variant)
     return cute.compile(op, *tensors, sms // (cluster_mn[0] * cluster_mn[1]), make_fake_stream(),
                         options=f"--gpu-arch {arch} --keep-ptx --keep-cubin --dump-dir {DUMP_DIR}")
 
 
-def compile_gemm(a, sfa, b, sfb, layout: str = "normal", group_info=None, cluster_mn=None, swizzle: int = 1,
-                 **variant):
+def compile_gemm(a, sfa, b, sfb, layout: str = "normal", group_info=None, tile_n: int | None = None,
+                 cluster_mn=None, swizzle: int = 1, **variant):
     """For torch tensors (see the module docstring for each layout's shapes): (run, d), where run()
     computes d on the current stream, into the same d. group_info: m_indices (contiguous) or
-    masked_m (masked), int32 on the device. cluster_mn defaults to (2, 1) for normal, (1, 2) for
-    the grouped layouts. `variant` reaches Fp8BlockScaleGemm (the negative control)."""
+    masked_m (masked), int32 on the device. tile_n and cluster_mn default to `choose_tiling`.
+    `variant` reaches Fp8BlockScaleGemm (the negative control, the warpgroup turn-taking switch)."""
     import torch
 
-    cluster_mn = tuple(cluster_mn or ((2, 1) if layout == "normal" else (1, 2)))
     _check_tensors(a, sfa, b, sfb, layout, group_info)
     groups = b.shape[0] if b.dim() == 3 else 1
     m, k = a.shape[-2], a.shape[-1]
     n = b.shape[-2]
-    Fp8BlockScaleGemm.can_implement(layout, m, n, k, groups, cluster_mn)
+    sms = torch.cuda.get_device_properties(a.device).multi_processor_count
+    chosen = choose_tiling(layout, m * (groups if layout == "masked" else 1), n, sms)
+    tile_n, cluster_mn = tile_n or chosen[0], tuple(cluster_mn or chosen[1])
+    Fp8BlockScaleGemm.can_implement(layout, m, n, k, groups, tile_n, cluster_mn)
     d = torch.empty(*a.shape[:-1], n, dtype=torch.bfloat16, device=a.device)
     if group_info is None:
         group_info = torch.zeros(1, dtype=torch.int32, device=a.device)
     views = [_mkl(a), _mkl(sfa), _mkl(b), _mkl(sfb), _mkl(d), _view(group_info)]
-    key = (layout, cluster_mn, swizzle, tuple(sorted(variant.items())), a.device.index,
+    key = (layout, tile_n, cluster_mn, swizzle, tuple(sorted(variant.items())), a.device.index,
            *((tuple(t.shape), t.stride()) for t in (a, sfa, b, sfb, group_info)))
     if key not in _KERNELS:
-        op = Fp8BlockScaleGemm(layout, cluster_mn, swizzle, **variant)
+        op = Fp8BlockScaleGemm(layout, tile_n, cluster_mn, swizzle, **variant)
         _KERNELS[key] = cute.compile(op, *views, max_active_clusters(cluster_mn), _current_stream())
     kernel = _KERNELS[key]
     # the stream is read at every launch, so run() can be captured in a CUDA graph (a side stream)
     return (lambda: kernel(*views, _current_stream())), d
+
+
+def choose_tiling(layout: str, rows: int, n: int, sms: int) -> tuple[int, tuple[int, int]]:
+    """(tile_n, cluster_mn) for `rows` output rows (all groups) and N columns: the tile N with the
+    lowest estimated time (waves of tiles on `sms` SMs times TILE_COST), and a 1x2 cluster (two N
+    tiles sharing A), which timed at least as fast as 2x1 on most shapes and suits every layout."""
+    tiles_m = -(-rows // TILE_M)
+
+    def estimate(tile_n: int) -> float:
+        tiles = tiles_m * -(-n // tile_n)
+        waves = -(-tiles // sms)
+        return waves * TILE_COST[tile_n]
+
+    tile_n = min(TILE_NS, key=lambda t: (estimate(t), t != 128))   # ties go to 128
+    return tile_n, (1, 2)
 
 
 def gemm(a, sfa, b, sfb, layout: str = "normal", group_info=None):
