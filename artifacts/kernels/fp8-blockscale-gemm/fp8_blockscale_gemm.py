@@ -325,7 +325,6 @@ class Fp8BlockScaleGemm:
         work = scheduler.initial_work_tile_info()
         read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
         release = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
-        k_blocks = cute.size(tCrA, mode=[2])
 
         slices_done = cutlass.Int32(0)
         while work.is_valid_tile:

@@ -1,0 +1,161 @@
+"""probe-fp8-blockscale-gemm-tools: our block-scaled FP8 GEMM under compute-sanitizer and Nsight Compute.
+
+Each case starts a child process - a driver that runs one GEMM of the layout and tile width the
+case names, on partial tiles, empty and partial groups or padding rows, and checks it against the
+FP32 reference - under the tool, then reads the tool's summary. memcheck and racecheck pass with
+zero device errors / hazards and a correct output; ncu passes when it profiled our kernel and the
+output is correct, and reports its counters beside the same counters for cuBLAS blockwise FP8 on
+the same operands.
+
+Run through the runner: kernelwiki probe run --probe probe-fp8-blockscale-gemm-tools
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from kernelwiki.harness.probe import REPO_ROOT, Context, Probe
+
+DRIVER = """
+import sys, torch
+sys.path.insert(0, {kernel_dir!r})
+import fp8_blockscale_gemm as kernel, quantize
+layout, what = sys.argv[1], sys.argv[2]
+m, n, k, tile_n, seed, unscaled = (int(x) for x in sys.argv[3:9])
+g = torch.Generator(device="cuda").manual_seed(seed)
+groups = 3 if layout != "normal" else 1
+if layout == "masked":
+    a, sfa = quantize.per_token_cast(torch.randn(groups, m, k, generator=g, device="cuda"))
+    counts = [0, m // 2 + 3, 1]                      # empty, partial, one row
+    info = torch.tensor(counts, dtype=torch.int32, device="cuda")
+elif layout == "contiguous":
+    a, sfa = quantize.per_token_cast(torch.randn(m, k, generator=g, device="cuda"))
+    index = [0] * 128 + [-1] * 128 + [1] * (m - 256)  # group 0, padding rows, group 1; group 2 empty
+    info = torch.tensor(index, dtype=torch.int32, device="cuda")
+else:
+    a, sfa = quantize.per_token_cast(torch.randn(m, k, generator=g, device="cuda"))
+    info = None
+shape_b = (groups, n, k) if layout != "normal" else (n, k)
+b, sfb = quantize.per_block_cast(torch.randn(*shape_b, generator=g, device="cuda"))
+if what == "cublas":
+    out = torch._scaled_mm(a, b.t(), scale_a=sfa.t().contiguous().t(), scale_b=sfb.t(), out_dtype=torch.bfloat16)
+    torch.cuda.synchronize()
+    print("DRIVER rel_err=0 ok=1")
+    sys.exit(0)
+variant = {{"unscaled_k_tile": 0}} if unscaled else {{}}
+run, d = kernel.compile_gemm(a, sfa, b, sfb, layout, info, tile_n=tile_n or None, **variant)
+d.fill_(float("nan"))
+run()
+torch.cuda.synchronize()
+ref = quantize.reference(a, sfa, b, sfb, layout, info)
+if layout == "masked":
+    out = torch.cat([d[i, :c] for i, c in enumerate(counts)]).float()
+    ref = torch.cat([ref[i, :c] for i, c in enumerate(counts)])
+elif layout == "contiguous":
+    keep = info >= 0
+    out, ref = d[keep].float(), ref[keep]
+else:
+    out = d.float()
+rel = ((out - ref).norm() / ref.norm()).item()
+print(f"DRIVER rel_err={{rel:.3e}} ok={{int(rel < 2e-2 and not torch.isnan(out).any().item())}}")
+"""
+NCU_METRICS = ["sm__throughput.avg.pct_of_peak_sustained_elapsed", "gpu__time_duration.sum",
+               "lts__throughput.avg.pct_of_peak_sustained_elapsed", "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+               "sm__cycles_active.avg"]
+
+
+def _driver(tmp: Path) -> Path:
+    path = tmp / "driver.py"
+    path.write_text(DRIVER.format(kernel_dir=str(REPO_ROOT / "artifacts" / "kernels" / "fp8-blockscale-gemm")))
+    return path
+
+
+def _run(command: list[str], timeout: int = 300) -> str:
+    result = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    return result.stdout + result.stderr
+
+
+def _driver_args(params: dict, what: str, seed: int, unscaled: int = 0) -> list[str]:
+    m, n, k = params["shape"].split("x")
+    return [params["layout"], what, m, n, k, str(params.get("tile_n", 0)), str(seed), str(unscaled)]   # 0: choose_tiling
+
+
+def _driver_result(output: str) -> dict:
+    found = re.search(r"DRIVER rel_err=(\S+) ok=(\d)", output)
+    if not found:
+        return {"driver_ran": False, "tail": output[-1500:]}
+    return {"driver_ran": True, "rel_err": float(found.group(1)), "output_ok": found.group(2) == "1"}
+
+
+def _tensor_pipe_metrics() -> list[str]:
+    """The tensor-pipe GMMA counters this ncu knows (names differ between versions)."""
+    listing = _run(["ncu", "--query-metrics"], timeout=120)
+    names = re.findall(r"^(\S*pipe_tensor\S*gmma\S*)", listing, flags=re.M | re.I)
+    return [f"{name}.avg.pct_of_peak_sustained_active" for name in names if "cycles_active" in name][:1]
+
+
+def _sanitize(tool: str, params: dict, seed: int, unscaled: int = 0) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        output = _run(["compute-sanitizer", "--tool", tool, "--report-api-errors", "no", sys.executable, "-W",
+                       "ignore", str(_driver(Path(tmp))), *_driver_args(params, "ours", seed, unscaled)])
+    result = _driver_result(output)
+    summary = re.search(r"(ERROR|RACECHECK) SUMMARY: (\d+) (errors|hazards)", output)
+    result["tool_errors"] = int(summary.group(2)) if summary else None
+    result["passed"] = bool(result.get("output_ok")) and result["tool_errors"] == 0
+    if not summary:
+        result["tail"] = output[-1500:]
+    return result
+
+
+def _profile(params: dict, what: str, kernel_regex: str, metrics: list[str], seed: int) -> tuple[dict, str]:
+    with tempfile.TemporaryDirectory() as tmp:
+        output = _run(["ncu", "--kernel-name", f"regex:{kernel_regex}", "--launch-count", "1", "--metrics",
+                       ",".join(metrics), sys.executable, "-W", "ignore", str(_driver(Path(tmp))),
+                       *_driver_args(params, what, seed)])
+    values = {}
+    for name in metrics:
+        found = re.search(re.escape(name) + r"\s+\S*\s+([\d.,]+)\s*$", output, flags=re.M)
+        values[name] = float(found.group(1).replace(",", "")) if found else None
+    return values, output
+
+
+def run_case(case: dict, ctx: Context) -> dict:
+    params = case["params"]
+    if params["tool"].startswith("compute-sanitizer"):
+        tool = params["tool"].split()[-1]
+        correctness = _sanitize(tool, params, ctx.seed)
+        unit = "errors" if tool == "memcheck" else "hazards"
+        value = correctness["tool_errors"] if correctness["tool_errors"] is not None else -1
+        return {"correctness": correctness, "headline": ctx.headline(case["metric"], value, unit)}
+    tensor_pipe = _tensor_pipe_metrics()
+    if not tensor_pipe:
+        return {"correctness": {"passed": False, "reason": "this ncu offers no tensor-pipe GMMA counter"},
+                "headline": ctx.headline(case["metric"], 0.0, "% of active cycles")}
+    metrics = NCU_METRICS + tensor_pipe
+    tensor_pipe = tensor_pipe[0]
+    ours, output = _profile(params, "ours", "Fp8BlockScaleGemm", metrics, ctx.seed)
+    # cuBLAS's FP8 kernels are named nvjet_* (or *gemm*); the driver's other kernels are elementwise
+    cublas, _ = _profile(params, "cublas", "nvjet|[Gg]emm|xmma", metrics, ctx.seed)
+    correctness = _driver_result(output)
+    profiled = "Fp8BlockScaleGemm" in output and ours[tensor_pipe] is not None
+    correctness["passed"] = bool(correctness.get("output_ok")) and profiled
+    if not profiled:
+        correctness["tail"] = output[-2000:]
+    return {"correctness": correctness, "metrics": {**ours, **{f"cuBLAS {k}": v for k, v in cublas.items()}},
+            "baselines": [{"name": "cuBLAS blockwise FP8, tensor pipe active", "value": cublas[tensor_pipe] or 0.0}],
+            "headline": ctx.headline(case["metric"], ours[tensor_pipe] or 0.0, "% of active cycles",
+                                     baseline=("cuBLAS blockwise FP8", cublas[tensor_pipe])
+                                     if cublas[tensor_pipe] else None)}
+
+
+def negative_control(ctx: Context) -> dict:
+    """K tile 0 without its scales, under memcheck: no device error, but the output check must fail."""
+    return _sanitize("memcheck", {"layout": "normal", "shape": "256x256x512"}, ctx.seed + 1, unscaled=1)
+
+
+if __name__ == "__main__":
+    Probe(__file__).main(run_case=run_case, negative_control=negative_control)
