@@ -227,3 +227,18 @@ def test_toolchain_other_than_the_pins_is_stale(mini, gpu):
     assert mini.run("refresh", "--check")[0] == 1
     mini.run("refresh")
     assert "status: stale" in (mini.root / "wiki/hardware/example.md").read_text()
+
+
+def test_shuffled_timing_order_varies_predecessors_and_is_reproducible():
+    from kernelwiki.harness.timing import iteration_order
+
+    names = ["ours", "cuBLAS blockwise", "cuBLAS per-tensor", "cuBLAS bf16"]
+    assert [iteration_order(names, i, "interleaved") for i in range(3)] == [names] * 3
+    orders = [iteration_order(names, i, "shuffled") for i in range(30)]
+    assert orders == [iteration_order(names, i, "shuffled") for i in range(30)]   # seeded by the iteration
+    assert all(sorted(o) == sorted(names) for o in orders)
+    # over a run, "ours" follows more than one candidate (a rotation would keep its predecessor)
+    predecessors = {o[o.index("ours") - 1] for o in orders if o.index("ours") > 0}
+    assert len(predecessors) >= 2
+    with pytest.raises(ValueError, match="order 'rotated' unknown"):
+        iteration_order(names, 0, "rotated")

@@ -27,6 +27,17 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[index]
 
 
+def iteration_order(names: list[str], iteration: int, order: str) -> list[str]:
+    """The order in which one timing iteration runs the candidates: as given ("interleaved"), or
+    shuffled with the iteration number as seed ("shuffled"; reproducible run to run)."""
+    if order not in ORDERS:
+        raise ValueError(f"order {order!r} unknown; use one of {ORDERS}")
+    names = list(names)
+    if order == "shuffled":
+        random.Random(iteration).shuffle(names)
+    return names
+
+
 class Timer:
     """Times callables on the current CUDA stream with cold L2."""
 
@@ -57,10 +68,7 @@ class Timer:
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         clock_before = clocks().get("sm_clock_mhz")
         for i in range(self.iters):
-            names = list(candidates)
-            if self.order == "shuffled":
-                random.Random(i).shuffle(names)
-            for name in names:
+            for name in iteration_order(list(candidates), i, self.order):
                 fn = candidates[name]
                 if self._flush is not None:
                     self._flush.zero_()

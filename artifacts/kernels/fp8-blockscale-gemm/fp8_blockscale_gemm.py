@@ -499,7 +499,7 @@ def choose_tiling(layout: str, rows: int, n: int, sms: int) -> tuple[int, tuple[
         waves = -(-tiles // sms)
         return waves * TILE_COST[tile_n]
 
-    tile_n = min(TILE_NS, key=lambda t: (estimate(t), t != 128))   # ties go to 128
+    tile_n = min(TILE_NS, key=estimate)
     return tile_n, (1, 2)
 
 
