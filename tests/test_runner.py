@@ -242,3 +242,23 @@ def test_shuffled_timing_order_varies_predecessors_and_is_reproducible():
     assert len(predecessors) >= 2
     with pytest.raises(ValueError, match="order 'rotated' unknown"):
         iteration_order(names, 0, "rotated")
+
+
+def test_tool_output_parsing(monkeypatch):
+    from kernelwiki.harness import tools
+
+    assert tools.driver_result("noise\nDRIVER rel_err=1.5e-03 ok=1\n") == {
+        "driver_ran": True, "rel_err": 1.5e-3, "output_ok": True}
+    assert tools.driver_result("Traceback ...")["driver_ran"] is False
+    printed = {"memcheck": "DRIVER rel_err=1e-3 ok=1\n========= ERROR SUMMARY: 0 errors\n",
+               "racecheck": "DRIVER rel_err=1e-3 ok=1\n========= RACECHECK SUMMARY: 2 hazards displayed\n",
+               "broken": "DRIVER rel_err=9e-1 ok=0\n========= ERROR SUMMARY: 0 errors\n"}
+    monkeypatch.setattr(tools, "run", lambda command, timeout=300: printed[command[2]])
+    assert tools.sanitize("memcheck", ["driver.py"])["passed"] is True
+    racy = tools.sanitize("racecheck", ["driver.py"])
+    assert racy["tool_errors"] == 2 and racy["passed"] is False
+    assert tools.sanitize("broken", ["driver.py"])["passed"] is False       # wrong output, clean tool
+    monkeypatch.setattr(tools, "run", lambda command, timeout=300:
+                        "  sm__throughput.avg.pct_of_peak_sustained_elapsed   %   1,234.5\n")
+    values, _ = tools.profile("Gemm", ["sm__throughput.avg.pct_of_peak_sustained_elapsed", "dram__bytes.sum"], [])
+    assert values == {"sm__throughput.avg.pct_of_peak_sustained_elapsed": 1234.5, "dram__bytes.sum": None}

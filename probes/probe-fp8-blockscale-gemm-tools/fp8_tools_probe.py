@@ -12,12 +12,11 @@ Run through the runner: kernelwiki probe run --probe probe-fp8-blockscale-gemm-t
 
 from __future__ import annotations
 
-import re
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+from kernelwiki.harness import tools
 from kernelwiki.harness.probe import REPO_ROOT, Context, Probe
 
 DRIVER = """
@@ -74,53 +73,21 @@ def _driver(tmp: Path) -> Path:
     return path
 
 
-def _run(command: list[str], timeout: int = 300) -> str:
-    result = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
-    return result.stdout + result.stderr
-
-
-def _driver_args(params: dict, what: str, seed: int, unscaled: int = 0) -> list[str]:
+def _driver_command(tmp: str, params: dict, what: str, seed: int, unscaled: int = 0) -> list[str]:
     m, n, k = params["shape"].split("x")
-    return [params["layout"], what, m, n, k, str(params.get("tile_n", 0)), str(seed), str(unscaled)]   # 0: choose_tiling
-
-
-def _driver_result(output: str) -> dict:
-    found = re.search(r"DRIVER rel_err=(\S+) ok=(\d)", output)
-    if not found:
-        return {"driver_ran": False, "tail": output[-1500:]}
-    return {"driver_ran": True, "rel_err": float(found.group(1)), "output_ok": found.group(2) == "1"}
-
-
-def _tensor_pipe_metrics() -> list[str]:
-    """The tensor-pipe GMMA counters this ncu knows (names differ between versions)."""
-    listing = _run(["ncu", "--query-metrics"], timeout=120)
-    names = re.findall(r"^(\S*pipe_tensor\S*gmma\S*)", listing, flags=re.M | re.I)
-    return [f"{name}.avg.pct_of_peak_sustained_active" for name in names if "cycles_active" in name][:1]
+    tile_n = str(params.get("tile_n", 0))   # 0: the kernel's choose_tiling
+    return [sys.executable, "-W", "ignore", str(_driver(Path(tmp))), params["layout"], what, m, n, k, tile_n,
+            str(seed), str(unscaled)]
 
 
 def _sanitize(tool: str, params: dict, seed: int, unscaled: int = 0) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
-        output = _run(["compute-sanitizer", "--tool", tool, "--report-api-errors", "no", sys.executable, "-W",
-                       "ignore", str(_driver(Path(tmp))), *_driver_args(params, "ours", seed, unscaled)])
-    result = _driver_result(output)
-    summary = re.search(r"(ERROR|RACECHECK) SUMMARY: (\d+) (errors|hazards)", output)
-    result["tool_errors"] = int(summary.group(2)) if summary else None
-    result["passed"] = bool(result.get("output_ok")) and result["tool_errors"] == 0
-    if not summary:
-        result["tail"] = output[-1500:]
-    return result
+        return tools.sanitize(tool, _driver_command(tmp, params, "ours", seed, unscaled))
 
 
 def _profile(params: dict, what: str, kernel_regex: str, metrics: list[str], seed: int) -> tuple[dict, str]:
     with tempfile.TemporaryDirectory() as tmp:
-        output = _run(["ncu", "--kernel-name", f"regex:{kernel_regex}", "--launch-count", "1", "--metrics",
-                       ",".join(metrics), sys.executable, "-W", "ignore", str(_driver(Path(tmp))),
-                       *_driver_args(params, what, seed)])
-    values = {}
-    for name in metrics:
-        found = re.search(re.escape(name) + r"\s+\S*\s+([\d.,]+)\s*$", output, flags=re.M)
-        values[name] = float(found.group(1).replace(",", "")) if found else None
-    return values, output
+        return tools.profile(kernel_regex, metrics, _driver_command(tmp, params, what, seed))
 
 
 def run_case(case: dict, ctx: Context) -> dict:
@@ -131,7 +98,7 @@ def run_case(case: dict, ctx: Context) -> dict:
         unit = "errors" if tool == "memcheck" else "hazards"
         value = correctness["tool_errors"] if correctness["tool_errors"] is not None else -1
         return {"correctness": correctness, "headline": ctx.headline(case["metric"], value, unit)}
-    tensor_pipe = _tensor_pipe_metrics()
+    tensor_pipe = tools.tensor_pipe_metrics(limit=1)
     if not tensor_pipe:
         return {"correctness": {"passed": False, "reason": "this ncu offers no tensor-pipe GMMA counter"},
                 "headline": ctx.headline(case["metric"], 0.0, "% of active cycles")}
@@ -140,7 +107,7 @@ def run_case(case: dict, ctx: Context) -> dict:
     ours, output = _profile(params, "ours", "Fp8BlockScaleGemm", metrics, ctx.seed)
     # cuBLAS's FP8 kernels are named nvjet_* (or *gemm*); the driver's other kernels are elementwise
     cublas, _ = _profile(params, "cublas", "nvjet|[Gg]emm|xmma", metrics, ctx.seed)
-    correctness = _driver_result(output)
+    correctness = tools.driver_result(output)
     profiled = "Fp8BlockScaleGemm" in output and ours[tensor_pipe] is not None
     correctness["passed"] = bool(correctness.get("output_ok")) and profiled
     if not profiled:

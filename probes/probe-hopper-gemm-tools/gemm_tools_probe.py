@@ -10,12 +10,11 @@ Run through the runner: kernelwiki probe run --probe probe-hopper-gemm-tools
 
 from __future__ import annotations
 
-import re
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+from kernelwiki.harness import tools
 from kernelwiki.harness.probe import REPO_ROOT, Context, Probe
 
 DRIVER = """
@@ -43,36 +42,13 @@ def _driver(tmp: Path) -> Path:
     return path
 
 
-def _run(command: list[str], timeout: int = 240) -> str:
-    result = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
-    return result.stdout + result.stderr
-
-
-def _driver_result(output: str) -> dict:
-    found = re.search(r"DRIVER rel_err=(\S+) ok=(\d)", output)
-    if not found:
-        return {"driver_ran": False, "tail": output[-1500:]}
-    return {"driver_ran": True, "rel_err": float(found.group(1)), "output_ok": found.group(2) == "1"}
-
-
-def _gmma_metrics() -> list[str]:
-    """The tensor-pipe GMMA counters this ncu knows (names differ between versions)."""
-    listing = _run(["ncu", "--query-metrics"], timeout=120)
-    names = re.findall(r"^(\S*pipe_tensor\S*gmma\S*)", listing, flags=re.M | re.I)
-    return [f"{name}.avg.pct_of_peak_sustained_active" for name in names if "cycles_active" in name][:2]
+def _driver_command(tmp: str, shape: tuple[int, int, int], seed: int, skip: int = 0) -> list[str]:
+    return [sys.executable, "-W", "ignore", str(_driver(Path(tmp))), *map(str, shape), str(skip), str(seed)]
 
 
 def _sanitize(tool: str, shape: tuple[int, int, int], seed: int, skip: int = 0) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
-        output = _run(["compute-sanitizer", "--tool", tool, "--report-api-errors", "no",
-                       sys.executable, "-W", "ignore", str(_driver(Path(tmp))), *map(str, shape), str(skip), str(seed)])
-    result = _driver_result(output)
-    summary = re.search(r"(ERROR|RACECHECK) SUMMARY: (\d+) (errors|hazards)", output)
-    result["tool_errors"] = int(summary.group(2)) if summary else None
-    result["passed"] = bool(result.get("output_ok")) and result["tool_errors"] == 0
-    if not summary:
-        result["tail"] = output[-1500:]
-    return result
+        return tools.sanitize(tool, _driver_command(tmp, shape, seed, skip))
 
 
 def run_case(case: dict, ctx: Context) -> dict:
@@ -84,15 +60,10 @@ def run_case(case: dict, ctx: Context) -> dict:
         unit = "errors" if tool == "memcheck" else "hazards"
         value = correctness["tool_errors"] if correctness["tool_errors"] is not None else -1
         return {"correctness": correctness, "headline": ctx.headline(case["metric"], value, unit)}
-    metrics = NCU_METRICS + _gmma_metrics()
+    metrics = NCU_METRICS + tools.tensor_pipe_metrics(limit=2)
     with tempfile.TemporaryDirectory() as tmp:
-        output = _run(["ncu", "--kernel-name", "regex:HopperGemm", "--launch-count", "1", "--metrics", ",".join(metrics),
-                       sys.executable, "-W", "ignore", str(_driver(Path(tmp))), *map(str, shape), "0", str(ctx.seed)])
-    values = {}
-    for name in metrics:
-        found = re.search(re.escape(name) + r"\s+\S*\s+([\d.,]+)\s*$", output, flags=re.M)
-        values[name] = float(found.group(1).replace(",", "")) if found else None
-    correctness = _driver_result(output)
+        values, output = tools.profile("HopperGemm", metrics, _driver_command(tmp, shape, ctx.seed))
+    correctness = tools.driver_result(output)
     profiled = "HopperGemm" in output and values[NCU_METRICS[0]] is not None
     correctness["passed"] = bool(correctness.get("output_ok")) and profiled
     if not profiled:
