@@ -18,7 +18,12 @@ from typing import Callable
 from kernelwiki.harness.env import clocks
 
 ORDERS = ("interleaved", "shuffled")
-L2_FLUSH_FACTOR = 2  # memset a buffer of at least 2x L2 between launches
+L2_FLUSH_FACTOR = 2  # sweep a buffer of at least 2x L2 between launches
+# How the L2 is emptied before each timed launch. "memset" writes the buffer: the L2 is then full of
+# dirty lines, which the timed kernel's own reads evict, so their write-back to DRAM competes with it
+# (about L2-size bytes of extra traffic: a sizeable share for a kernel that streams ~100 MB). "read"
+# sums the buffer instead: the L2 holds clean lines that are dropped for free, as in steady state.
+FLUSHES = ("memset", "read")
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -41,21 +46,34 @@ def iteration_order(names: list[str], iteration: int, order: str) -> list[str]:
 class Timer:
     """Times callables on the current CUDA stream with cold L2."""
 
-    def __init__(self, warmup: int = 5, iters: int = 50, flush_l2: bool = True, order: str = "interleaved"):
+    def __init__(self, warmup: int = 5, iters: int = 50, flush_l2: bool = True, order: str = "interleaved",
+                 flush: str = "memset"):
         import torch
 
         if order not in ORDERS:
             raise ValueError(f"order {order!r} unknown; use one of {ORDERS}")
+        if flush not in FLUSHES:
+            raise ValueError(f"flush {flush!r} unknown; use one of {FLUSHES}")
         self.torch = torch
-        self.warmup, self.iters, self.flush_l2, self.order = warmup, iters, flush_l2, order
+        self.warmup, self.iters, self.flush_l2, self.order, self.flush = warmup, iters, flush_l2, order, flush
         l2_bytes = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 64 * 2**20) or 64 * 2**20
         self.flush_bytes = L2_FLUSH_FACTOR * l2_bytes
-        self._flush = torch.empty(self.flush_bytes, dtype=torch.uint8, device="cuda") if flush_l2 else None
+        self._flush = None
+        if flush_l2:
+            self._flush = torch.ones(self.flush_bytes // 4, dtype=torch.float32, device="cuda")
+            self._sink = torch.empty((), dtype=torch.float32, device="cuda")
 
     def protocol(self) -> dict:
+        how = "memset" if self.flush == "memset" else "read (sum)"
         return {"method": "cuda-events", "warmup": self.warmup, "iterations": self.iters,
-                "order": self.order, "l2": f"flushed: memset of {self.flush_bytes >> 20} MiB before each launch"
+                "order": self.order, "l2": f"flushed: {how} of {self.flush_bytes >> 20} MiB before each launch"
                 if self.flush_l2 else "warm"}
+
+    def _empty_l2(self) -> None:
+        if self.flush == "memset":
+            self._flush.zero_()
+        else:
+            self.torch.sum(self._flush, dim=0, out=self._sink)
 
     def compare(self, candidates: dict[str, Callable[[], object]]) -> dict[str, dict]:
         """{name: {median_ms, p10_ms, p90_ms, sm_clock_mhz_after}} for each candidate."""
@@ -71,7 +89,7 @@ class Timer:
             for name in iteration_order(list(candidates), i, self.order):
                 fn = candidates[name]
                 if self._flush is not None:
-                    self._flush.zero_()
+                    self._empty_l2()
                 start.record()
                 fn()
                 end.record()
