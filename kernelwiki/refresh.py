@@ -1,8 +1,9 @@
 """`kernelwiki refresh`: rewrite the managed parts of every page from the run records.
 
 Managed: the record-backed claims (`evidence: measured` or `compiled`), `evidence_by_arch`,
-`evidence_level`, `status`, `measured_on`, `last_measured`, and the body's generated blocks
-(`<!-- kernelwiki:begin NAME -->` ... `<!-- kernelwiki:end NAME -->`, outside code fences).
+`evidence_level`, `status`, `measured_on`, `last_measured`, the body's generated blocks
+(`<!-- kernelwiki:begin NAME -->` ... `<!-- kernelwiki:end NAME -->`, outside code fences) and the
+text of inline claim spans (`<!-- claim:ID -->...<!-- /claim -->`, see kernelwiki.spans).
 Everything else — other fields, their order, the prose, its line endings — is left byte-identical.
 
 Refresh is a pure function of (pages, records, probe specs, the pins in pyproject.toml): running it
@@ -25,6 +26,7 @@ from kernelwiki.harness.env import short_gpu_name
 from kernelwiki.pages import FENCE, parse_page
 from kernelwiki.probes import ProbeSpec, load_probes
 from kernelwiki.repo import Repo
+from kernelwiki.spans import render_spans
 from kernelwiki.vocab import Vocabulary
 
 LEVELS = ["spec", "source-reported", "compiled", "measured"]
@@ -126,6 +128,10 @@ def refresh_text(raw: bytes, rel: str, vocab: Vocabulary, probes: dict[str, Prob
     new_body = render_blocks(body, implied, newline)
     if new_body != body:
         changed.append("(generated blocks)")
+    spanned = render_spans(new_body, implied.get("claims") or [])
+    if spanned != new_body:
+        changed.append("(claim spans)")
+        new_body = spanned
     out = ("\ufeff" if bom else "") + header + new_body
     return out.encode("utf-8"), sorted(changed)
 

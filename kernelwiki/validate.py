@@ -18,6 +18,7 @@ from kernelwiki.pages import LineMap, Page, line_of, render_page
 from kernelwiki.problems import Problem, field_path
 from kernelwiki.repo import sha256_file
 from kernelwiki.schema import check as schema_check
+from kernelwiki.spans import body_first_line, span_problems
 from kernelwiki.vocab import did_you_mean
 
 LEVEL_RANK = {"spec": 0, "source-reported": 1, "compiled": 2, "measured": 3}
@@ -112,6 +113,7 @@ def page_problems(wiki: Wiki, page: Page) -> list[Problem]:
             add(("claims", index, "dtype"), f"unknown dtype {dtype!r}{did_you_mean(dtype, vocab.dtypes)}")
 
     problems += _evidence_problems(meta, add)
+    problems += span_problems(rel, page.body, meta.get("claims") or [], body_first_line(page.frontmatter_text))
     if not page.problems:
         canonical = yamlio.dump(meta)
         if canonical != page.frontmatter_text:
