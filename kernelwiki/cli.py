@@ -45,6 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--check", action="store_true", help="change nothing; exit 1 if any page differs from what the records imply")
     p.set_defaults(func=cmd_refresh)
 
+    p = sub.add_parser("audit", parents=[common], help="find performance numbers in prose that no claim span backs")
+    p.set_defaults(func=cmd_audit)
+
     site = sub.add_parser("site", help="build or serve the docs site").add_subparsers(dest="site_command")
     p = site.add_parser("build", parents=[common], help="mkdocs build --strict into site/ (or --out)")
     p.add_argument("--out", help="output directory (default: site/)")
@@ -183,6 +186,18 @@ def cmd_refresh(args) -> int:
     if not changes:
         print("every page matches its records", file=sys.stderr)
     return 0
+
+
+def cmd_audit(args) -> int:
+    from kernelwiki.audit import audit
+
+    result = audit(_repo(args))
+    for problem in result.problems:
+        print(problem)
+    share = f"{100 * result.unclaimed / result.total:.1f}%" if result.total else "0%"
+    print(f"{result.total} performance numbers in prose: {result.spans} in claim spans, "
+          f"{result.unclaimed} marked unclaimed ({share}), {result.bare} bare", file=sys.stderr)
+    return 1 if result.problems else 0
 
 
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
