@@ -80,3 +80,19 @@ def test_ratio_format_and_unknown_spans_are_left_alone():
     body = "a <!-- claim:gone -->7 W<!-- /claim --> b <!-- claim:k -->0<!-- /claim -->\n"
     assert render_spans(body, [{"id": "k", "value": 2, "unit": "W"}]) == \
         "a <!-- claim:gone -->7 W<!-- /claim --> b <!-- claim:k -->2 W<!-- /claim -->\n"
+
+
+def test_runs_block_lists_every_passing_run(mini):
+    import json
+
+    from test_refresh import RECORD
+    page = setup(mini, body="# Example\n\n<!-- kernelwiki:begin runs -->\nstale\n<!-- kernelwiki:end runs -->\n")
+    for run_id, ratio, status in (("r1", 0.9, "passed"), ("r2", 0.95, "incorrect"), ("r3", 0.85, "passed")):
+        record = json.loads(json.dumps(RECORD))
+        record.update(run_id=run_id, status=status, started_at=f"2026-11-29T10:0{run_id[1]}:00Z")
+        record["cases"][0]["headline"].update(baseline="cuBLAS", baseline_value=1.0, ratio=ratio)
+        mini.write(f"artifacts/evidence/probe-x/{run_id}.json", json.dumps(record))
+    mini.run("refresh")
+    text = page.read_text(encoding="utf-8")
+    assert "| probe-x | c1 | cuBLAS | 0.9, 0.85 | 0.85 | 0.875 | 0.9 |" in text and "stale" not in text
+    assert mini.run("refresh", "--check")[0] == 0
