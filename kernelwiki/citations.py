@@ -5,11 +5,13 @@ verbatim words). Its source page's `origin` says where the text lives:
 
     origin: {package: flash-attn-4, version: 4.0.0b36}     # installed distribution or a wheel
     origin: {repo: deepseek-ai/DeepGEMM, commit: <40 hex>}  # a local git mirror
+    origin: {file: notes-README.txt}                        # a file the project was given
 
 The file is the locator up to its first ':' or ','. A package is read from the installed
 distribution when its version is the pinned one, else from `<name>-<version>-*.whl` in a wheel
 directory; a repository from `<dir>/<owner>+<name>/repo` (a bare git directory, read with
-`git show COMMIT:path`) in a mirror directory. A source without an origin (a paper, a web page)
+`git show COMMIT:path`) in a mirror directory; a given file from a references directory (its
+locator need not name the file). A source without an origin (a paper, a web page)
 cannot be checked here; its quotes are counted, not checked.
 
 Quotes and files are compared after collapsing whitespace and dropping Markdown emphasis, link
@@ -55,8 +57,8 @@ def normalize(text: str) -> str:
 class Texts:
     """Reads a file of a pinned package or repository; None when it is not on this machine."""
 
-    def __init__(self, wheels: list[Path], mirrors: list[Path]):
-        self.wheels, self.mirrors = wheels, mirrors
+    def __init__(self, wheels: list[Path], mirrors: list[Path], references: list[Path]):
+        self.wheels, self.mirrors, self.references = wheels, mirrors, references
         self._cache: dict[tuple, str | None] = {}
 
     def read(self, origin: dict, path: str) -> str | None:
@@ -64,6 +66,9 @@ class Texts:
         if key not in self._cache:
             if "package" in origin:
                 self._cache[key] = self._package(str(origin["package"]), str(origin["version"]), path)
+            elif "file" in origin:
+                found = self._reference(str(origin["file"]))
+                self._cache[key] = found.read_text(encoding="utf-8", errors="replace") if found else None
             else:
                 self._cache[key] = self._repo(str(origin["repo"]), str(origin["commit"]), path)
         return self._cache[key]
@@ -73,7 +78,12 @@ class Texts:
         if "package" in origin:
             return self._installed(str(origin["package"]), str(origin["version"])) is not None or \
                 self._wheel(str(origin["package"]), str(origin["version"])) is not None
+        if "file" in origin:
+            return self._reference(str(origin["file"])) is not None
         return self._git_dir(str(origin["repo"]), str(origin["commit"])) is not None
+
+    def _reference(self, name: str) -> Path | None:
+        return next((d / name for d in self.references if (d / name).is_file()), None)
 
     def _installed(self, name: str, version: str):
         try:
@@ -125,7 +135,7 @@ def default_dirs(variable: str) -> list[Path]:
     return [Path(p) for p in os.environ.get(variable, "").split(os.pathsep) if p]
 
 
-def check_citations(repo: Repo, wheels: list[Path], mirrors: list[Path]) -> Citations:
+def check_citations(repo: Repo, wheels: list[Path], mirrors: list[Path], references: list[Path]) -> Citations:
     """Count the cited claims and their quotes; check every quote whose pinned file is here."""
     pages = {}
     for path in sorted(repo.wiki.rglob("*.md")):
@@ -134,7 +144,7 @@ def check_citations(repo: Repo, wheels: list[Path], mirrors: list[Path]) -> Cita
             pages[page.rel] = page
     origins = {p.meta.get("id"): p.meta.get("origin") for p in pages.values()
                if p.meta.get("type") == "source" and isinstance(p.meta.get("origin"), dict)}
-    texts = Texts(wheels, mirrors)
+    texts = Texts(wheels, mirrors, references)
     result = Citations()
     for page in pages.values():
         for index, claim in enumerate(page.meta.get("claims") or []):
@@ -149,9 +159,10 @@ def check_citations(repo: Repo, wheels: list[Path], mirrors: list[Path]) -> Cita
             if origin is None or not isinstance(locator, str) or not texts.available(origin):
                 continue
             result.checkable += 1
-            file = re.split(r"[:,]", locator, maxsplit=1)[0].strip()
+            file = str(origin["file"]) if "file" in origin else re.split(r"[:,]", locator, maxsplit=1)[0].strip()
             text = texts.read(origin, file)
-            where = f"{origin.get('package') or origin.get('repo')}@{origin.get('version') or origin.get('commit', '')[:12]}"
+            where = origin.get("file") or \
+                f"{origin.get('package') or origin.get('repo')}@{origin.get('version') or origin.get('commit', '')[:12]}"
             line = page.line(("claims", index, "quote"))
             if text is None:
                 result.problems.append(Problem(page.rel, page.line(("claims", index, "locator")),

@@ -52,6 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="--sources: a directory of downloaded wheels (repeatable; default $KERNELWIKI_WHEELS)")
     p.add_argument("--mirror", action="append", default=None, metavar="DIR",
                    help="--sources: a directory of git mirrors <owner>+<name>/repo (repeatable; default $KERNELWIKI_MIRRORS)")
+    p.add_argument("--references", action="append", default=None, metavar="DIR",
+                   help="--sources: a directory of files the project was given (repeatable; default $KERNELWIKI_REFERENCES)")
     p.set_defaults(func=cmd_audit)
 
     site = sub.add_parser("site", help="build or serve the docs site").add_subparsers(dest="site_command")
@@ -213,7 +215,8 @@ def cmd_audit_sources(args) -> int:
 
     wheels = [Path(d) for d in args.wheels] if args.wheels else default_dirs("KERNELWIKI_WHEELS")
     mirrors = [Path(d) for d in args.mirror] if args.mirror else default_dirs("KERNELWIKI_MIRRORS")
-    result = check_citations(_repo(args), wheels, mirrors)
+    references = [Path(d) for d in args.references] if args.references else default_dirs("KERNELWIKI_REFERENCES")
+    result = check_citations(_repo(args), wheels, mirrors, references)
     for problem in result.problems:
         print(problem)
     share = f"{100 * result.quoted / result.claims:.0f}%" if result.claims else "-"
