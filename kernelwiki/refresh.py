@@ -22,7 +22,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from kernelwiki import yamlio
-from kernelwiki.harness.env import short_gpu_name
+from kernelwiki.harness.env import is_fake, short_gpu_name
 from kernelwiki.pages import FENCE, parse_page
 from kernelwiki.probes import ProbeSpec, load_probes
 from kernelwiki.repo import Repo
@@ -221,10 +221,12 @@ def _hand_level(claims: list, arch: str, vocab: Vocabulary) -> str:
 
 
 def _latest_passing_runs(records: list[Record]) -> list[Record]:
-    """Per architecture, the newest run record that passed."""
+    """Per architecture, the newest run record that passed (records made under KERNELWIKI_FAKE_GPU
+    are test fixtures, never measurements)."""
     latest: dict[str, Record] = {}
     for record in records:
-        if record.data.get("mode") == "run" and record.data.get("status") == "passed":
+        if record.data.get("mode") == "run" and record.data.get("status") == "passed" \
+                and not is_fake(record.data.get("environment")):
             latest[str(record.arch)] = record
     return list(latest.values())
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from kernelwiki import yamlio
-from kernelwiki.harness.env import short_gpu_name
+from kernelwiki.harness.env import is_fake, short_gpu_name
 from kernelwiki.index import Entry, Wiki
 from kernelwiki.pages import LineMap, Page, line_of, render_page
 from kernelwiki.problems import Problem, field_path
@@ -246,6 +246,8 @@ def measured_claim_problems(claim: dict, record: dict, page_probes: list) -> lis
     if record.get("mode") != "run" or record.get("status") != "passed":
         out.append((("record",), f"{name} is {record.get('mode')}/{record.get('status')}; a measured claim needs a passed run"))
     env = record.get("environment") if isinstance(record.get("environment"), dict) else {}
+    if is_fake(env):
+        out.append((("record",), f"{name} was made under KERNELWIKI_FAKE_GPU (driver 'fake'); it is not a measurement"))
     if claim.get("arch") is not None and env.get("arch") != claim.get("arch"):
         out.append((("arch",), f"says {claim.get('arch')}, but {name} ran on {env.get('arch')}"))
     if claim.get("gpu") is not None and short_gpu_name(env.get("gpu")) != claim.get("gpu"):

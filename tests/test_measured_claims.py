@@ -59,3 +59,20 @@ def test_record_of_a_probe_the_page_does_not_link(mini):
     found = mini.problems()
     assert any(p["field"] == "claims[1].record" and "does not list in probes" in p["message"] for p in found), \
         messages(found)
+
+
+def test_a_fake_gpu_record_is_not_a_measurement(mini, monkeypatch):
+    fake = json.loads(json.dumps(RECORD))
+    fake["environment"]["driver"] = "fake"
+    setup(mini, fake)
+    page = mini.root / "wiki/hardware/example.md"
+    text = page.read_text()
+    monkeypatch.delenv("KERNELWIKI_FAKE_GPU", raising=False)
+    found = mini.problems()
+    assert any(p["field"] == "claims[1].record" and "KERNELWIKI_FAKE_GPU" in p["message"] for p in found), \
+        messages(found)
+    mini.run("refresh")   # refresh makes no measured claim from it either
+    assert "id: measured.x.c1" not in page.read_text()
+    page.write_text(text)
+    monkeypatch.setenv("KERNELWIKI_FAKE_GPU", "NVIDIA H200,sm_90a")   # the runner's own tests
+    assert mini.problems() == []
