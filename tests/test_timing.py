@@ -46,3 +46,13 @@ def test_shuffled_rounds_read_each_clock_around_that_candidate():
 def test_unknown_order_is_refused():
     with pytest.raises(ValueError):
         timed_rounds(["a"], lambda n: 1.0, iters=1, order="random", read_clock=lambda: None)
+
+
+def test_fraction_of_ceiling_needs_the_ceilings_provenance():
+    from kernelwiki.harness.probe import Context
+
+    named = Context(seed=0, gpu_short="H200", gpu_name="NVIDIA H200",
+                    ceilings={"bf16": 800.0, "record": "artifacts/evidence/probe-calibration/r.json"})
+    assert named.headline("tflops", 400.0, "TFLOP/s", ceiling_key="bf16")["fraction_of_ceiling"] == 0.5
+    anonymous = Context(seed=0, gpu_short="H200", gpu_name="NVIDIA H200", ceilings={"bf16": 800.0})
+    assert "fraction_of_ceiling" not in anonymous.headline("tflops", 400.0, "TFLOP/s", ceiling_key="bf16")
