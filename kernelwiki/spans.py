@@ -122,6 +122,11 @@ def span_problems(rel: str, body: str, claims: list, first_body_line: int) -> li
         target = resolve(span.name, by_id)
         if isinstance(target, str):
             problems.append(Problem(rel, first_body_line + span.line, "claim span", target))
+    for index, line in prose_lines(body):
+        rest = SPAN.sub("", line)
+        if "<!-- claim:" in rest or "<!-- /claim -->" in rest:
+            problems.append(Problem(rel, first_body_line + index, "claim span",
+                                    "unclosed or malformed span; write <!-- claim:ID -->TEXT<!-- /claim --> on one line"))
     return problems
 
 

@@ -96,3 +96,11 @@ def test_runs_block_lists_every_passing_run(mini):
     text = page.read_text(encoding="utf-8")
     assert "| probe-x | c1 | cuBLAS | 0.9, 0.85 | 0.85 | 0.875 | 0.9 |" in text and "stale" not in text
     assert mini.run("refresh", "--check")[0] == 0
+
+
+def test_a_span_broken_across_lines_is_reported(mini):
+    page = setup(mini, body="# Example\n\nsee <!-- claim:peak -->100\nTFLOP/s<!-- /claim --> here\n")
+    found = [p for p in mini.problems() if p["field"] == "claim span"]
+    first = page.read_text().splitlines().index("see <!-- claim:peak -->100") + 1
+    assert sorted(int(p["line"]) for p in found) == [first, first + 1]
+    assert all("unclosed or malformed span" in p["message"] for p in found)
