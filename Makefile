@@ -31,6 +31,7 @@ browser:
 test: $(STAMP) browser
 	$(PY) -m kernelwiki validate
 	$(PY) -m kernelwiki refresh --check
+	$(PY) -m kernelwiki audit
 	$(PY) -m kernelwiki probe run --all --compile-only --no-record
 	$(PY) -m pytest -q
 

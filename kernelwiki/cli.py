@@ -45,6 +45,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--check", action="store_true", help="change nothing; exit 1 if any page differs from what the records imply")
     p.set_defaults(func=cmd_refresh)
 
+    p = sub.add_parser("audit", parents=[common], help="find performance numbers in prose that no claim span backs")
+    p.add_argument("--sources", action="store_true",
+                   help="instead: check the quotes of spec and source-reported claims against the pinned upstream files")
+    p.add_argument("--wheels", action="append", default=None, metavar="DIR",
+                   help="--sources: a directory of downloaded wheels (repeatable; default $KERNELWIKI_WHEELS)")
+    p.add_argument("--mirror", action="append", default=None, metavar="DIR",
+                   help="--sources: a directory of git mirrors <owner>+<name>/repo (repeatable; default $KERNELWIKI_MIRRORS)")
+    p.add_argument("--references", action="append", default=None, metavar="DIR",
+                   help="--sources: a directory of files the project was given (repeatable; default $KERNELWIKI_REFERENCES)")
+    p.set_defaults(func=cmd_audit)
+
     site = sub.add_parser("site", help="build or serve the docs site").add_subparsers(dest="site_command")
     p = site.add_parser("build", parents=[common], help="mkdocs build --strict into site/ (or --out)")
     p.add_argument("--out", help="output directory (default: site/)")
@@ -183,6 +194,35 @@ def cmd_refresh(args) -> int:
     if not changes:
         print("every page matches its records", file=sys.stderr)
     return 0
+
+
+def cmd_audit(args) -> int:
+    from kernelwiki.audit import audit
+
+    if args.sources:
+        return cmd_audit_sources(args)
+    result = audit(_repo(args))
+    for problem in result.problems:
+        print(problem)
+    share = f"{100 * result.unclaimed / result.total:.1f}%" if result.total else "0%"
+    print(f"{result.total} performance numbers in prose: {result.spans} in claim spans, "
+          f"{result.unclaimed} marked unclaimed ({share}), {result.bare} bare", file=sys.stderr)
+    return 1 if result.problems else 0
+
+
+def cmd_audit_sources(args) -> int:
+    from kernelwiki.citations import check_citations, default_dirs
+
+    wheels = [Path(d) for d in args.wheels] if args.wheels else default_dirs("KERNELWIKI_WHEELS")
+    mirrors = [Path(d) for d in args.mirror] if args.mirror else default_dirs("KERNELWIKI_MIRRORS")
+    references = [Path(d) for d in args.references] if args.references else default_dirs("KERNELWIKI_REFERENCES")
+    result = check_citations(_repo(args), wheels, mirrors, references)
+    for problem in result.problems:
+        print(problem)
+    share = f"{100 * result.quoted / result.claims:.0f}%" if result.claims else "-"
+    print(f"{result.claims} spec/source-reported claims: {result.quoted} with a quote ({share}), "
+          f"{result.checkable} checkable here, {result.matched} matched", file=sys.stderr)
+    return 1 if result.problems else 0
 
 
 def add_run_arguments(p: argparse.ArgumentParser) -> None:

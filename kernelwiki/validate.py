@@ -13,11 +13,13 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from kernelwiki import yamlio
+from kernelwiki.harness.env import is_fake, short_gpu_name
 from kernelwiki.index import Entry, Wiki
 from kernelwiki.pages import LineMap, Page, line_of, render_page
 from kernelwiki.problems import Problem, field_path
 from kernelwiki.repo import sha256_file
 from kernelwiki.schema import check as schema_check
+from kernelwiki.spans import body_first_line, span_problems
 from kernelwiki.vocab import did_you_mean
 
 LEVEL_RANK = {"spec": 0, "source-reported": 1, "compiled": 2, "measured": 3}
@@ -112,6 +114,7 @@ def page_problems(wiki: Wiki, page: Page) -> list[Problem]:
             add(("claims", index, "dtype"), f"unknown dtype {dtype!r}{did_you_mean(dtype, vocab.dtypes)}")
 
     problems += _evidence_problems(meta, add)
+    problems += span_problems(rel, page.body, meta.get("claims") or [], body_first_line(page.frontmatter_text))
     if not page.problems:
         canonical = yamlio.dump(meta)
         if canonical != page.frontmatter_text:
@@ -205,6 +208,9 @@ def _check_cross_references(wiki: Wiki, report: Report, probes: dict[str, Any], 
                     cases = {c.get("id") for c in records[record].get("cases", []) if isinstance(c, dict)}
                     if claim["case"] not in cases:
                         add(("claims", index, "case"), f"record {record} has no case {claim['case']!r}")
+            if claim.get("evidence") == "measured" and isinstance(record, str) and isinstance(records.get(record), dict):
+                for path, message in measured_claim_problems(claim, records[record], entry.get("probes") or []):
+                    add(("claims", index, *path), message)
         for index, claim in _dicts(entry.get("performance_claims")):
             source = claim.get("source_id")
             if isinstance(source, str) and (source not in ids or ids[source].get("type") != "source"):
@@ -226,6 +232,45 @@ def _check_cross_references(wiki: Wiki, report: Report, probes: dict[str, Any], 
                 report.problems.append(Problem(rel, 1, f"pages[{index}]", f"no page with id {page_id!r}{did_you_mean(page_id, ids)}"))
             elif probe_id not in (ids[page_id].get("probes") or []):
                 report.problems.append(Problem(rel, 1, f"pages[{index}]", f"page {page_id} does not list {probe_id} in its probes"))
+
+
+def measured_claim_problems(claim: dict, record: dict, page_probes: list) -> list[tuple[tuple, str]]:
+    """What makes a measured claim disagree with the run record it names: (field path, message).
+
+    The record must have passed, have run (not only compiled) on the claim's GPU and architecture,
+    come from a probe the page links, and hold the claim's value (and baseline and ratio) for the
+    claim's case. `refresh` writes measured claims exactly so; anything else was typed or is stale.
+    """
+    out: list[tuple[tuple, str]] = []
+    name = f"record {record.get('run_id', '?')}"
+    if record.get("mode") != "run" or record.get("status") != "passed":
+        out.append((("record",), f"{name} is {record.get('mode')}/{record.get('status')}; a measured claim needs a passed run"))
+    env = record.get("environment") if isinstance(record.get("environment"), dict) else {}
+    if is_fake(env):
+        out.append((("record",), f"{name} was made under KERNELWIKI_FAKE_GPU (driver 'fake'); it is not a measurement"))
+    if claim.get("arch") is not None and env.get("arch") != claim.get("arch"):
+        out.append((("arch",), f"says {claim.get('arch')}, but {name} ran on {env.get('arch')}"))
+    if claim.get("gpu") is not None and short_gpu_name(env.get("gpu")) != claim.get("gpu"):
+        out.append((("gpu",), f"says {claim.get('gpu')}, but {name} ran on {short_gpu_name(env.get('gpu'))}"))
+    if record.get("probe") not in page_probes:
+        out.append((("record",), f"{name} comes from {record.get('probe')}, which this page does not list in probes"))
+    case = next((c for c in record.get("cases") or [] if isinstance(c, dict) and c.get("id") == claim.get("case")), None)
+    if case is None:
+        return out   # a missing case is reported with the record reference
+    headline = case.get("headline") if isinstance(case.get("headline"), dict) else {}
+    if case.get("status") != "passed":
+        out.append((("case",), f"case {claim.get('case')!r} of {name} is {case.get('status')}, not passed"))
+    if headline.get("value") != claim.get("value"):
+        out.append((("value",), f"{claim.get('value')!r} is not the value of case {claim.get('case')!r} in {name} "
+                                f"({headline.get('value')!r}); run `kernelwiki refresh`"))
+    baseline = claim.get("baseline") if isinstance(claim.get("baseline"), dict) else None
+    if baseline is not None and baseline.get("value") != headline.get("baseline_value"):
+        out.append((("baseline", "value"), f"{baseline.get('value')!r} is not the baseline of case "
+                                           f"{claim.get('case')!r} in {name} ({headline.get('baseline_value')!r})"))
+    if claim.get("ratio") is not None and claim.get("ratio") != headline.get("ratio"):
+        out.append((("ratio",), f"{claim.get('ratio')!r} is not the ratio of case {claim.get('case')!r} in {name} "
+                                f"({headline.get('ratio')!r})"))
+    return out
 
 
 def _check_probes(wiki: Wiki, report: Report) -> dict[str, Any]:

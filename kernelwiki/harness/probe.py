@@ -71,7 +71,9 @@ class Context:
         if peak:
             out["fraction_of_peak"] = round(float(value) / peak, 4)
         ceiling = self.ceilings.get(ceiling_key) if ceiling_key else None
-        if ceiling:
+        # A ceiling counts only with its provenance: the calibration record (or "this run", measured
+        # earlier in the same runner invocation) goes into the record's `ceilings` beside it.
+        if ceiling and self.ceilings.get("record"):
             out["fraction_of_ceiling"] = round(float(value) / float(ceiling), 4)
         return out
 

@@ -1,5 +1,6 @@
 """Timing on the GPU: warm-up, CUDA events, L2 flushed before every timed launch, candidates
-interleaved so that all of them see the same clocks, median with p10/p90, SM clock recorded.
+interleaved so that all of them see the same clocks, median with p10/p90, and each candidate's SM
+clock read before its first and after its last timed launch.
 
 Interleaving matters on Hopper: a long GEMM benchmark heats the chip and the SM clock falls, so
 timing A for a minute and then B for a minute favours A. Here every iteration times each candidate
@@ -76,31 +77,51 @@ class Timer:
             self.torch.sum(self._flush, dim=0, out=self._sink)
 
     def compare(self, candidates: dict[str, Callable[[], object]]) -> dict[str, dict]:
-        """{name: {median_ms, p10_ms, p90_ms, sm_clock_mhz_after}} for each candidate."""
+        """{name: {median_ms, p10_ms, p90_ms, sm_clock_mhz_before, sm_clock_mhz_after}} for each candidate."""
         torch = self.torch
         for fn in candidates.values():
             for _ in range(self.warmup):
                 fn()
         torch.cuda.synchronize()
-        times: dict[str, list[float]] = {name: [] for name in candidates}
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        clock_before = clocks().get("sm_clock_mhz")
-        for i in range(self.iters):
-            for name in iteration_order(list(candidates), i, self.order):
-                fn = candidates[name]
-                if self._flush is not None:
-                    self._empty_l2()
-                start.record()
-                fn()
-                end.record()
-                end.synchronize()
-                times[name].append(start.elapsed_time(end))
-        clock_after = clocks().get("sm_clock_mhz")
-        return {
-            name: {"median_ms": statistics.median(ts), "p10_ms": _percentile(ts, 0.1), "p90_ms": _percentile(ts, 0.9),
-                   "sm_clock_mhz_before": clock_before, "sm_clock_mhz_after": clock_after}
-            for name, ts in times.items()
-        }
+
+        def time_one(name: str) -> float:
+            if self._flush is not None:
+                self._empty_l2()
+            start.record()
+            candidates[name]()
+            end.record()
+            end.synchronize()
+            return start.elapsed_time(end)
+
+        return timed_rounds(list(candidates), time_one, self.iters, self.order,
+                            lambda: clocks().get("sm_clock_mhz"))
+
+
+def timed_rounds(names: list[str], time_one: Callable[[str], float], iters: int, order: str,
+                 read_clock: Callable[[], float | None]) -> dict[str, dict]:
+    """Run `iters` rounds, each timing every candidate once in `iteration_order`, and summarize.
+
+    Each candidate's SM clock is read just before its first timed launch and just after its last
+    one, so every candidate carries the clock of its own span: on a power-limited GPU the clock
+    falls during the block, and one reading copied onto every candidate would hide that the later
+    ones ran slower. (nvidia-smi takes tens of milliseconds, so it is not read around every launch.)
+    """
+    times: dict[str, list[float]] = {name: [] for name in names}
+    before: dict[str, float | None] = {}
+    after: dict[str, float | None] = {}
+    for i in range(iters):
+        for name in iteration_order(names, i, order):
+            if i == 0:
+                before[name] = read_clock()
+            times[name].append(time_one(name))
+            if i == iters - 1:
+                after[name] = read_clock()
+    return {
+        name: {"median_ms": statistics.median(ts), "p10_ms": _percentile(ts, 0.1), "p90_ms": _percentile(ts, 0.9),
+               "sm_clock_mhz_before": before.get(name), "sm_clock_mhz_after": after.get(name)}
+        for name, ts in times.items()
+    }
 
 
 class ClockSampler:
