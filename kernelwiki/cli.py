@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -74,7 +73,7 @@ def _repo(args) -> Repo:
     return Repo(Path(args.root).resolve()) if getattr(args, "root", None) else Repo.find()
 
 
-def _print_json(document: dict, where: str = "") -> int:
+def _print_json(document: dict | None, where: str = "") -> int:
     """Standard JSON on stdout (0), or a message naming the NaN/infinity that prevents it (1)."""
     from kernelwiki.output import NotJson, dumps
 
@@ -295,8 +294,7 @@ def cmd_probe_show(args) -> int:
         return _print_json(probe_show_document(Wiki.load(repo), spec))
     print((spec.directory / "probe.yaml").read_text(encoding="utf-8"), end="")
     bundle = probe_bundle(Wiki.load(repo), spec.id)
-    print(json.dumps(bundle.get("latest_record"), indent=2))
-    return 0
+    return _print_json(bundle.get("latest_record"))
 
 
 def cmd_mcp(args) -> int:
