@@ -163,14 +163,15 @@ def _upstream_item(wiki: Wiki, item: dict, upstream: dict, fetch_upstream: bool)
             return out
     elif not fetch_upstream:
         out["note"] = (f"pinned at {upstream.get('repo')}@{upstream.get('commit')}; not installable as a "
-                       "package; add --fetch-upstream to download it and check its SHA-256")
+                       "package; add --fetch-upstream (MCP: fetch_upstream) to download it and check its SHA-256")
         return out
     if not fetch_upstream:
         return out
     if not (upstream.get("repo") and upstream.get("commit")):
         # A wheel pin names no commit: the wheel, not a repository file, is what the hashes describe.
-        out["note"] = (f"{out['note']}; --fetch-upstream cannot help: {package} {version} is pinned by its "
-                       f"wheel, not by a repository commit")
+        why = (f"{package} {version} is pinned by its wheel, not by a repository commit" if package
+               else "PROVENANCE.yaml names no upstream repo and commit")
+        out["note"] = f"{out.get('note', 'not shown')}; --fetch-upstream cannot help: {why}"
         return out
     from kernelwiki.upstream import UpstreamError, fetch
 

@@ -185,14 +185,16 @@ def _resolve(wiki: Wiki, name: str):
 
 def _check_json(document: dict, where: str = "") -> None:
     try:
-        output.dumps(document)
+        output.check(document)
     except output.NotJson as err:
         raise ToolFailure(f"{where}{err}") from None
 
 
 def _json_text(document: dict) -> str:
-    _check_json(document)
-    return output.dumps(document)
+    try:
+        return output.dumps(document)
+    except output.NotJson as err:
+        raise ToolFailure(str(err)) from None
 
 
 def _check_arguments(name: str, schema: dict, arguments: dict) -> None:
@@ -228,7 +230,7 @@ def call(repo: Repo, name: str, arguments: dict | None) -> types.CallToolResult:
 
 
 def read_page(repo: Repo, uri: str) -> str:
-    from kernelwiki.get import Options, build
+    from kernelwiki.get import Options, get_page
 
     if not uri.startswith(PAGE_URI):
         raise MCPError(types.INVALID_PARAMS, f"unknown resource {uri!r}; pages are {PAGE_URI}<id>")
@@ -237,7 +239,7 @@ def read_page(repo: Repo, uri: str) -> str:
         entry = wiki.resolve(uri[len(PAGE_URI):])
     except (UnknownPage, OutsideRepo) as err:
         raise MCPError(types.INVALID_PARAMS, str(err)) from None
-    return build(wiki, entry, Options()).markdown()
+    return get_page(wiki, entry, Options())
 
 
 def build_server(repo: Repo) -> Server:

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kernelwiki.index import Wiki
-from kernelwiki.probes import ProbeSpec
-from kernelwiki.query import Hit
+if TYPE_CHECKING:  # `get --format json` imports this module; it needs none of these at run time
+    from kernelwiki.index import Wiki
+    from kernelwiki.probes import ProbeSpec
+    from kernelwiki.query import Hit
 
 QUERY = "query.v1"
 PROBE_LIST = "probe-list.v1"
@@ -29,12 +30,17 @@ class NotJson(ValueError):
 
 def dumps(document: Any) -> str:
     """Indented standard JSON with a final newline; raises NotJson naming the offending field."""
+    check(document)
+    return json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False, default=str) + "\n"
+
+
+def check(document: Any) -> None:
+    """Raise NotJson when a NaN or an infinity hides anywhere in the document."""
     found = non_finite(document)
     if found:
         path, value = found
         raise NotJson(f"{path}: is {value}, which standard JSON cannot hold; "
                       "fix the page or run record it comes from")
-    return json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False, default=str) + "\n"
 
 
 def non_finite(value: Any, path: str = "") -> tuple[str, float] | None:

@@ -133,3 +133,15 @@ def test_nan_in_frontmatter_is_an_error_not_output(mini):
     assert code == 1 and out == "" and "wiki/hardware/example.md: frontmatter.claims[0].value: is inf" in err
     code, out, _ = mini.run("get", "hw-example")  # Markdown shows the file as it is
     assert code == 0 and "value: .inf" in out
+
+
+def test_nan_is_an_mcp_error_result_too(mini):
+    pytest.importorskip("mcp")
+    from kernelwiki.mcp_server import call
+
+    _nan_record(mini)
+    for name, arguments in (("get_page", {"page": "hw-example", "include_code": True}), ("list_probes", {}),
+                            ("latest_record", {"probe": "probe-example"})):
+        result = call(Repo(mini.root), name, arguments)
+        assert result.is_error and result.structured_content is None, name
+        assert "latest_record.cases[0].value: is nan" in result.content[0].text

@@ -196,3 +196,11 @@ def test_mcp_fetch_upstream(mini, upstream):
     assert result.is_error and result.structured_content is None
     assert f"expected {GOOD_SHA}, received {hashlib.sha256(b'evil').hexdigest()}" in result.content[0].text
     assert "evil" not in result.content[0].text.replace("received", "")
+
+
+def test_pin_without_repo_or_commit_cannot_be_fetched(mini, upstream):
+    _pinned_page(mini)
+    prov = mini.root / "artifacts/kernels/example/PROVENANCE.yaml"
+    prov.write_text(prov.read_text().replace(f"  commit: {COMMIT}\n", ""))
+    code, out, _ = mini.run("get", "hw-example", "--include-code", "--fetch-upstream")
+    assert code == 0 and "names no upstream repo and commit" in out and upstream.requests == []
