@@ -37,8 +37,10 @@ def repo_name(repo: str) -> str | None:
 def cache_dir(repo_root: Path) -> Path:
     """$XDG_CACHE_HOME/kernelwiki/upstream or ~/.cache/kernelwiki/upstream; refused inside the repository,
     since upstream code must never land where it could be committed."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    directory = (Path(base) / "kernelwiki" / "upstream").resolve()
+    base = Path(os.environ.get("XDG_CACHE_HOME") or "")
+    if not base.is_absolute():  # the XDG spec: a relative value is invalid and ignored
+        base = Path.home() / ".cache"
+    directory = (base / "kernelwiki" / "upstream").resolve()
     root = repo_root.resolve()
     if directory == root or root in directory.parents:
         raise UpstreamError(f"the upstream cache {directory} is inside the repository {root}; "

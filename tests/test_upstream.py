@@ -204,3 +204,9 @@ def test_pin_without_repo_or_commit_cannot_be_fetched(mini, upstream):
     prov.write_text(prov.read_text().replace(f"  commit: {COMMIT}\n", ""))
     code, out, _ = mini.run("get", "hw-example", "--include-code", "--fetch-upstream")
     assert code == 0 and "names no upstream repo and commit" in out and upstream.requests == []
+
+
+def test_relative_xdg_cache_home_is_ignored(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/cache")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert cache_dir(tmp_path / "repo") == (tmp_path / "home/.cache/kernelwiki/upstream").resolve()
