@@ -389,10 +389,11 @@ def max_active_clusters(cluster_mn: tuple[int, int]) -> int:
 # Choosing a configuration
 # ----------------------------------------------------------------------------------------------------
 
-# Relative time of one output tile per unit of area, by tile width: narrow wgmmas and short epilogue
-# slices cost more per FLOP (probe-wgmma-zoo: N=64 issues at the N=256 rate but a 64-wide tile
-# reloads A four times as often per output column).
-TILE_N_COST = {64: 1.45, 128: 1.12, 192: 1.04, 256: 1.0}
+# Relative time of one output tile per unit of area, by tile width: narrow tiles reload A more often
+# per output column and spend more of their time in the epilogue. Fitted to H200 timings of forced
+# configurations (scratch runs, 2026-12-01): at 1024x4096x4096 a 64-wide tile took 1.56x the time of
+# the 256-wide one at equal area, and 128x192 lost to 128x64 at 1024x2112x7168.
+TILE_N_COST = {64: 1.8, 128: 1.12, 192: 1.1, 256: 1.0}
 SPLIT_MIN_K_TILES = 64   # below this many K tiles the split-K sum costs more than the SMs it fills
 SPLIT_K_TILES_PER_RANGE = 16
 
