@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 
@@ -83,7 +84,7 @@ def test_m1_keeps_two_dimensional_tma():
     import shutil
 
     shutil.rmtree(hopper_gemm.DUMP_DIR, ignore_errors=True)
-    hopper_gemm.os.makedirs(hopper_gemm.DUMP_DIR)
+    os.makedirs(hopper_gemm.DUMP_DIR)
     hopper_gemm.compile_for("sm_90a", m=1, tile_m=64, cluster_mn=(1, 1))
     ptx = open(glob.glob(hopper_gemm.DUMP_DIR + "/*.ptx")[0]).read()
     ranks = set(re.findall(r"cp\.async\.bulk\.tensor\.(\d)d", ptx))

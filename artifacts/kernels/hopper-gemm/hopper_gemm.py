@@ -41,10 +41,7 @@ Run: probe-hopper-gemm (kernelwiki probe run --probe probe-hopper-gemm) on an H2
 from __future__ import annotations
 
 import argparse
-import hashlib
 import math
-import os
-import tempfile
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,15 +54,15 @@ import cutlass.utils as utils
 import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass.cute.nvgpu import cpasync, warpgroup
 from cutlass.tensor_utils import LayoutEnum
+from sm90_common import (DUMP_DIR, SMEM_BYTES, WARPGROUP_THREADS, batch_last, cached_kernel, canonical,
+                         check_alignment, current_stream, cute_view, fake_tensor, load_atom, max_active_clusters)
 from tf32_mma import make_tiled_mma_tf32
 
-WARPGROUP_THREADS = 128
 WGMMA_M = 64            # rows of one warpgroup's wgmma
 PRODUCER_REGISTERS, CONSUMER_REGISTERS = 40, 232   # setmaxnreg targets (multiples of 8, sum fits 64K)
 K_TILE_BYTES = 128      # one 128-byte swizzle row of K per stage: 64 bf16/fp16, 32 tf32 or 128 fp8 elements
 EPI_TILE_N = 32         # epilogue slice: (tile_m, 32) columns at a time through shared memory
 EPI_STAGES = 4
-SMEM_BYTES = 232448     # 227 KiB usable per CTA on sm_90
 EPILOGUE_BARRIER = 1    # named barrier ids: 0 is __syncthreads
 AB_DTYPES = (cutlass.BFloat16, cutlass.Float16, cutlass.TFloat32, cutlass.Float8E4M3FN)
 D_DTYPES = (cutlass.BFloat16, cutlass.Float16, cutlass.Float32)
@@ -73,14 +70,10 @@ TILE_MS = (64, 128)
 TILE_NS = (64, 128, 192, 256)
 CLUSTERS = ((1, 1), (2, 1), (1, 2))
 MAX_SPLIT_K = 16
-ALIGN_BYTES = 16        # TMA: base address and every stride but the contiguous one
 
 # nvidia-cutlass-dsl 4.8.1 marks its persistent tile scheduler as moved to CUTLASS's examples; at the
 # pinned version the wheel copy is the one available, so only that message is silenced.
 warnings.filterwarnings("ignore", message="Migrated to examples/CuTeDSL/helpers", category=DeprecationWarning)
-
-DUMP_DIR = f"{tempfile.gettempdir()}/kernelwiki-cute-dumps"
-os.makedirs(DUMP_DIR, exist_ok=True)
 
 
 @dataclass(frozen=True)
@@ -170,8 +163,8 @@ class HopperGemm:
 
         cluster_m, cluster_n = self.cluster_mn
         # A is shared by the CTAs of a cluster row (same M, different N): multicast along N; B along M.
-        tma_a, gA_tma = self._load_atom(mA, sA_layout, (self.tile_mnk[0], self.tile_mnk[2]), cluster_n)
-        tma_b, gB_tma = self._load_atom(mB, sB_layout, (self.tile_mnk[1], self.tile_mnk[2]), cluster_m)
+        tma_a, gA_tma = load_atom(mA, sA_layout, (self.tile_mnk[0], self.tile_mnk[2]), cluster_n)
+        tma_b, gB_tma = load_atom(mB, sB_layout, (self.tile_mnk[1], self.tile_mnk[2]), cluster_m)
         tma_d, gD_tma = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileS2GOp(), mD,
                                                     cute.slice_(sD_layout, (None, None, 0)), self.epi_tile)
 
@@ -192,12 +185,6 @@ class HopperGemm:
                     scheduler_params, alpha, split_k).launch(grid=grid, block=(self.threads, 1, 1),
                                                     cluster=(cluster_m, cluster_n, 1), min_blocks_per_mp=1,
                                                     stream=stream)
-
-    @staticmethod
-    def _load_atom(tensor, smem_layout, tile, multicast: int):
-        op = cpasync.CopyBulkTensorTileG2SMulticastOp() if multicast > 1 else cpasync.CopyBulkTensorTileG2SOp()
-        return cpasync.make_tiled_tma_atom(op, tensor, cute.slice_(smem_layout, (None, None, 0)), tile,
-                                           num_multicast=multicast)
 
     @cute.kernel
     def kernel(self, tiled_mma: cute.TiledMma, tma_a: cute.CopyAtom, gA_tma: cute.Tensor, tma_b: cute.CopyAtom,
@@ -380,11 +367,6 @@ class HopperGemm:
         store_pipeline.producer_tail()
 
 
-def max_active_clusters(cluster_mn: tuple[int, int]) -> int:
-    """How many clusters of this shape fit on the current GPU at one CTA per SM."""
-    return utils.HardwareInfo().get_max_active_clusters(cluster_mn[0] * cluster_mn[1])
-
-
 # ----------------------------------------------------------------------------------------------------
 # Choosing a configuration
 # ----------------------------------------------------------------------------------------------------
@@ -438,26 +420,6 @@ def choose_config(m: int, n: int, k: int, batch: int = 1, sms: int = 132, ab_bit
 # Compiling: fake tensors with dynamic shapes, one compile per configuration, cached on disk
 # ----------------------------------------------------------------------------------------------------
 
-def _fake_operand(dtype, major: str):
-    """A fake (rows, K, L) tensor with dynamic extents and strides; `major` says which mode is
-    contiguous, every other stride is a multiple of 16 bytes (what can_implement checks)."""
-    from cutlass.cute.runtime import make_fake_tensor
-
-    div = 128 // dtype.width    # 16 bytes in elements
-    shape = (cute.sym_int32(), cute.sym_int32(), cute.sym_int32())
-    aligned = (cute.sym_int64(divisibility=div), cute.sym_int64(divisibility=div))
-    stride = (aligned[0], 1, aligned[1]) if major == "k" else (1, aligned[0], aligned[1])
-    return make_fake_tensor(dtype, shape, stride, assumed_align=ALIGN_BYTES)
-
-
-def _fake_output(dtype):
-    from cutlass.cute.runtime import make_fake_tensor
-    div = 128 // dtype.width
-    shape = (cute.sym_int32(), cute.sym_int32(divisibility=div), cute.sym_int32())
-    stride = (cute.sym_int64(divisibility=div), 1, cute.sym_int64(divisibility=div))
-    return make_fake_tensor(dtype, shape, stride, assumed_align=ALIGN_BYTES)
-
-
 def _compile(ab_dtype, d_dtype, a_major: str, b_major: str, config: GemmConfig, clusters: int, arch: str | None,
              variant: tuple = ()):
     from cutlass.runtime import make_fake_stream
@@ -465,8 +427,9 @@ def _compile(ab_dtype, d_dtype, a_major: str, b_major: str, config: GemmConfig, 
     op = HopperGemm(ab_dtype, d_dtype, config.tile_n, config.cluster_mn, config.swizzle, tile_m=config.tile_m,
                     **dict(variant))
     options = f"--gpu-arch {arch} --keep-ptx --keep-cubin --dump-dir {DUMP_DIR}" if arch else ""
-    return cute.compile(op, _fake_operand(ab_dtype, a_major), _fake_operand(ab_dtype, b_major),
-                        _fake_output(d_dtype), cutlass.Float32(1.0), cutlass.Int32(1), clusters, make_fake_stream(),
+    leading = {"k": 1, "mn": 0}
+    return cute.compile(op, fake_tensor(ab_dtype, leading[a_major]), fake_tensor(ab_dtype, leading[b_major]),
+                        fake_tensor(d_dtype, 1), cutlass.Float32(1.0), cutlass.Int32(1), clusters, make_fake_stream(),
                         options=options)
 
 
@@ -481,56 +444,21 @@ def compile_for(arch: str = "sm_90a", m: int = 1024, n: int = 1024, k: int = 102
                     tuple(sorted(variant.items())))
 
 
-_KERNELS: dict = {}
-
-
-def cache_dir() -> Path:
-    """Where compiled kernels are kept between processes: $KERNELWIKI_KERNEL_CACHE, else the user cache."""
-    base = os.environ.get("KERNELWIKI_KERNEL_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "kernelwiki", "kernels")
-    return Path(base)
-
-
-def _source_hash() -> str:
-    here = Path(__file__).resolve().parent
-    h = hashlib.sha256(cutlass.__version__.encode())
-    for name in ("hopper_gemm.py", "tf32_mma.py"):
-        h.update((here / name).read_bytes())
-    return h.hexdigest()[:16]
+KERNEL_SOURCES = [Path(__file__).resolve().parent / name for name in ("hopper_gemm.py", "sm90_common.py", "tf32_mma.py")]
 
 
 def kernel_for(ab_dtype, d_dtype, a_major: str, b_major: str, config: GemmConfig, variant: tuple = ()):
-    """The compiled kernel for one configuration: from memory, else from the disk cache (keyed by the
-    configuration, CuTe DSL version, kernel source and GPU), else compiled and stored."""
+    """The compiled kernel for one configuration (shapes and split_k are run-time values), through the
+    shared cache: in memory, on disk, or compiled now."""
     import torch
-    from cutlass.cute.runtime import load_module
 
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
     clusters = max_active_clusters(config.cluster_mn)
-    config = GemmConfig(config.tile_m, config.tile_n, config.cluster_mn, 1, config.swizzle)   # split_k: run time
-    key = (str(ab_dtype), str(d_dtype), a_major, b_major, config, clusters, f"sm_{props.major}{props.minor}", variant)
-    if key in _KERNELS:
-        return _KERNELS[key]
-    name = "gemm_" + hashlib.sha256(repr((key, _source_hash())).encode()).hexdigest()[:24]
-    directory = cache_dir()
-    obj = directory / f"{name}.o"
-    compiled = None
-    if obj.is_file():
-        try:
-            compiled = getattr(load_module(str(obj)), name)
-        except Exception as err:   # a truncated or foreign file: recompile over it
-            warnings.warn(f"{obj}: cached kernel unreadable ({type(err).__name__}: {err}); recompiling")
-    if compiled is None:
-        compiled = _compile(ab_dtype, d_dtype, a_major, b_major, config, clusters, None, variant)
-        try:
-            directory.mkdir(parents=True, exist_ok=True)
-            with tempfile.TemporaryDirectory(dir=directory) as tmp:
-                compiled.export_to_c(tmp, name)
-                os.replace(os.path.join(tmp, f"{name}.o"), obj)
-        except Exception as err:   # noqa: BLE001  (a cache that cannot be written costs a compile next time)
-            warnings.warn(f"{directory}: cannot store the compiled kernel ({type(err).__name__}: {err})")
-    _KERNELS[key] = compiled
-    return compiled
+    config = GemmConfig(config.tile_m, config.tile_n, config.cluster_mn, 1, config.swizzle)
+    key = ("hopper_gemm", str(ab_dtype), str(d_dtype), a_major, b_major, config, clusters,
+           f"sm_{props.major}{props.minor}", variant)
+    return cached_kernel(key, lambda: _compile(ab_dtype, d_dtype, a_major, b_major, config, clusters, None, variant),
+                         KERNEL_SOURCES)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -545,57 +473,19 @@ def _dtypes() -> dict:
 
 
 def _as_mkl(name: str, t, rows_name: str):
-    """(view (rows, K, L) of a (rows, K) or (L, rows, K) tensor, major 'k' or 'mn'); ValueError otherwise."""
+    """(view (rows, K, L) of a (rows, K) or (L, rows, K) tensor, major 'k' or 'mn'); ValueError otherwise.
+    A size-1 mode counts as contiguous (its stride addresses nothing)."""
     if t.dim() not in (2, 3):
         raise ValueError(f"{name}: expected ({rows_name}, K) or (L, {rows_name}, K); got shape {tuple(t.shape)}")
-    t3 = t if t.dim() == 3 else t.unsqueeze(0)
-    rows, cols = t3.shape[1], t3.shape[2]
-    # a size-1 mode has no meaningful stride: give it the compact one so TMA sees an aligned stride
-    s_l, s_r, s_c = t3.stride()
-    if cols == 1:
-        s_c = 1 if s_r != 1 else rows
-    if rows == 1:
-        s_r = 1 if s_c != 1 else cols
-    if t3.shape[0] == 1:
-        s_l = rows * cols
-    if s_c == 1:
-        major = "k"
-    elif s_r == 1:
-        major = "mn"
+    rows, cols = t.shape[-2:]
+    if t.stride(-1) == 1 or cols == 1:
+        major, leading = "k", -1
+    elif t.stride(-2) == 1 or rows == 1:
+        major, leading = "mn", -2
     else:
         raise ValueError(f"{name}: neither {rows_name} nor K is contiguous (strides {tuple(t.stride())}); "
                          f"call .contiguous()")
-    view = t3.as_strided((t3.shape[0], rows, cols), (s_l, s_r, s_c)).permute(1, 2, 0)
-    return view, major
-
-
-def _check_alignment(name: str, t, view) -> None:
-    """TMA reads 16-byte-aligned rows: base address and every non-unit stride."""
-    size = t.element_size()
-    if t.data_ptr() % ALIGN_BYTES:
-        raise ValueError(f"{name}: data_ptr {t.data_ptr():#x} is not {ALIGN_BYTES}-byte aligned (TMA); "
-                         f"pass a tensor that starts on a {ALIGN_BYTES}-byte boundary, e.g. .clone()")
-    for mode, stride in enumerate(view.stride()):
-        if stride != 1 and stride * size % ALIGN_BYTES:
-            raise ValueError(f"{name}: stride {stride} (mode {mode}) is not a multiple of {ALIGN_BYTES} bytes "
-                             f"({ALIGN_BYTES // size} elements); TMA needs 16-byte-aligned rows")
-
-
-def _cute_view(view, major_mode: int, operand: bool = False):
-    """A CuTe view with dynamic layout of a torch tensor. fp8 goes through a uint8 view with the element
-    type set afterwards, as cutlass.torch does for every float of 8 bits or fewer; an fp32 operand
-    (A or B) is viewed as tf32, the type the MMA reads."""
-    import torch
-    from cutlass.cute.runtime import from_dlpack
-
-    if view.dtype == torch.float8_e4m3fn:
-        cv = from_dlpack(view.view(torch.uint8), assumed_align=ALIGN_BYTES)
-        cv.element_type = cutlass.Float8E4M3FN
-    else:
-        cv = from_dlpack(view, assumed_align=ALIGN_BYTES)
-        if operand and view.dtype == torch.float32:
-            cv.element_type = cutlass.TFloat32
-    return cv.mark_layout_dynamic(leading_dim=major_mode)
+    return batch_last(canonical(t, leading)), major
 
 
 def compile_gemm(a, b, out_dtype=None, alpha: float = 1.0, tile_n: int | None = None, cluster_mn=None,
@@ -648,25 +538,26 @@ def compile_gemm(a, b, out_dtype=None, alpha: float = 1.0, tile_n: int | None = 
     HopperGemm.can_implement(ab_dtype, dtypes[out_dtype], m, n, k, config.tile_n, config.cluster_mn, a_major,
                              b_major, config.tile_m, config.split_k, batch)
     for name, t, v in (("a", a, va), ("b", b, vb), ("out", out, vd)):
-        _check_alignment(name, t, v)
+        check_alignment(name, t, v)
 
     if config.split_k > 1:   # partial products in FP32, one slice per K range: (M, N, L x split_k)
         workspace = torch.empty(batch, config.split_k, m, n, dtype=torch.float32, device=a.device)
-        vd_kernel = workspace.view(batch * config.split_k, m, n).permute(1, 2, 0)
+        vd_kernel = batch_last(canonical(workspace.view(batch * config.split_k, m, n), -1))
         d_kernel_dtype = cutlass.Float32
     else:
         workspace, vd_kernel, d_kernel_dtype = None, vd, dtypes[out_dtype]
     kernel = kernel_for(ab_dtype, d_kernel_dtype, a_major, b_major, config, tuple(sorted(variant.items())))
     major_mode = {"k": 1, "mn": 0}
-    views = (_cute_view(va, major_mode[a_major], operand=True), _cute_view(vb, major_mode[b_major], operand=True),
-             _cute_view(vd_kernel, 1))
+    operand_type = cutlass.TFloat32 if a.dtype == torch.float32 else None   # fp32 operands are read as tf32
+    views = (cute_view(va, major_mode[a_major], operand_type), cute_view(vb, major_mode[b_major], operand_type),
+             cute_view(vd_kernel, 1))
     scale, split = cutlass.Float32(alpha), cutlass.Int32(config.split_k)
 
     # split-K: the FP32 slices summed in a fixed order (deterministic), then converted into out
     reduced = None if workspace is None else torch.empty(batch, m, n, dtype=torch.float32, device=a.device)
 
     def run():
-        kernel(*views, scale, split, cuda.CUstream(torch.cuda.current_stream().cuda_stream))
+        kernel(*views, scale, split, current_stream())
         if workspace is not None:
             torch.sum(workspace, dim=1, out=reduced)
             out.copy_(reduced.view(shape_d))
