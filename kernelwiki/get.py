@@ -133,6 +133,7 @@ def artifact_bundle(wiki: Wiki, meta: dict, fetch_upstream: bool = False) -> dic
     files = []
     for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
         files.append(_file_item(wiki, path))
+    files += _shared_items(wiki, root, provenance)
     upstream = provenance.get("upstream") or {}
     for item in provenance.get("files") or []:
         if isinstance(item, dict) and item.get("origin") == "upstream":
@@ -206,6 +207,22 @@ def _from_installed(out: dict, item: dict, package: str, version: Any, install: 
         return
     out["text"] = located.read_text(encoding="utf-8")
     out["installed_at"] = str(located)
+
+
+def _shared_items(wiki: Wiki, root, provenance: dict) -> list[dict]:
+    """Our own files the bundle uses from another bundle (PROVENANCE `files` with an own path outside
+    the directory, e.g. ../hopper-gemm/sm90_common.py), so the printed bundle is complete."""
+    items = []
+    for item in provenance.get("files") or []:
+        if not (isinstance(item, dict) and item.get("origin") == "own" and isinstance(item.get("path"), str)):
+            continue
+        try:
+            path = wiki.repo.inside(root / item["path"])
+        except ValueError:
+            continue
+        if path.is_file() and root not in path.parents:
+            items.append(_file_item(wiki, path))
+    return items
 
 
 def probe_bundle(wiki: Wiki, probe_id: str) -> dict:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import sys
 
@@ -80,13 +79,9 @@ def test_choose_config_never_splits_beyond_the_k_tiles():
 def test_m1_keeps_two_dimensional_tma():
     """A static M = 1 used to be folded out of A's layout, giving a 1-D TMA for a 2-D box (the M = 1
     crash); with dynamic shapes every operand's TMA keeps all three modes (M or N, K, L)."""
-    import glob
-    import shutil
+    from kernelwiki.harness import compile as compile_mod
 
-    shutil.rmtree(hopper_gemm.DUMP_DIR, ignore_errors=True)
-    os.makedirs(hopper_gemm.DUMP_DIR)
-    hopper_gemm.compile_for("sm_90a", m=1, tile_m=64, cluster_mn=(1, 1))
-    ptx = open(glob.glob(hopper_gemm.DUMP_DIR + "/*.ptx")[0]).read()
+    ptx = compile_mod.from_cute(hopper_gemm.compile_for("sm_90a", m=1, tile_m=64, cluster_mn=(1, 1)), "sm_90a").ptx
     ranks = set(re.findall(r"cp\.async\.bulk\.tensor\.(\d)d", ptx))
     assert ranks == {"3"}
 
