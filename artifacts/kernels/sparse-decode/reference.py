@@ -27,6 +27,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cache_format import (D_NOPE, D_QK, D_ROPE, D_V, E4M3_MAX, QUANT_TILE, ROPE_OFFSET,  # noqa: E402
                           ROW_BYTES, SCALE_OFFSET, SCALES)
 
+QUANTIZE_CHUNK = 1 << 16
+
 
 def quantize_cache(latent: torch.Tensor) -> torch.Tensor:
     """(N, 576) bf16/fp32 latent rows -> (N, 656) uint8 cache rows. Each 128-value tile of the NoPE part
@@ -98,15 +100,14 @@ def sparse_decode_bf16(q: torch.Tensor, cache: torch.Tensor, indices: torch.Tens
 def sdpa_baseline(q: torch.Tensor, cache: torch.Tensor, indices: torch.Tensor,
                   softmax_scale: float | None = None) -> torch.Tensor:
     """What a torch user writes: gather, dequantize to bf16, scaled_dot_product_attention on the
-    gathered K/V (one KV head broadcast to all query heads). Returns O (B, H, 512) bf16."""
+    gathered K/V. With one KV head, the H query heads are H queries of a single head (the MQA form),
+    so nothing is broadcast. Returns O (B, H, 512) bf16."""
     scale = softmax_scale if softmax_scale is not None else D_QK ** -0.5
     kv, valid = gather(cache, indices)
     kv = kv.to(torch.bfloat16).unsqueeze(1)                                  # (B, 1, T, 576)
-    b, h = q.shape[:2]
-    mask = valid.view(b, 1, 1, -1)
+    mask = valid.view(q.shape[0], 1, 1, -1)
     return torch.nn.functional.scaled_dot_product_attention(
-        q.unsqueeze(2), kv.expand(b, h, -1, -1), kv[..., :D_V].expand(b, h, -1, -1), attn_mask=mask,
-        scale=scale).squeeze(2)
+        q.unsqueeze(1), kv, kv[..., :D_V], attn_mask=mask, scale=scale).squeeze(1)
 
 
 def random_problem(batch: int, heads: int, topk: int, tokens_per_seq: int, generator: torch.Generator,
@@ -115,8 +116,10 @@ def random_problem(batch: int, heads: int, topk: int, tokens_per_seq: int, gener
     random indices per sequence into its own rows (global row numbers, as FlashMLA's indices are).
     Returns (q (B, H, 576) bf16, cache (B * tokens_per_seq, 656) uint8, indices (B, TOPK) int32)."""
     q = torch.randn(batch, heads, D_QK, generator=generator, device=device).bfloat16()
-    latent = torch.randn(batch * tokens_per_seq, D_QK, generator=generator, device=device)
-    cache = quantize_cache(latent)
+    cache = torch.empty(batch * tokens_per_seq, ROW_BYTES, dtype=torch.uint8, device=device)
+    for first in range(0, cache.shape[0], QUANTIZE_CHUNK):   # bounded fp32 scratch for large caches
+        rows = min(QUANTIZE_CHUNK, cache.shape[0] - first)
+        cache[first:first + rows] = quantize_cache(torch.randn(rows, D_QK, generator=generator, device=device))
     local = torch.rand(batch, tokens_per_seq, generator=generator, device=device).argsort(dim=-1)[:, :topk]
     offsets = torch.arange(batch, device=device).unsqueeze(1) * tokens_per_seq
     return q, cache, (local + offsets).int()

@@ -413,13 +413,25 @@ def compile_for(arch: str = "sm_90a", batch: int = 4, heads: int = 128, topk: in
                         make_fake_stream(), options=f"--gpu-arch {arch} --keep-ptx --keep-cubin --dump-dir {DUMP_DIR}")
 
 
+def compile_combine_for(arch: str = "sm_90a", batch: int = 4, heads: int = 128, splits: int = 8):
+    """Compile the combine kernel with fake tensors (no GPU needed), keeping PTX and cubin."""
+    from cutlass.cute.runtime import make_fake_compact_tensor
+    from cutlass.runtime import make_fake_stream
+
+    o_part = make_fake_compact_tensor(cutlass.Float32, (batch, splits, heads, D_V), assumed_align=16)
+    lse_part = make_fake_compact_tensor(cutlass.Float32, (batch, splits, heads), assumed_align=4)
+    o = make_fake_compact_tensor(cutlass.BFloat16, (batch, heads, D_V), assumed_align=16)
+    lse = make_fake_compact_tensor(cutlass.Float32, (batch, heads), assumed_align=4)
+    return cute.compile(SparseDecodeCombine(), o_part, lse_part, o, lse, make_fake_stream(),
+                        options=f"--gpu-arch {arch} --keep-ptx --keep-cubin --dump-dir {DUMP_DIR}")
+
+
 class SparseDecode:
     """The callable for torch tensors: q (B, H, 576) bf16, cache (N, 656) uint8, indices (B, TOPK) int32
     -> (O (B, H, 512) bf16, lse (B, H) fp32). Kernels are compiled once per shape; run() only launches
     (CUDA-graph capturable)."""
 
     def __init__(self, q, cache, indices, softmax_scale: float | None = None, splits: int | None = None):
-        import cuda.bindings.driver as cuda
         import torch
 
         if q.dtype != torch.bfloat16 or cache.dtype != torch.uint8 or indices.dtype != torch.int32:
@@ -444,7 +456,7 @@ class SparseDecode:
         self.splits = splits
         self.out = torch.empty(batch, heads, D_V, dtype=torch.bfloat16, device=q.device)
         self.lse = torch.empty(batch, heads, dtype=torch.float32, device=q.device)
-        stream = cuda.CUstream(torch.cuda.current_stream().cuda_stream)
+        stream = _current_stream()
         scale = cutlass.Float32(softmax_scale if softmax_scale is not None else D_QK ** -0.5)
         views = [_view(q), _view(cache), _view(indices)]
         if splits > 1:
@@ -457,19 +469,28 @@ class SparseDecode:
             combine = _compiled(("combine", *_key(combine_views)), SparseDecodeCombine(), *combine_views, stream)
 
             def run():
-                main(*main_views, cutlass.Int32(per_split), scale, stream)
-                combine(*combine_views, stream)
+                current = _current_stream()
+                main(*main_views, cutlass.Int32(per_split), scale, current)
+                combine(*combine_views, current)
         else:
             main_views = views + [_view(self.out), _view(self.lse)]
             main = _compiled(("main", False, *_key(main_views)), SparseDecodeSm90(False), *main_views,
                              cutlass.Int32(per_split), scale, stream)
 
             def run():
-                main(*main_views, cutlass.Int32(per_split), scale, stream)
+                main(*main_views, cutlass.Int32(per_split), scale, _current_stream())
         self.run = run
 
 
 _KERNELS: dict = {}
+
+
+def _current_stream():
+    """The stream torch is using now (so that run() can be captured into a CUDA graph)."""
+    import cuda.bindings.driver as cuda
+    import torch
+
+    return cuda.CUstream(torch.cuda.current_stream().cuda_stream)
 
 
 def _key(views) -> tuple:
@@ -501,4 +522,5 @@ if __name__ == "__main__":
     args = parser.parse_args()
     compile_for(args.arch, split=False)
     compile_for(args.arch, split=True)
+    compile_combine_for(args.arch)
     print(f"compiled for {args.arch}")
