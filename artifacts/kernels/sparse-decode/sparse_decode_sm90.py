@@ -7,12 +7,13 @@ What it computes (the DeepSeek-V3.2 decode attention; shapes and cache format in
     where kv is the FP8 cache row dequantized with its per-128-value scales (bf16 RoPE part as is).
 
 How (one CTA = 64 query heads x one split of the TOPK indices, 256 threads = two warpgroups):
-    gather    every thread loads 8-byte pieces of the selected FP8 rows (plain vector loads: rows are
-              656 bytes apart and indexed, so neither TMA tiles nor whole-row cp.async fit), converts
-              e4m3 -> fp16 (one cvt per two values), multiplies by the tile's scale and stores 16 bytes
-              into a 128-byte-swizzled K-major tile sKV[stage] (64 tokens x 576); the RoPE part goes
-              bf16 -> fp16. The next tile is gathered while the tensor cores work on this one: half of
-              it during S = Q.K^T, half during O += P.V (two stages).
+    gather    every thread issues 16-byte loads of the selected FP8 rows straight into registers (rows
+              are 656 bytes apart and indexed, so TMA tiles do not fit, and a cp.async staging buffer
+              would not fit beside two dequantized stages in shared memory): the next tile's loads are
+              issued at the top of an iteration and consumed after its softmax, so their latency hides
+              behind S = Q.K^T. Then e4m3 -> fp16 (one cvt per two values), times the tile's scale, two
+              16-byte stores into a 128-byte-swizzled K-major tile sKV[stage] (64 tokens x 576), while
+              the tensor cores run O += P.V; the RoPE part goes bf16 -> fp16. Two stages.
     fp16 MMA  the dequantized value fp8 x 2^k is exact in fp16 as in bf16, and fp16 needs no
               fp32 -> bf16 rounding step: the conversion that makes FlashMLA's bf16 path
               dequantization-bound (src-flashmla-fp8-sparse-deep-dive) is one cvt.rn.f16x2.e4m3x2 here.
@@ -50,19 +51,17 @@ import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass.cute.nvgpu import OperandMajorMode, warpgroup
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cache_format import D_NOPE, D_QK, D_ROPE, D_V, QUANT_TILE, ROPE_OFFSET, ROW_BYTES, SCALE_OFFSET  # noqa: E402
+from cache_format import D_QK, D_V, ROW_BYTES  # noqa: E402
+from gather import BLOCK_T, FP8RowGather, select  # noqa: E402
 
 BLOCK_H = 64          # query heads per CTA: one wgmma M
-BLOCK_T = 64          # selected tokens per tile
 WARPGROUPS = 2
 THREADS = 128 * WARPGROUPS
 HALF_T = BLOCK_T // WARPGROUPS      # tokens of S per warpgroup
 HALF_V = D_V // WARPGROUPS          # value dims of O per warpgroup
 STAGES = 2
-PIECE = 8                           # elements per gather piece: 8 fp8 in (8 bytes), 8 fp16 out (16 bytes)
 LOG2E = math.log2(math.e)
 LN2 = math.log(2.0)
-SWIZZLE_MASK = 0x70                 # 128-byte swizzle on byte addresses: bits 7..9 xor into bits 4..6
 NUM_SMS = 132
 
 DUMP_DIR = f"{tempfile.gettempdir()}/kernelwiki-cute-dumps"
@@ -83,6 +82,7 @@ class SparseDecodeSm90:
 
     def __init__(self, split: bool):
         self.split = split
+        self.gather = FP8RowGather(THREADS)
         # lse of a row with no valid token: -inf in a partial (it merges with weight 0), +inf in the
         # final output (FlashMLA's convention for a query with nothing to attend)
         self.empty_lse = -math.inf if split else math.inf
@@ -165,21 +165,8 @@ class SparseDecodeSm90:
         kv_base = storage.sKV.data_ptr().toint()
         q_base = storage.sQ.data_ptr().toint()
 
-        # ---- Q: bf16 -> fp16 into sQ (rows past the last head are zero) ----
-        q_pieces = BLOCK_H * D_QK // PIECE
-        for i in cutlass.range_constexpr(q_pieces // THREADS):
-            piece = tidx + i * THREADS
-            row, col = piece // (D_QK // PIECE), piece % (D_QK // PIECE) * PIECE
-            vals = cute.make_rmem_tensor((PIECE,), cutlass.Float16)
-            vals.fill(0.0)
-            if h0 + row < heads:
-                src = cute.make_tensor(mQ[(b, h0 + row, None)].iterator + col, cute.make_layout(PIECE))
-                vals.store(src.load().to(cutlass.Float16))
-            self._store_piece(q_base, cute.crd2idx((row, col), q_layout.outer), vals)
-
-        # ---- the gather of one half tile (32 tokens) into a stage ----
-        self._gather(mKV, mIdx, b, tile0, 0, 0, kv_base, kv_layout, s_mask, tidx)
-        self._gather(mKV, mIdx, b, tile0, HALF_T, 0, kv_base, kv_layout, s_mask, tidx)
+        self.gather.load_q(mQ, b, h0, q_base, q_layout, tidx)
+        self.gather.store(self.gather.load(mKV, mIdx, b, tile0, tidx), 0, kv_base, kv_layout, s_mask, tidx)
         cute.arch.fence_proxy("async.shared", space="cta")
         cute.arch.sync_threads()
 
@@ -208,15 +195,15 @@ class SparseDecodeSm90:
 
         for j in cutlass.range(n_tiles, unroll=1):
             stage = j % STAGES
-            more = j + 1 < n_tiles
-            # S = Q . K^T (this warpgroup's 32 tokens), overlapped with the first half of the next gather
+            # the next tile's rows are requested now and dequantized after the softmax, so their memory
+            # latency hides behind this tile's MMAs (the last iteration re-reads its own tile, unused)
+            loaded = self.gather.load(mKV, mIdx, b, tile0 + cutlass.min(j + 1, n_tiles - 1), tidx)
+            # S = Q . K^T (this warpgroup's 32 tokens)
             warpgroup.fence()
             for kb in cutlass.range_constexpr(k_blocks):
                 qk_mma.set(warpgroup.Field.ACCUMULATE, kb != 0)
                 cute.gemm(qk_mma, acc_s, tSrQ[(None, None, kb)], tSrK[(None, None, kb, stage)], acc_s)
             warpgroup.commit_group()
-            if more:
-                self._gather(mKV, mIdx, b, tile0 + j + 1, 0, 1 - stage, kv_base, kv_layout, s_mask, tidx)
             warpgroup.wait_group(0)
 
             # online softmax, base 2: scale, mask, row max across both warpgroups
@@ -239,7 +226,7 @@ class SparseDecodeSm90:
                 row = tScS[r * 2][0]
                 m = cute.arch.fmax(row_max[r], cute.arch.fmax(s_max[(row, 0)], s_max[(row, 1)]))
                 # a row with no valid token yet keeps max -inf; subtract 0 so that exp2 gives 0, not NaN
-                new_max[r] = _select(m == -math.inf, 0.0, m, cutlass.Float32)
+                new_max[r] = select(m == -math.inf, 0.0, m, cutlass.Float32)
                 rescale[r] = cute.arch.exp2(row_max[r] - new_max[r])
                 row_max[r] = m
                 row_sum[r] = row_sum[r] * rescale[r]
@@ -252,14 +239,13 @@ class SparseDecodeSm90:
             cute.arch.fence_proxy("async.shared", space="cta")
             cute.arch.sync_threads()
 
-            # O += P . V (this warpgroup's 256 value dims), overlapped with the second half of the gather
+            # O += P . V (this warpgroup's 256 value dims), overlapped with dequantizing the next tile
             warpgroup.fence()
             for kb in cutlass.range_constexpr(pv_blocks):
                 pv_mma.set(warpgroup.Field.ACCUMULATE, True)
                 cute.gemm(pv_mma, acc_o, tOrP[(None, None, kb)], tOrV[(None, None, kb, stage)], acc_o)
             warpgroup.commit_group()
-            if more:
-                self._gather(mKV, mIdx, b, tile0 + j + 1, HALF_T, 1 - stage, kv_base, kv_layout, s_mask, tidx)
+            self.gather.store(loaded, 1 - stage, kv_base, kv_layout, s_mask, tidx)
             warpgroup.wait_group(0)
             cute.arch.fence_proxy("async.shared", space="cta")
             cute.arch.sync_threads()
@@ -278,78 +264,31 @@ class SparseDecodeSm90:
             row = tScS[r * 2][0]
             total = s_sum[(row, 0)] + s_sum[(row, 1)]
             empty = total == cutlass.Float32(0.0)
-            inv_sum[r] = _select(empty, 0.0, cute.arch.rcp_approx(total), cutlass.Float32)
-            lse[r] = _select(empty, self.empty_lse,
+            inv_sum[r] = select(empty, 0.0, cute.arch.rcp_approx(total), cutlass.Float32)
+            lse[r] = select(empty, self.empty_lse,
                              (row_max[r] + cute.math.log2(total, fastmath=True)) * LN2, cutlass.Float32)
             if tidx % 4 == 0 and wg == 0 and h0 + row < heads:
                 if cutlass.const_expr(self.split):
                     mLse[(b, split, h0 + row)] = lse[r]
                 else:
                     mLse[(b, h0 + row)] = lse[r]
+        # values i, i + 1 of a thread are adjacent columns of one row: stored as one 8- (fp32) or 4-byte (bf16) pair
         tOcO = pv_thr.partition_C(cute.make_identity_tensor((BLOCK_H, HALF_V)))
-        for i in cutlass.range_constexpr(cute.size(acc_o)):
+        pair = cute.make_rmem_tensor((2,), mO.element_type)
+        o_gmem = mO.iterator.toint()
+        width = mO.element_type.width // 8
+        for i in cutlass.range_constexpr(0, cute.size(acc_o), 2):
             row, col = tOcO[i][0], tOcO[i][1] + wg * HALF_V
             if h0 + row < heads:
-                value = acc_o[i] * inv_sum[(i // 2) % 2]
+                for k in cutlass.range_constexpr(2):
+                    pair[k] = (acc_o[i + k] * inv_sum[(i // 2) % 2]).to(mO.element_type)
                 if cutlass.const_expr(self.split):
-                    mO[(b, split, h0 + row, col)] = value
+                    offset = ((cutlass.Int64(b) * mO.shape[1] + split) * heads + h0 + row) * D_V + col
                 else:
-                    mO[(b, h0 + row, col)] = value.to(mO.element_type)
-
-    @cute.jit
-    def _store_piece(self, smem_base: cutlass.Int32, elem_offset: cutlass.Int32, vals: cute.Tensor):
-        """16 bytes of fp16 into a 128-byte-swizzled buffer: the swizzle acts on byte addresses."""
-        addr = smem_base + elem_offset * 2
-        addr = addr ^ ((addr >> 3) & SWIZZLE_MASK)
-        dst = cute.make_tensor(cute.make_ptr(cutlass.Float16, addr, cute.AddressSpace.smem, assumed_align=16),
-                               cute.make_layout(PIECE))
-        dst.store(vals.load())
-
-    @cute.jit
-    def _gather(self, mKV: cute.Tensor, mIdx: cute.Tensor, b, tile, first: cutlass.Constexpr, stage, kv_base,
-                kv_layout: cute.ComposedLayout, s_mask: cute.Tensor, tidx):
-        """Tokens first..first+31 of `tile`: NoPE pieces (8 e4m3 -> fp16 x scale), RoPE pieces
-        (8 bf16 -> fp16), and the additive mask (0 or -inf) of each token."""
-        nope_pieces = D_NOPE // PIECE                     # 64 per token
-        rope_pieces = D_ROPE // PIECE                     # 8 per token
-        n_tokens = mKV.shape[0]
-        base = mKV.iterator.toint()
-        per_pass = THREADS // nope_pieces                 # 4 tokens per pass
-        raw = []
-        for i in cutlass.range_constexpr(HALF_T // per_pass):
-            t = first + tidx // nope_pieces + i * per_pass
-            idx = mIdx[(b, tile * BLOCK_T + t)]
-            valid = (idx >= 0) & (idx < n_tokens)
-            row = base + cutlass.Int64(_select(valid, idx, 0, cutlass.Int32)) * ROW_BYTES
-            piece = tidx % nope_pieces
-            src = cute.make_tensor(cute.make_ptr(cutlass.Float8E4M3FN, row + piece * PIECE, cute.AddressSpace.gmem,
-                                                 assumed_align=8), cute.make_layout(PIECE))
-            scale = cute.make_tensor(cute.make_ptr(cutlass.Float32, row + SCALE_OFFSET + piece * PIECE // QUANT_TILE * 4,
-                                                   cute.AddressSpace.gmem, assumed_align=4), cute.make_layout(1))
-            raw.append((t, piece, src.load(), scale[0]))
-            if piece == 0:
-                s_mask[(t, stage)] = _select(valid, 0.0, -math.inf, cutlass.Float32)
-        t_rope = first + tidx // rope_pieces
-        idx = mIdx[(b, tile * BLOCK_T + t_rope)]
-        valid = (idx >= 0) & (idx < n_tokens)
-        rope_piece = tidx % rope_pieces
-        rope_src = cute.make_tensor(
-            cute.make_ptr(cutlass.BFloat16, base + cutlass.Int64(_select(valid, idx, 0, cutlass.Int32)) * ROW_BYTES + ROPE_OFFSET
-                          + rope_piece * PIECE * 2, cute.AddressSpace.gmem, assumed_align=16),
-            cute.make_layout(PIECE))
-        rope = rope_src.load()
-        vals = cute.make_rmem_tensor((PIECE,), cutlass.Float16)
-        for t, piece, fp8, scale in raw:
-            vals.store(fp8.to(cutlass.Float16) * scale.to(cutlass.Float16))
-            self._store_piece(kv_base, cute.crd2idx((t, piece * PIECE, stage), kv_layout.outer), vals)
-        vals.store(rope.to(cutlass.Float16))
-        self._store_piece(kv_base, cute.crd2idx((t_rope, D_NOPE + rope_piece * PIECE, stage), kv_layout.outer), vals)
-
-
-def _select(cond, if_value, else_value, dtype):
-    """A branch-free choice between two scalars of `dtype` on a run-time condition."""
-    return dtype(cutlass.select_(cond, dtype(if_value), dtype(else_value)))
-
+                    offset = (cutlass.Int64(b) * heads + h0 + row) * D_V + col
+                dst = cute.make_tensor(cute.make_ptr(mO.element_type, o_gmem + offset * width, cute.AddressSpace.gmem,
+                                                     assumed_align=2 * width), cute.make_layout(2))
+                dst.store(pair.load())
 
 class SparseDecodeCombine:
     """Merges the split partials: O = sum_s exp(lse_s - lse) O_s, lse = log sum_s exp(lse_s).
@@ -369,7 +308,7 @@ class SparseDecodeCombine:
         top = cutlass.Float32(-math.inf)
         for s in cutlass.range(splits, unroll=1):
             top = cute.arch.fmax(top, mLsePart[(b, s, h)])
-        shift = _select(top == -math.inf, 0.0, top, cutlass.Float32)
+        shift = select(top == -math.inf, 0.0, top, cutlass.Float32)
         acc = cute.make_rmem_tensor((4,), cutlass.Float32)
         acc.fill(0.0)
         total = cutlass.Float32(0.0)
@@ -379,11 +318,11 @@ class SparseDecodeCombine:
             for d in cutlass.range_constexpr(4):
                 acc[d] = acc[d] + w * mOpart[(b, s, h, tidx * 4 + d)]
         empty = total == cutlass.Float32(0.0)
-        inv = _select(empty, 0.0, cute.arch.rcp_approx(total), cutlass.Float32)
+        inv = select(empty, 0.0, cute.arch.rcp_approx(total), cutlass.Float32)
         for d in cutlass.range_constexpr(4):
             mO[(b, h, tidx * 4 + d)] = (acc[d] * inv).to(mO.element_type)
         if tidx == 0:
-            mLse[(b, h)] = _select(empty, math.inf, shift + cute.math.log(total, fastmath=True), cutlass.Float32)
+            mLse[(b, h)] = select(empty, math.inf, shift + cute.math.log(total, fastmath=True), cutlass.Float32)
 
 
 def _fake_args(batch: int, heads: int, topk: int, cache_tokens: int, splits: int):
