@@ -66,7 +66,7 @@ def test_can_implement_names_the_value(kwargs, message):
 
 
 def test_gather_rejects_a_thread_count_it_cannot_map():
-    with pytest.raises(ValueError, match="threads=96 unsupported"):
+    with pytest.raises(ValueError, match="threads=96 with block_t=64 unsupported"):
         FP8RowGather(96)
 
 

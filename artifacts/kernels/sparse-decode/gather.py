@@ -38,12 +38,14 @@ def select(cond, if_value, else_value, dtype):
 
 
 class FP8RowGather:
-    """The gather for a CTA of `threads` threads (a multiple of 32)."""
+    """The gather of `block_t`-token tiles by `threads` threads (the thread index passed to load/store
+    counts from 0 within those threads)."""
 
-    def __init__(self, threads: int):
-        if threads % NOPE_CHUNKS or BLOCK_T * ROPE_CHUNKS % threads:
-            raise ValueError(f"threads={threads} unsupported; use 128 or 256")
-        self.threads = threads
+    def __init__(self, threads: int, block_t: int = BLOCK_T):
+        if threads % NOPE_CHUNKS or block_t * NOPE_CHUNKS % threads or block_t * ROPE_CHUNKS % threads:
+            raise ValueError(f"threads={threads} with block_t={block_t} unsupported; use 128 or 256 threads and "
+                             f"block_t a multiple of {max(threads // ROPE_CHUNKS, threads // NOPE_CHUNKS)}")
+        self.threads, self.block_t = threads, block_t
 
     @cute.jit
     def load_q(self, mQ: cute.Tensor, b, h0, q_base, q_layout: cute.ComposedLayout, tidx):
@@ -74,16 +76,17 @@ class FP8RowGather:
 
     @cute.jit
     def load(self, mKV: cute.Tensor, mIdx: cute.Tensor, b, tile, tidx):
-        """Issue the global loads of one tile (64 selected rows) into registers: per thread 8 NoPE
-        chunks of 16 e4m3 with their scales and 2 RoPE chunks of 8 bf16. Returned as trace-time lists;
+        """Issue the global loads of one tile (block_t selected rows) into registers: per thread
+        block_t * 32 / threads NoPE chunks of 16 e4m3 with their scales and block_t * 8 / threads
+        RoPE chunks of 8 bf16. Returned as trace-time lists;
         nothing waits for them until store() uses them, so the loads fly while the MMAs run."""
         n_tokens = mKV.shape[0]
         base = mKV.iterator.toint()
         chunk = tidx % NOPE_CHUNKS
         nope = []
-        for i in cutlass.range_constexpr(BLOCK_T // (self.threads // NOPE_CHUNKS)):
+        for i in cutlass.range_constexpr(self.block_t // (self.threads // NOPE_CHUNKS)):
             t = tidx // NOPE_CHUNKS + i * (self.threads // NOPE_CHUNKS)
-            idx = mIdx[(b, tile * BLOCK_T + t)]
+            idx = mIdx[(b, tile * self.block_t + t)]
             valid = (idx >= 0) & (idx < n_tokens)
             row = base + cutlass.Int64(select(valid, idx, 0, cutlass.Int32)) * ROW_BYTES
             src = cute.make_tensor(cute.make_ptr(cutlass.Float8E4M3FN, row + chunk * CHUNK, cute.AddressSpace.gmem,
@@ -93,9 +96,9 @@ class FP8RowGather:
             nope.append((t, valid, src.load(), scale[0]))
         rope_chunk = tidx % ROPE_CHUNKS
         rope = []
-        for i in cutlass.range_constexpr(BLOCK_T // (self.threads // ROPE_CHUNKS)):
+        for i in cutlass.range_constexpr(self.block_t // (self.threads // ROPE_CHUNKS)):
             t = tidx // ROPE_CHUNKS + i * (self.threads // ROPE_CHUNKS)
-            idx = mIdx[(b, tile * BLOCK_T + t)]
+            idx = mIdx[(b, tile * self.block_t + t)]
             valid = (idx >= 0) & (idx < n_tokens)
             src = cute.make_tensor(
                 cute.make_ptr(cutlass.BFloat16, base + cutlass.Int64(select(valid, idx, 0, cutlass.Int32)) * ROW_BYTES
