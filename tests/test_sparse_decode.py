@@ -130,3 +130,34 @@ def test_sdpa_baseline_and_bf16_reference_agree_with_the_fp32_reference():
     ref, _ = reference.sparse_decode(q, cache, idx)
     for other in (reference.sdpa_baseline(q, cache, idx), reference.sparse_decode_bf16(q, cache, idx)):
         assert ((other.float() - ref).norm() / ref.norm()) < 2e-2
+
+
+# ---- the sm_100a kernel: its TMEM column plan (pure Python) ----
+
+def test_tmem_plan_of_the_sm100_kernel_is_sound():
+    from tmem_plan import TmemPlan
+
+    plan = _load("sparse_decode_sm100_plan", KERNEL_DIR / "sparse_decode_sm100.py").PLAN
+    assert plan.problems() == []
+    assert plan.s_cols == (0, 32) and plan.p_cols == (0, 16) and plan.o_cols == (256, 512)
+    assert plan.alloc_cols == 512
+    assert TmemPlan(block_t=64, value_dims=256).problems() == []      # a 64-token tile would fit too
+
+
+@pytest.mark.parametrize("plan, message", [
+    ({"block_t": 32, "value_dims": 512}, "needs 1024 columns"),                  # all of d_v in one CTA
+    ({"block_t": 32, "value_dims": 256, "o_offset": 0}, r"S columns \[0, 32\) overlap O"),
+    ({"block_t": 32, "value_dims": 256, "p_offset": 24}, r"P columns \[24, 40\) are not inside S"),
+    ({"block_t": 32, "value_dims": 256, "p_offset": 256}, "P columns .* overlap O"),
+    ({"block_t": 32, "value_dims": 256, "o_offset": 250}, "multiple of 32"),
+])
+def test_tmem_plan_catches_overlaps_and_overflow(plan, message):
+    from tmem_plan import TmemPlan
+
+    assert any(re.search(message, problem) for problem in TmemPlan(**plan).problems())
+
+
+def test_sm100_kernel_checks_inputs_like_the_sm90_kernel():
+    sm100 = _load("sparse_decode_sm100_checks", KERNEL_DIR / "sparse_decode_sm100.py")
+    with pytest.raises(ValueError, match="topk=2016 unsupported; use a positive multiple of 64"):
+        sm100.compile_for("sm_100a", topk=2016)
