@@ -91,8 +91,9 @@ class FP8RowGather:
             row = base + cutlass.Int64(select(valid, idx, 0, cutlass.Int32)) * ROW_BYTES
             src = cute.make_tensor(cute.make_ptr(cutlass.Float8E4M3FN, row + chunk * CHUNK, cute.AddressSpace.gmem,
                                                  assumed_align=16), cute.make_layout(CHUNK))
-            scale = cute.make_tensor(cute.make_ptr(cutlass.Float32, row + SCALE_OFFSET + chunk * CHUNK // QUANT_TILE * 4,
-                                                   cute.AddressSpace.gmem, assumed_align=4), cute.make_layout(1))
+            scale_addr = row + SCALE_OFFSET + chunk * CHUNK // QUANT_TILE * 4
+            scale = cute.make_tensor(cute.make_ptr(cutlass.Float32, scale_addr, cute.AddressSpace.gmem, assumed_align=4),
+                                     cute.make_layout(1))
             nope.append((t, valid, src.load(), scale[0]))
         rope_chunk = tidx % ROPE_CHUNKS
         rope = []

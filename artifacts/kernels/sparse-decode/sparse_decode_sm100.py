@@ -270,7 +270,7 @@ class SparseDecodeSm100:
                     for i in cutlass.range_constexpr(cute.size(r_o)):
                         r_o[i] = r_o[i] * rescale
                     cute.copy(o_store, r_o, o_store.partition_D(chunk))
-            cute.arch.fence_view_async_tmem_store()     # tcgen05.wait::st: P and O are in TMEM before the MMA warp is told
+            cute.arch.fence_view_async_tmem_store()     # tcgen05.wait::st: P and O in TMEM before the MMA warp goes on
             s_slot.release()
 
         o_slot = o_consumer.wait_and_advance()

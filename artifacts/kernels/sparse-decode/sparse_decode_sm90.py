@@ -1,6 +1,6 @@
 """Sparse MLA decode for Hopper (sm_90a) in CuTe DSL: FP8 KV-cache gather, wgmma, online softmax, split-KV.
 
-What it computes (the DeepSeek-V3.2 decode attention; shapes and cache format in reference.py):
+What it computes (the DeepSeek-V3.2 decode attention; cache format in cache_format.py, reference in reference.py):
     for each sequence b and query head h (one query token per sequence),
         s[t]   = softmax_scale * q[b, h, :576] . kv[idx[b, t], :576]      t < TOPK (idx -1: masked)
         O[b,h] = sum_t softmax(s)[t] * kv[idx[b, t], :512]                 lse[b, h] = log sum_t exp s[t]
@@ -388,7 +388,8 @@ class SparseDecode:
             if not t.is_contiguous():
                 raise ValueError(f"{name}: must be contiguous")
         if splits is None:
-            splits, per_split = plan_splits(batch, heads, topk, torch.cuda.get_device_properties(q.device).multi_processor_count)
+            sms = torch.cuda.get_device_properties(q.device).multi_processor_count
+            splits, per_split = plan_splits(batch, heads, topk, sms)
         else:
             per_split = math.ceil(topk // BLOCK_T / splits)
             splits = math.ceil(topk // BLOCK_T / per_split)
