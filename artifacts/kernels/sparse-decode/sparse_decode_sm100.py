@@ -93,7 +93,6 @@ class SparseDecodeSm100:
             s_barriers: cute.struct.MemRange[cutlass.Int64, 2]
             o_barriers: cute.struct.MemRange[cutlass.Int64, 2]
             tmem_base: cutlass.Int32
-            mask: cute.struct.MemRange[cutlass.Float32, STAGES * BLOCK_T]
             sKV: cute.struct.Align[cute.struct.MemRange[cutlass.Float16, cute.cosize(kv_layout)], 1024]
             sQ: cute.struct.Align[cute.struct.MemRange[cutlass.Float16, cute.cosize(q_layout)], 1024]
 
@@ -117,7 +116,6 @@ class SparseDecodeSm100:
         sKV = storage.sKV.get_tensor(kv_layout.outer, swizzle=kv_layout.inner)    # (32 tok, 576, STAGES)
         sV = storage.sKV.get_tensor(v_layout.outer, swizzle=v_layout.inner)       # (512, 32 tok, STAGES)
         sQ = storage.sQ.get_tensor(q_layout.outer, swizzle=q_layout.inner)        # (128 heads, 576)
-        s_mask = storage.mask.get_tensor(cute.make_layout((BLOCK_T, STAGES)))
 
         # consumer and producer groups count threads (footgun-pipelineumma-consumer-threads); no cluster
         # layout for these CTA-local pipelines (footgun-cta-layout-vmnk-deadlock)
@@ -160,7 +158,7 @@ class SparseDecodeSm100:
             for j in cutlass.range(n_tiles, unroll=1):
                 loaded = self.gather.load(mKV, mIdx, b, j, ltid)
                 slot = kv_producer.acquire_and_advance()
-                self.gather.store(loaded, slot.index, kv_base, kv_layout, s_mask, ltid)
+                self.gather.store(loaded, slot.index, kv_base, kv_layout, None, ltid)
                 cute.arch.fence_proxy("async.shared", space="cta")   # generic stores -> tensor core reads
                 slot.commit()
 
@@ -198,13 +196,13 @@ class SparseDecodeSm100:
             base = tmem.retrieve_ptr(cutlass.Float32)
             tStS = cute.make_tensor(base + PLAN.s_offset, tStS_shape.layout)
             tOtO = cute.make_tensor(base + PLAN.o_offset, tOtO_shape.layout)
-            self._softmax_and_epilogue(tStS, tOtO, s_consumer, o_consumer, s_mask, scale_log2, mO, mLse, b, h0,
-                                       v_half, n_tiles, tidx, qk_mma)
+            self._softmax_and_epilogue(tStS, tOtO, s_consumer, o_consumer, mIdx, mKV.shape[0], scale_log2, mO, mLse,
+                                       b, h0, v_half, n_tiles, tidx, qk_mma)
             tmem_done.arrive_and_wait()
 
     @cute.jit
-    def _softmax_and_epilogue(self, tStS, tOtO, s_consumer, o_consumer, s_mask, scale_log2, mO, mLse, b, h0, v_half,
-                              n_tiles, tidx, qk_mma):
+    def _softmax_and_epilogue(self, tStS, tOtO, s_consumer, o_consumer, mIdx, n_tokens, scale_log2, mO, mLse, b, h0,
+                              v_half, n_tiles, tidx, qk_mma):
         heads = mO.shape[1]
         # S as a (128 heads, 32 tokens) TMEM tensor; tcgen05.ld 32x32b: thread i reads lane i, one column
         # per repetition
@@ -244,13 +242,16 @@ class SparseDecodeSm100:
         row_max = cutlass.Float32(-math.inf)
         row_sum = cutlass.Float32(0.0)
         for j in cutlass.range(n_tiles, unroll=1):
-            stage = j % STAGES
             s_slot = s_consumer.wait_and_advance()
             cute.copy(s_load, tTsS, r_s)
             cute.arch.fence_view_async_tmem_load()       # tcgen05.wait::ld before the registers are read
             tile_max = cutlass.Float32(-math.inf)
             for i in cutlass.range_constexpr(cute.size(r_s)):
-                r_s[i] = r_s[i] * scale_log2 + s_mask[(tScS[i][1], stage)]
+                # the mask comes from the indices (broadcast loads), not from the load warps' shared memory:
+                # nothing would order their stores before the MMA warp's commit that wakes us
+                idx = mIdx[(b, j * BLOCK_T + tScS[i][1])]
+                valid = (idx >= 0) & (idx < n_tokens)
+                r_s[i] = select(valid, r_s[i] * scale_log2, -math.inf, cutlass.Float32)
                 tile_max = cute.arch.fmax(tile_max, r_s[i])
             m = cute.arch.fmax(row_max, tile_max)
             new_max = select(m == -math.inf, 0.0, m, cutlass.Float32)    # no valid token yet: exp2 -> 0
