@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import functools
 import os
+import posixpath
 import re
 import shutil
 import subprocess
 import sys
 import threading
+from html.parser import HTMLParser
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -60,6 +62,88 @@ def test_tags_outside_the_vocabulary_fail_the_build(tmp_path):
 def test_every_record_is_published(site):
     for record in (ROOT / "artifacts/evidence").glob("*/*.json"):
         assert (site / "records" / record.parent.name / record.name).is_file()
+
+
+class _Links(HTMLParser):
+    """Every URL an HTML page points at (raw HTML included) and every id it defines."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.urls: list[str] = []
+        self.ids: set[str] = set()
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        values = dict(attrs)
+        for key in ("id", "name") if tag == "a" else ("id",):
+            if values.get(key):
+                self.ids.add(values[key])
+        for key in ("href", "src"):
+            if values.get(key) and not (tag == "link" and values.get("rel") in ("canonical", "alternate")):
+                self.urls.append(values[key])
+
+
+def _parse(path: Path) -> _Links:
+    parser = _Links()
+    parser.feed(path.read_text(encoding="utf-8", errors="replace"))
+    return parser
+
+
+def _resolve(site: Path, page: Path, url: str) -> tuple[Path | None, str]:
+    """The file an internal URL of `page` resolves to (None: it leaves the site) and its fragment."""
+    if re.match(r"^[a-z][a-z0-9+.-]*:", url) or url.startswith("//"):
+        return None, ""
+    path, _, fragment = url.partition("#")
+    path = path.partition("?")[0]
+    if not path:
+        return page, fragment
+    base = page.parent.relative_to(site).as_posix()
+    target = posixpath.normpath(posixpath.join("/" + base, path)).lstrip("/")
+    resolved = site / target
+    if path.endswith("/") or resolved.is_dir():
+        resolved = resolved / "index.html"
+    return resolved, fragment
+
+
+def broken_links(site: Path) -> tuple[int, int, list[str]]:
+    """(pages crawled, internal links checked, the broken ones) over every HTML file of the site."""
+    pages = sorted(site.rglob("*.html"))
+    parsed: dict[Path, _Links] = {}
+    checked, broken = 0, []
+    for page in pages:
+        if page.name == "404.html":  # served for any missing path: its links are root-relative by design
+            continue
+        for url in parsed.setdefault(page, _parse(page)).urls:
+            target, fragment = _resolve(site, page, url)
+            if target is None:
+                continue
+            checked += 1
+            where = f"{page.relative_to(site)}: {url}"
+            if not target.is_file():
+                broken.append(f"{where} (no file {target.relative_to(site) if target.is_relative_to(site) else target})")
+            elif fragment and target.suffix == ".html":
+                if target not in parsed:
+                    parsed[target] = _parse(target)
+                if fragment not in parsed[target].ids:
+                    broken.append(f"{where} (no id '{fragment}')")
+    return len(pages), checked, broken
+
+
+def test_no_broken_internal_links_or_anchors(site):
+    pages, checked, broken = broken_links(site)
+    print(f"crawled {pages} pages, {checked} internal links, {len(broken)} broken")
+    assert pages > 50 and checked > 1000
+    assert not broken, "\n".join(broken[:50])
+
+
+def test_the_crawler_sees_a_broken_link_in_raw_html(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a/index.html").write_text('<p id="here"><a href="../b/">b</a> <a href="#here">self</a>'
+                                           '<div><a href="../a/#nowhere">x</a></div></p>')
+    (tmp_path / "b.html").write_text('<a href="a/#here">ok</a><a href="https://example.com/">out</a>')
+    (tmp_path / "c.html").write_text("<p>no links</p>")
+    pages, checked, broken = broken_links(tmp_path)
+    assert pages == 3 and checked == 4
+    assert broken == ["a/index.html: ../b/ (no file b/index.html)", "a/index.html: ../a/#nowhere (no id 'nowhere')"]
 
 
 @pytest.fixture(scope="module")

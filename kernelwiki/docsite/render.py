@@ -25,8 +25,29 @@ STATUS_TEXT = {
 
 
 def rel_link(from_uri: str, to_uri: str) -> str:
-    """Relative link from one docs file to another (both docs-relative, e.g. 'hardware/wgmma.md')."""
+    """Relative link from one docs file to another (both docs-relative, e.g. 'hardware/wgmma.md'),
+    for Markdown links: mkdocs rewrites them to page URLs and `--strict` checks them."""
     return posixpath.relpath(to_uri, posixpath.dirname(from_uri) or ".")
+
+
+def page_url(src_uri: str) -> str:
+    """The URL (site-relative) mkdocs gives a docs file with directory URLs: 'a/b.md' -> 'a/b/'."""
+    if not src_uri.endswith(".md"):
+        return src_uri
+    stem = src_uri.removesuffix(".md")
+    if stem == "index" or stem.endswith("/index"):
+        return stem.removesuffix("index")
+    return stem + "/"
+
+
+def href(from_uri: str, to_uri: str, anchor: str = "") -> str:
+    """Relative URL for raw HTML (which mkdocs does not rewrite): from the page URL of one docs
+    file to the page URL of another, so that it resolves in the browser under any site URL."""
+    target = page_url(to_uri)
+    link = posixpath.relpath("/" + target, "/" + page_url(from_uri))
+    if target.endswith("/") or not target:
+        link = "./" if link == "." else link + "/"
+    return link + (f"#{anchor}" if anchor else "")
 
 
 def badge(kind: str, value: str | None) -> str:
@@ -50,7 +71,7 @@ def evidence_card(meta: dict, src_uri: str) -> str:
     if meta.get("requires_sm"):
         rows.append(("Requires", html.escape(f"sm {meta['requires_sm']}")))
     if meta.get("probes"):
-        links = ", ".join(f'<a href="{rel_link(src_uri, "evidence/probes.md").removesuffix(".md")}/#{p}">{p}</a>'
+        links = ", ".join(f'<a href="{href(src_uri, "evidence/probes.md", p)}">{p}</a>'
                           for p in meta["probes"])
         rows.append(("Probes", links))
     body = "\n".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows)
