@@ -6,7 +6,7 @@ from __future__ import annotations
 from kernelwiki.index import Entry
 from kernelwiki.probes import ProbeSpec
 from kernelwiki.refresh import Record
-from kernelwiki.docsite.render import LEVEL_TEXT, STATUS_TEXT, badge, rel_link
+from kernelwiki.docsite.render import LEVEL_TEXT, STATUS_TEXT, badge, record_uri, rel_link
 
 SECTION_TITLES = {"hardware": "Hardware", "kernels": "Kernels", "techniques": "Techniques",
                   "footguns": "Footguns", "languages": "Languages", "sources": "Sources"}
@@ -69,7 +69,7 @@ def dashboard(entries: list[Entry]) -> str:
                 continue
             cites = claim.get("source") or ""
             if claim.get("record"):
-                cites = f"[record]({rel_link(uri, 'records/' + claim['record'].removeprefix('artifacts/evidence/'))})"
+                cites = f"[record]({rel_link(uri, record_uri(claim['record']))})"
             value = f"{claim.get('value')} {claim.get('unit', '')}".strip().replace("|", "\\|")
             rows.append(f"| [{entry.id}]({rel_link(uri, page_uri(entry))}) | {claim.get('id')} | "
                         f"{badge('level', claim.get('evidence'))} | {value} | {claim.get('gpu', '')} | "
@@ -96,7 +96,7 @@ def probe_catalogue(probes: dict[str, ProbeSpec], records: dict[str, list[Record
             continue
         out.append("| GPU | mode | status | date | record |\n|---|---|---|---|---|")
         for (gpu, mode), record in sorted(latest.items()):
-            link = rel_link(uri, "records/" + record.path.removeprefix("artifacts/evidence/"))
+            link = rel_link(uri, record_uri(record.path))
             out.append(f"| {gpu} | {mode} | {badge('status-run', record.data.get('status'))} | "
                        f"{record.started[:10]} | [{record.path.rsplit('/', 1)[-1]}]({link}) |")
         out.append("")
@@ -147,4 +147,19 @@ STYLE = """
 .kw-status-run-timeout, .kw-status-run-control-passed, .kw-status-run-compile-failed { background: #c62828; }
 .kw-arch { font-family: var(--md-code-font-family); margin-left: .4em; }
 .kw-note { opacity: .7; margin-left: .4em; }
+.kw-claims { overflow-x: auto; margin: 0 0 1rem; }
+.kw-claims table { font-size: .64rem; border-collapse: collapse; width: 100%; }
+.kw-claims th, .kw-claims td { padding: .3em .5em; vertical-align: top; text-align: left;
+  border-bottom: 1px solid var(--md-default-fg-color--lightest); }
+.kw-claims th { font-weight: 700; }
+.kw-claims td.kw-num { text-align: right; white-space: nowrap; font-variant-numeric: tabular-nums; }
+.kw-claims .kw-badge { font-size: .55rem; }
+.kw-where { opacity: .75; }
+.md-typeset details.kw-cond { display: block; margin: 0; padding: 0; border: 0; box-shadow: none; background: none;
+  font-size: inherit; }
+.md-typeset details.kw-cond > summary { padding: 0; margin: 0; background: none; border: 0; font-weight: 400;
+  color: var(--md-typeset-a-color); cursor: pointer; display: inline; }
+.md-typeset details.kw-cond > summary::before, .md-typeset details.kw-cond > summary::after { display: none; }
+.kw-facts { margin: 0 !important; padding-left: 1em; }
+.kw-facts li { margin: 0 !important; }
 """

@@ -16,9 +16,12 @@ from kernelwiki.index import Wiki
 from kernelwiki.probes import load_probes
 from kernelwiki.refresh import load_records
 from kernelwiki.repo import Repo
+from kernelwiki import yamlio
 from kernelwiki.docsite import generated, render
+from kernelwiki.docsite import records as records_page
 
-GENERATED_BLOCK = re.compile(r"<!-- kernelwiki:begin ([a-z0-9-]+) -->.*?<!-- kernelwiki:end \1 -->\n?", re.S)
+GENERATED_BLOCK = re.compile(r"(?:^## Claims and measurements\n\s*)?"
+                             r"<!-- kernelwiki:begin ([a-z0-9-]+) -->.*?<!-- kernelwiki:end \1 -->\n?", re.S | re.M)
 SECTIONS = ["hardware", "kernels", "techniques", "footguns", "languages", "sources"]
 EVIDENCE_PAGES = {"evidence/index.md": "Dashboard", "evidence/probes.md": "Probe catalogue",
                   "evidence/coverage.md": "Architecture coverage", "evidence/footguns.md": "Footguns",
@@ -45,7 +48,7 @@ def on_config(config):
     config.extra_css.append("assets/kernelwiki.css")
     nav: list = [{"Home": "index.md"}]
     for section in SECTIONS:
-        pages = [{str(e.get("title")): generated.page_uri(e)} for e in entries
+        pages = [{heading(repo.root / e.rel) or str(e.get("title")): generated.page_uri(e)} for e in entries
                  if generated.page_uri(e).startswith(section + "/")]
         if pages:
             nav.append({generated.SECTION_TITLES[section]: pages})
@@ -66,12 +69,14 @@ def on_files(files: Files, config) -> Files:
         "evidence/tags.md": generated.tags_index(),
         "assets/kernelwiki.css": generated.STYLE,
     }
-    for uri, content in pages.items():
-        files.append(File.generated(config, uri, content=content))
-    for probe_records in records.values():
+    for probe_id, probe_records in records.items():
+        backs = probes[probe_id].pages if probe_id in probes else []
         for record in probe_records:
+            pages[render.record_uri(record.path)] = records_page.record_page(record, _state["page_uris"], backs)
             uri = "records/" + record.path.removeprefix("artifacts/evidence/")
             files.append(File.generated(config, uri, abs_src_path=str(_state["repo"].root / record.path)))
+    for uri, content in pages.items():
+        files.append(File.generated(config, uri, content=content))
     return files
 
 
@@ -79,17 +84,20 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
     meta, uri = page.meta, page.file.src_uri
     if uri in ("index.md", *EVIDENCE_PAGES) or not meta.get("id"):
         return markdown
-    # The generated blocks serve readers of the raw Markdown; the site shows its own tables.
+    # The generated blocks serve readers of the raw Markdown; the site shows its own tables, after
+    # the prose, and drops the heading a block stood under.
     markdown = GENERATED_BLOCK.sub("", markdown)
-    if meta.get("type") == "source":
-        head = render.source_card(meta)
-    else:
-        head = render.evidence_card(meta, uri)
-        table = render.claims_table(meta, uri, _state["page_uris"])
-        if table:
-            head += "\n" + table
     title, body = _split_title(markdown)
-    return f"{title}{head}\n{body}{_code_section(meta)}{_probe_section(meta)}"
+    claims = render.page_claims(meta)
+    body = render.claim_spans(body, {str(c.get("id")) for c in claims}, uri)
+    if meta.get("type") == "source":
+        return f"{title}{render.source_card(meta)}\n{body}"
+    tables = render.claims_tables(meta, uri, _state["page_uris"])
+    parts = [title, render.evidence_card(meta, uri), "\n", body.rstrip() + "\n"]
+    if tables:
+        parts.append(f"\n## Claims and measurements\n\n{tables}")
+    parts += [_code_section(meta), _probe_section(meta)]
+    return "".join(parts)
 
 
 def _split_title(markdown: str) -> tuple[str, str]:
@@ -99,29 +107,56 @@ def _split_title(markdown: str) -> tuple[str, str]:
     return "", markdown
 
 
+def heading(path: Path) -> str | None:
+    """The page's own H1 (Markdown marks removed), which the navigation shows as its title."""
+    try:
+        with path.open(encoding="utf-8") as handle:
+            text = handle.read(1 << 16)
+    except OSError:
+        return None
+    match = re.search(r"^# (.+)$", text.split("\n---", 2)[-1] if text.startswith("---") else text, re.M)
+    return match.group(1).replace("`", "").strip() if match else None
+
+
+def _own_files_order(directory: Path):
+    """Order of the code tabs: the kernel (the file named like its directory) first, other code next,
+    teaching variants after it, PROVENANCE and other YAML last."""
+    stem = directory.name.replace("-", "_")
+    return lambda p: (p.suffix == ".yaml", "variants" in p.relative_to(directory).parts, p.stem != stem,
+                      p.relative_to(directory).as_posix())
+
+
 def _code_section(meta: dict) -> str:
     directory = meta.get("artifact_dir")
     root = _state["repo"].root
     if not isinstance(directory, str) or not (root / directory).is_dir():
         return ""
-    own = sorted(p for p in (root / directory).rglob("*")
-                 if p.is_file() and "__pycache__" not in p.parts and p.suffix in (".py", ".cu", ".cuh", ".yaml", ".sh"))
+    own = sorted((p for p in (root / directory).rglob("*")
+                  if p.is_file() and "__pycache__" not in p.parts and p.suffix in render.CODE_LANGUAGES),
+                 key=_own_files_order(root / directory))
     out = [f"\n\n## Code\n\nFrom `{directory}` in this repository.\n"]
     out.append(render.code_tabs([(p.relative_to(root / directory).as_posix(), p.relative_to(root).as_posix())
                                  for p in own]))
     provenance = root / directory / "PROVENANCE.yaml"
     if provenance.is_file():
-        from kernelwiki import yamlio
-
         data, _ = yamlio.load(provenance.read_text(encoding="utf-8"))
-        upstream = [f for f in (data or {}).get("files") or [] if f.get("origin") == "upstream"]
+        upstream = [f for f in (data or {}).get("files") or [] if isinstance(f, dict) and f.get("origin") == "upstream"]
         if upstream:
             pin = (data or {}).get("upstream") or {}
-            where = pin.get("repo") or pin.get("package")
-            out.append(f"\nPinned upstream files ({where} {pin.get('version') or pin.get('commit') or ''}; "
-                       f"shown by `get_page.py --include-code` from the installed package, never copied here):\n")
-            out += [f"- `{f['path']}` — sha256 `{f['sha256'][:16]}…`" for f in upstream]
+            out.append(f"\nPinned upstream files ({pin.get('package') or pin.get('repo')} "
+                       f"{pin.get('version') or str(pin.get('commit') or '')[:12]}; shown by "
+                       f"`get_page.py --include-code` from the installed package, never copied here):\n")
+            out += [f"- {_upstream_link(pin, f)} — sha256 `{str(f.get('sha256'))[:16]}…`"
+                    + (f" — {f['role']}" if f.get("role") else "") for f in upstream]
     return "\n".join(out) + "\n"
+
+
+def _upstream_link(pin: dict, file: dict) -> str:
+    """The file at the pinned commit on GitHub (a link; nothing is requested at build time)."""
+    repo, commit, path = str(pin.get("repo") or ""), pin.get("commit"), str(file.get("path"))
+    if commit and repo.startswith("https://github.com/"):
+        return f"[`{path}`]({repo.removesuffix('.git').rstrip('/')}/blob/{commit}/{path})"
+    return f"`{path}`"
 
 
 def _probe_section(meta: dict) -> str:
@@ -131,8 +166,8 @@ def _probe_section(meta: dict) -> str:
     root = _state["repo"].root
     out = ["\n\n## Probes\n"]
     for spec in probes:
-        files = [("probe.yaml", (spec.directory / "probe.yaml").relative_to(root).as_posix()),
-                 (spec.entry.name, spec.entry.relative_to(root).as_posix())]
+        files = [(spec.entry.name, spec.entry.relative_to(root).as_posix()),
+                 ("probe.yaml", (spec.directory / "probe.yaml").relative_to(root).as_posix())]
         out.append(f"### {spec.id}\n\n{spec.data.get('description', spec.data.get('title', ''))}\n")
         out.append(render.code_tabs(files))
     return "\n".join(out) + "\n"
