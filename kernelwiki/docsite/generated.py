@@ -6,7 +6,9 @@ from __future__ import annotations
 from kernelwiki.index import Entry
 from kernelwiki.probes import ProbeSpec
 from kernelwiki.refresh import Record
-from kernelwiki.docsite.render import LEVEL_TEXT, STATUS_TEXT, badge, record_uri, rel_link
+from kernelwiki.docsite.charts import latest_run
+from kernelwiki.docsite.render import LEVEL_TEXT, STATUS_TEXT, badge, fmt, fmt_ratio, is_number, record_uri, rel_link
+from kernelwiki.harness.env import short_gpu_name
 
 SECTION_TITLES = {"hardware": "Hardware", "kernels": "Kernels", "techniques": "Techniques",
                   "footguns": "Footguns", "languages": "Languages", "sources": "Sources"}
@@ -16,7 +18,40 @@ def page_uri(entry: Entry) -> str:
     return entry.rel.removeprefix("wiki/")
 
 
-def home(entries: list[Entry], records: dict[str, list[Record]]) -> str:
+def headline_rows(probes: dict[str, ProbeSpec], records: dict[str, list[Record]],
+                  ids: dict[str, Entry], titles: dict[str, str]) -> list[str]:
+    """Per kernel probe and dtype, the fastest case of its latest run, against its baseline."""
+    uri = "index.md"
+    rows = []
+    for spec in probes.values():
+        record = latest_run(records.get(spec.id, []))
+        if spec.kind != "kernel" or record is None:
+            continue
+        pages = [p for p in spec.pages if p in ids]
+        page = next((p for p in pages if ids[p].get("type") == "kernel"), pages[0] if pages else None)
+        best: dict[str, dict] = {}
+        for case in record.data.get("cases") or []:
+            head = case.get("headline") or {}
+            if case.get("status") != "passed" or not is_number(head.get("value")) or "baseline_value" not in head \
+                    or not str(head.get("unit", "")).endswith("/s"):  # throughputs only, not tool counters
+                continue
+            dtype = str((case.get("params") or {}).get("dtype", ""))
+            if dtype not in best or head["value"] > best[dtype]["headline"]["value"]:
+                best[dtype] = case
+        env = record.data.get("environment") or {}
+        for dtype, case in sorted(best.items()):
+            head = case["headline"]
+            name = (f"[{titles.get(page) or ids[page].get('title')}]({rel_link(uri, page_uri(ids[page]))}#measurements)"
+                    if page else spec.id)
+            rows.append(f"| {name} | {dtype} {(case.get('params') or {}).get('shape', case.get('id'))} | "
+                        f"{fmt(head['value'])} {head.get('unit', '')} | {head.get('baseline')} "
+                        f"{fmt(head['baseline_value'])} | {fmt_ratio(head.get('ratio'))} | "
+                        f"{short_gpu_name(env.get('gpu'))} | [{record.started[:10]}]({rel_link(uri, record_uri(record.path))}) |")
+    return rows
+
+
+def home(entries: list[Entry], records: dict[str, list[Record]], probes: dict[str, ProbeSpec],
+         ids: dict[str, Entry], titles: dict[str, str]) -> str:
     measured = sum(1 for e in entries if e.get("evidence_level") == "measured")
     record_count = sum(len(r) for r in records.values())
     levels = "\n".join(f"| {badge('level', level)} | {text} |" for level, text in LEVEL_TEXT.items())
@@ -25,6 +60,11 @@ def home(entries: list[Entry], records: dict[str, list[Record]]) -> str:
         f"- **{title}** — " + ", ".join(f"[{e.get('title')}]({page_uri(e)})" for e in entries
                                         if page_uri(e).startswith(section + "/"))
         for section, title in SECTION_TITLES.items() if section != "sources")
+    headlines = headline_rows(probes, records, ids, titles)
+    headline_table = ("## Headline measurements\n\nThe fastest case of each kernel probe's latest run, per "
+                      "data type, against the baseline timed in the same process.\n\n"
+                      "| kernel | shape | ours | baseline | ratio | GPU | date |\n|---|---|---|---|---|---|---|\n"
+                      + "\n".join(headlines) + "\n") if headlines else ""
     return f"""---
 title: kernelwiki
 ---
@@ -36,6 +76,10 @@ executable probe in this repository, with the GPU and toolchain it ran on. Pages
 reported value and our reproduction side by side. {len(entries)} pages, {measured} of them backed
 by measurements, {record_count} run records.
 
+Evidence pages: [dashboard](evidence/index.md) (every claim), [probe catalogue](evidence/probes.md),
+[architecture coverage](evidence/coverage.md), [footguns](evidence/footguns.md), [tags](evidence/tags.md).
+
+{headline_table}
 ## Reading the evidence
 
 Every page opens with an evidence card. Evidence is kept per architecture, weakest first:
@@ -54,9 +98,6 @@ the level of its first-listed (primary) architecture. The status says how curren
 ## Where to start
 
 {sections}
-
-Evidence pages: [dashboard](evidence/index.md) (every claim), [probe catalogue](evidence/probes.md),
-[architecture coverage](evidence/coverage.md), [footguns](evidence/footguns.md), [tags](evidence/tags.md).
 """
 
 

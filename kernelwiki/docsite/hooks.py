@@ -17,7 +17,7 @@ from kernelwiki.probes import load_probes
 from kernelwiki.refresh import load_records
 from kernelwiki.repo import Repo
 from kernelwiki import yamlio
-from kernelwiki.docsite import generated, render
+from kernelwiki.docsite import charts, generated, render
 from kernelwiki.docsite import records as records_page
 
 GENERATED_BLOCK = re.compile(r"(?:^## Claims and measurements\n\s*)?"
@@ -46,9 +46,11 @@ def on_config(config):
             plugin.config.tags_allowed = {Tag(tag) for tag in wiki.vocab.tags}
     config.mdx_configs.setdefault("pymdownx.snippets", {})["base_path"] = [str(repo.root)]
     config.extra_css.append("assets/kernelwiki.css")
+    titles = {i: heading(repo.root / e.rel) or str(e.get("title")) for i, e in ids.items()}
+    _state["titles"] = titles
     nav: list = [{"Home": "index.md"}]
     for section in SECTIONS:
-        pages = [{heading(repo.root / e.rel) or str(e.get("title")): generated.page_uri(e)} for e in entries
+        pages = [{titles[e.id]: generated.page_uri(e)} for e in entries
                  if generated.page_uri(e).startswith(section + "/")]
         if pages:
             nav.append({generated.SECTION_TITLES[section]: pages})
@@ -61,7 +63,7 @@ def on_files(files: Files, config) -> Files:
     entries, probes, records, ids = _state["entries"], _state["probes"], _state["records"], _state["ids"]
     archs = _state["wiki"].vocab.data["architectures"]["canonical"]
     pages = {
-        "index.md": generated.home(entries, records),
+        "index.md": generated.home(entries, records, probes, ids, _state["titles"]),
         "evidence/index.md": generated.dashboard(entries),
         "evidence/probes.md": generated.probe_catalogue(probes, records, ids),
         "evidence/coverage.md": generated.coverage(entries, archs),
@@ -75,6 +77,15 @@ def on_files(files: Files, config) -> Files:
             pages[render.record_uri(record.path)] = records_page.record_page(record, _state["page_uris"], backs)
             uri = "records/" + record.path.removeprefix("artifacts/evidence/")
             files.append(File.generated(config, uri, abs_src_path=str(_state["repo"].root / record.path)))
+    cache = _state["repo"].cache / "charts"
+    _state["charts"] = {}
+    for page_id in ids:
+        page_charts = charts.page_charts(page_id, probes, records)
+        _state["charts"][page_id] = page_charts
+        for chart in page_charts:
+            uri = f"assets/charts/{chart.name}"
+            if uri not in pages:
+                pages[uri] = charts.draw(chart, cache)
     for uri, content in pages.items():
         files.append(File.generated(config, uri, content=content))
     return files
@@ -94,6 +105,12 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
         return f"{title}{render.source_card(meta)}\n{body}"
     tables = render.claims_tables(meta, uri, _state["page_uris"])
     parts = [title, render.evidence_card(meta, uri), "\n", body.rstrip() + "\n"]
+    figures = _state["charts"].get(meta["id"]) or []
+    if figures:
+        parts.append("\n## Measurements\n\nFrom the run records, drawn when the site is built; "
+                     "above 1 means ours is faster than the baseline.\n\n")
+        parts += [f"![{c.title}]({render.rel_link(uri, 'assets/charts/' + c.name)}){{ .kw-chart loading=lazy }}\n\n"
+                  for c in figures]
     if tables:
         parts.append(f"\n## Claims and measurements\n\n{tables}")
     parts += [_code_section(meta), _probe_section(meta)]
