@@ -119,3 +119,33 @@ def test_record_page_has_environment_protocol_cases_and_the_json():
     assert "## Cases" in page and "`a`" in page and "0.95×" in page and "## Environment" in page
     assert "## Protocol" in page and "[r.json](r.json)" in page and "[kernel-x](../../kernels/x.md)" in page
     assert "search:\n  exclude: true" in page
+
+
+def test_ids_and_aliases_in_prose_become_links_outside_code_headings_and_links():
+    from kernelwiki.docsite.links import Linker
+
+    linker = Linker({"hw-wgmma": "hardware/wgmma.md", "hw-tmem": "hardware/tmem.md", "technique-x": "techniques/x.md"},
+                    {"hw-wgmma": ["wgmma.mma_async", "gmma"], "hw-tmem": ["tcgen05.ld"], "technique-x": ["128x128"]})
+    text = "\n".join([
+        "# About hw-wgmma",
+        "See `hw-wgmma` and hw-tmem; `tcgen05.ld` loads, tcgen05.ld again, wgmma.mma_async issues.",
+        "A gmma word, a 128x128 tile, [hw-tmem](x.md) and https://e.com/hw-wgmma stay.",
+        "```python",
+        "hw-wgmma = 1",
+        "```",
+        "Own page: technique-x.",
+    ])
+    out = linker.link(text, "techniques/x.md", "technique-x").split("\n")
+    assert out[0] == "# About hw-wgmma"
+    assert out[1] == ("See [`hw-wgmma`](../hardware/wgmma.md) and [hw-tmem](../hardware/tmem.md); "
+                      "[`tcgen05.ld`](../hardware/tmem.md) loads, [tcgen05.ld](../hardware/tmem.md) again, "
+                      "[wgmma.mma_async](../hardware/wgmma.md) issues.")
+    assert out[2] == "A gmma word, a 128x128 tile, [hw-tmem](x.md) and https://e.com/hw-wgmma stay."
+    assert out[3:6] == ["```python", "hw-wgmma = 1", "```"] and out[6] == "Own page: technique-x."
+
+
+def test_an_alias_of_two_pages_links_nowhere():
+    from kernelwiki.docsite.links import Linker
+
+    linker = Linker({"a": "a.md", "b": "b.md"}, {"a": ["x.1"], "b": ["x.1"]})
+    assert linker.link("`x.1` and x.1", "c.md", None) == "`x.1` and x.1"

@@ -126,10 +126,19 @@ def probe_catalogue(probes: dict[str, ProbeSpec], records: dict[str, list[Record
            "pages it backs. Run them with `kernelwiki probe run`.\n"]
     for spec in probes.values():
         pages = ", ".join(f"[{p}]({rel_link(uri, page_uri(ids[p]))})" if p in ids else p for p in spec.pages)
+        claims = ", ".join(f"`{c}`" for c in spec.data.get("claims") or [])
+        probe_records = records.get(spec.id, [])
+        runs = [r for r in probe_records if r.data.get("mode") == "run"]
         out.append(f"## {spec.id}\n\n**{spec.data.get('title')}** — kind `{spec.kind}`, targets "
-                   f"{', '.join(spec.archs)}. Backs {pages}.\n\n{spec.data.get('description', '')}\n")
+                   f"{', '.join(spec.archs)}.\n\n{spec.data.get('description', '')}\n\n"
+                   f"**Backs** {pages}" + (f" (claims {claims})" if claims else "") + ".  \n"
+                   f"**Backed by** {len(runs)} run record{'s' if len(runs) != 1 else ''} on a GPU and "
+                   f"{len(probe_records) - len(runs)} compile-only record{'s' if len(probe_records) - len(runs) != 1 else ''}.\n")
+        headline = _headline_history(runs)
+        if headline:
+            out.append(headline)
         latest: dict[tuple, Record] = {}
-        for record in records.get(spec.id, []):
+        for record in probe_records:
             env = record.data.get("environment") or {}
             latest[(env.get("gpu") or "no GPU", record.data.get("mode"))] = record
         if not latest:
@@ -142,6 +151,33 @@ def probe_catalogue(probes: dict[str, ProbeSpec], records: dict[str, list[Record
                        f"{record.started[:10]} | [{record.path.rsplit('/', 1)[-1]}]({link}) |")
         out.append("")
     return "\n".join(out) + "\n"
+
+
+def _headline_history(runs: list[Record]) -> str:
+    """The latest run's fastest case (value, baseline, ratio) and its ratio over the last runs."""
+    if not runs:
+        return ""
+    best = None
+    for case in runs[-1].data.get("cases") or []:
+        head = case.get("headline") or {}
+        if case.get("status") == "passed" and is_number(head.get("value")) and (
+                best is None or head["value"] > best["headline"]["value"]):
+            best = case
+    if best is None:
+        return ""
+    head = best["headline"]
+    text = f"**Headline** `{best.get('id')}`: {fmt(head['value'])} {head.get('unit', '')}".rstrip()
+    if "baseline_value" in head:
+        text += f", {fmt_ratio(head.get('ratio'))} {head.get('baseline')}"
+        ratios = []
+        for record in runs[-5:]:
+            case = next((c for c in record.data.get("cases") or [] if c.get("id") == best.get("id")), None)
+            ratio = ((case or {}).get("headline") or {}).get("ratio")
+            if is_number(ratio):
+                ratios.append(f"{fmt_ratio(ratio)} ({record.started[5:10]})")
+        if len(ratios) > 1:
+            text += f"; last {len(ratios)} runs: " + " → ".join(ratios)
+    return text + ".\n"
 
 
 def coverage(entries: list[Entry], archs: list[str]) -> str:

@@ -17,7 +17,7 @@ from kernelwiki.probes import load_probes
 from kernelwiki.refresh import load_records
 from kernelwiki.repo import Repo
 from kernelwiki import yamlio
-from kernelwiki.docsite import charts, generated, render
+from kernelwiki.docsite import charts, generated, links, render
 from kernelwiki.docsite import records as records_page
 
 GENERATED_BLOCK = re.compile(r"(?:^## Claims and measurements\n\s*)?"
@@ -37,8 +37,17 @@ def on_config(config):
     entries = sorted(ids.values(), key=lambda e: (SECTIONS.index(generated.page_uri(e).split("/")[0])
                                                  if generated.page_uri(e).split("/")[0] in SECTIONS else 99,
                                                  str(e.get("title")).lower()))
+    page_uris = {i: generated.page_uri(e) for i, e in ids.items()}
+    cited_by: dict[str, list[str]] = {}
+    for entry in entries:
+        cites = {s for s in entry.get("sources") or [] if isinstance(s, str)}
+        cites |= {c.get("source") for c in render.page_claims(entry.meta or {}) if isinstance(c.get("source"), str)}
+        for source in sorted(cites):
+            if source != entry.id:
+                cited_by.setdefault(source, []).append(entry.id)
     _state.update(repo=repo, wiki=wiki, ids=ids, entries=entries, probes=load_probes(repo),
-                  records=load_records(repo), page_uris={i: generated.page_uri(e) for i, e in ids.items()})
+                  records=load_records(repo), page_uris=page_uris, cited_by=cited_by,
+                  linker=links.Linker(page_uris, {i: [str(a) for a in e.get("aliases") or []] for i, e in ids.items()}))
     for name, plugin in config.plugins.items():
         if name.endswith("tags"):
             from material.plugins.tags.structure.tag import Tag
@@ -101,8 +110,9 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
     title, body = _split_title(markdown)
     claims = render.page_claims(meta)
     body = render.claim_spans(body, {str(c.get("id")) for c in claims}, uri)
+    body = _state["linker"].link(body, uri, meta["id"])
     if meta.get("type") == "source":
-        return f"{title}{render.source_card(meta)}\n{body}"
+        return f"{title}{render.source_card(meta)}\n{body.rstrip()}\n{_page_list('Cited by', _state['cited_by'].get(meta['id']), uri)}"
     tables = render.claims_tables(meta, uri, _state["page_uris"])
     parts = [title, render.evidence_card(meta, uri), "\n", body.rstrip() + "\n"]
     figures = _state["charts"].get(meta["id"]) or []
@@ -113,8 +123,18 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
                   for c in figures]
     if tables:
         parts.append(f"\n## Claims and measurements\n\n{tables}")
+    parts.append(_page_list("See also", meta.get("related"), uri))
     parts += [_code_section(meta), _probe_section(meta)]
     return "".join(parts)
+
+
+def _page_list(heading_text: str, page_ids: list | None, uri: str) -> str:
+    """A section listing pages by their heading, with each page's summary."""
+    ids, uris = _state["ids"], _state["page_uris"]
+    items = [f"- [{_state['titles'][p]}]({render.rel_link(uri, uris[p])})"
+             + (f" — {ids[p].get('summary')}" if ids[p].get("summary") and ids[p].get("type") != "source" else "")
+             for p in page_ids or [] if isinstance(p, str) and p in uris]
+    return f"\n\n## {heading_text}\n\n" + "\n".join(items) + "\n" if items else ""
 
 
 def _split_title(markdown: str) -> tuple[str, str]:
