@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from mkdocs.plugins import event_priority
+from mkdocs.plugins import CombinedEvent, event_priority
 from mkdocs.structure.files import File, Files
 
 from kernelwiki.index import Wiki
@@ -62,10 +62,23 @@ def on_config(config):
         pages = [{titles[e.id]: generated.page_uri(e)} for e in entries
                  if generated.page_uri(e).startswith(section + "/")]
         if pages:
-            nav.append({generated.SECTION_TITLES[section]: pages})
+            nav.append({generated.SECTION_TITLES[section]: _grouped(pages)})
     nav.append({"Evidence": [{title: uri} for uri, title in EVIDENCE_PAGES.items()]})
     config.nav = nav
     return config
+
+
+def _grouped(pages: list[dict], size: int = 50) -> list[dict]:
+    """A long section as groups of `size` pages: with navigation.prune, a page then renders only its
+    own group's items, so the build stays linear in the number of pages instead of quadratic."""
+    if len(pages) <= size + size // 5:
+        return pages
+    groups = []
+    for start in range(0, len(pages), size):
+        chunk = pages[start:start + size]
+        first, last = next(iter(chunk[0])), next(iter(chunk[-1]))
+        groups.append({f"{first[:20]} … {last[:20]}": chunk})
+    return groups
 
 
 def on_files(files: Files, config) -> Files:
@@ -208,3 +221,33 @@ def _probe_section(meta: dict) -> str:
         out.append(f"### {spec.id}\n\n{spec.data.get('description', spec.data.get('title', ''))}\n")
         out.append(render.code_tabs(files))
     return "\n".join(out) + "\n"
+
+
+_CODE_AND_TABLES = re.compile(r'<div class="(?:kw-card|kw-claims|[^"]*\bhighlight)"[^>]*>.*?</div>', re.S)
+
+
+@event_priority(50)  # before the search plugin indexes the page
+def _search_sees_prose(context, page, config, nav):
+    """The search index gets the prose: no code (a search for a feature finds the page about it, not
+    every kernel that uses it), no evidence card, no claims table."""
+    _state["content"] = page.content
+    if page.content:
+        page.content = _CODE_AND_TABLES.sub("", page.content)
+    return context
+
+
+@event_priority(-50)  # after the search plugin: the page itself renders everything
+def _search_knows_aliases(context, page, config, nav):
+    if _state.get("content") is not None:
+        page.content = _state.pop("content")
+    aliases = page.meta.get("aliases")
+    search = next((p for name, p in config.plugins.items() if name.endswith("search")), None)
+    if aliases and search is not None:
+        for entry in reversed(search.search_index.entries):
+            if entry.get("location") == page.url:
+                entry["aliases"] = " ".join(str(a) for a in aliases)
+                break
+    return context
+
+
+on_page_context = CombinedEvent(_search_sees_prose, _search_knows_aliases)

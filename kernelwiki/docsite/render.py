@@ -100,8 +100,8 @@ def evidence_card(meta: dict, src_uri: str) -> str:
                           for a in archs) or "—"
     rows = [
         ("Evidence", arch_cells),
-        ("Status", f'{badge("status", meta.get("status"))} <span class="kw-note">'
-                   f'{html.escape(STATUS_TEXT.get(meta.get("status") or "", ""))}</span>'),
+        ("Status", f'<span title="{html.escape(STATUS_TEXT.get(meta.get("status") or "", ""))}">'
+                   f'{badge("status", meta.get("status"))}</span>'),
         ("Measured on", html.escape(str(meta.get("measured_on") or "not measured yet"))
          + (f' <span class="kw-note">({html.escape(str(meta["last_measured"])[:10])})</span>'
             if meta.get("last_measured") else "")),
