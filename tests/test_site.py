@@ -184,28 +184,195 @@ def shot(page, name: str) -> None:
     page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=False)
 
 
+def _pages_with(**match) -> list[dict]:
+    """Frontmatter of the wiki's pages whose fields equal `match` (read from the files, as the site does)."""
+    from kernelwiki.index import Wiki
+    from kernelwiki.repo import Repo
+
+    wiki = Wiki.load(Repo.find(ROOT))
+    return [dict(e.meta, rel=e.rel) for e in wiki.by_id().values()
+            if all(e.get(k) == v for k, v in match.items())]
+
+
+def _url(rel: str) -> str:
+    return "/" + rel.removeprefix("wiki/").removesuffix(".md") + "/"
+
+
+KERNEL_PAGES = [_url(p["rel"]) for p in _pages_with(type="kernel")]
+
+
+def test_no_empty_claims_heading_and_nav_titles_are_page_headings(site):
+    import html
+
+    compared = 0
+    for meta in _pages_with():
+        text = (site / _url(meta["rel"]).strip("/") / "index.html").read_text(encoding="utf-8")
+        if 'id="claims-and-measurements"' in text:
+            after = text.split('id="claims-and-measurements"', 1)[1]
+            assert 'class="kw-claims"' in after.split("<h2", 1)[0], meta["rel"]
+        h1 = re.search(r"<h1[^>]*>(.*?)</h1>", text, re.S)
+        active = re.search(r'md-nav__link--active"[^>]*>\s*<span class="md-ellipsis">\s*(.*?)\s*</span>', text, re.S)
+        plain = lambda fragment: html.unescape(re.sub(r"<[^>]+>", "", fragment)).replace("¶", "").strip()
+        assert h1 and active, meta["rel"]
+        assert plain(active.group(1)) == plain(h1.group(1)), meta["rel"]
+        compared += 1
+    assert compared > 40
+
+
 def test_wgmma_page_shows_evidence_card_and_claims_table(page, server):
     page.goto(f"{server}/hardware/wgmma/")
     card = page.locator(".kw-card").first
     card.wait_for(state="visible")
     assert "Evidence" in card.inner_text() and "sm_90a" in card.inner_text()
     assert page.locator(".kw-card .kw-badge").first.is_visible()
-    table = page.locator("table", has_text="measured here").first
-    assert table.is_visible()
+    table = page.locator(".kw-claims table", has_text="h200-bf16-dense-peak").first
     text = table.inner_text()
-    assert "h200-bf16-dense-peak" in text and "989 TFLOP/s" in text and "TFLOP/s" in text.split("989", 1)[1]
-    shot(page, "wgmma-evidence-card")
+    assert "h200-bf16-dense-peak" in text and "(TFLOP/s)" in text and "989" in text
+    assert not re.search(r"\d\.\d{5,}", text)  # 3-4 significant digits, not 795.8248
+    conditions = table.locator("details.kw-cond").first
+    assert conditions.is_visible() and not conditions.evaluate("d => d.open")
+    table.scroll_into_view_if_needed()
+    shot(page, "wgmma-claims-table")
 
 
 def test_search_finds_tcgen05(page, server):
     page.goto(f"{server}/")
     page.locator(".md-search__input").first.click()
     page.keyboard.type("tcgen05")
-    first = page.locator(".md-search-result__article").first
+    first = page.locator(".md-search-result__item").first
     first.wait_for(state="visible", timeout=15000)
     assert "matching document" in page.locator(".md-search-result__meta").inner_text()
     assert "tcgen05" in first.inner_text().lower()
     shot(page, "search-tcgen05")
+
+
+def _first_hit(page, words: str) -> str:
+    """The path of the first search result for `words`, typed as a reader types them."""
+    box = page.locator(".md-search__input").first
+    box.press("Control+a")
+    box.press("Backspace")
+    box.type(words, delay=10)
+    link = page.locator(".md-search-result__item .md-search-result__link").first
+    link.wait_for(state="attached", timeout=15000)
+    previous, stable = None, 0
+    while stable < 2:  # results update as each key arrives: wait until they settle
+        page.wait_for_timeout(250)
+        current = link.get_attribute("href") or ""
+        stable = stable + 1 if current == previous else 0
+        previous = current
+    return "/" + previous.split("://", 1)[-1].split("/", 1)[-1].split("?")[0].split("#")[0]
+
+
+def test_search_finds_every_page_by_each_alias_first(page, server):
+    page.goto(f"{server}/")
+    page.locator(".md-search__input").first.click()
+    missed = []
+    for meta in _pages_with():
+        for alias in meta.get("aliases") or []:
+            hit = _first_hit(page, str(alias))
+            if hit != _url(meta["rel"]):
+                missed.append(f"{alias} -> {hit} (expected {_url(meta['rel'])})")
+    assert not missed, missed
+
+
+def test_search_finds_the_page_about_a_thing_not_code_using_it(page, server):
+    page.goto(f"{server}/")
+    page.locator(".md-search__input").first.click()
+    assert _first_hit(page, "swizzle") == "/techniques/swizzling/"
+    assert _first_hit(page, "UMMA") == "/hardware/tcgen05-mma/"
+    assert _first_hit(page, "tcgen05") == "/hardware/tcgen05-mma/"
+
+
+@pytest.mark.parametrize("url", KERNEL_PAGES)
+def test_kernel_page_prose_starts_in_the_first_screen(browser, server, url):
+    context = browser.new_context(viewport={"width": 1440, "height": 900})
+    tab = context.new_page()
+    external: list[str] = []
+    tab.on("request", lambda r: None if r.url.startswith(server) or r.url.startswith("data:") else external.append(r.url))
+    tab.goto(f"{server}{url}")
+    first = tab.locator("article.md-content__inner > p").first
+    first.wait_for(state="visible")
+    box = first.bounding_box()
+    assert box and box["y"] + 20 < 900, f"{url}: first paragraph starts at {box}"
+    name = url.strip("/").replace("/", "-")
+    shot(tab, f"{name}-1440")
+    charts = tab.locator("img.kw-chart")
+    measured = [p for p in _pages_with(type="kernel") if _url(p["rel"]) == url and p.get("evidence_level") == "measured"]
+    if measured:
+        assert charts.count() >= 1, f"{url}: a measured kernel page without a chart"
+        charts.first.scroll_into_view_if_needed()
+        tab.wait_for_function("img => img.complete && img.naturalWidth > 0", arg=charts.first.element_handle())
+        shot(tab, f"{name}-chart-1440")
+    tab.set_viewport_size({"width": 390, "height": 844})
+    tab.evaluate("window.scrollTo(0, 0)")
+    shot(tab, f"{name}-390")
+    assert not external, external
+    context.close()
+
+
+def test_home_has_headline_measurements_linked_to_kernel_charts(page, server):
+    page.goto(f"{server}/")
+    table = page.locator("table", has_text="baseline").first
+    table.wait_for(state="visible")
+    assert "H200" in table.inner_text() and "×" in table.inner_text()
+    table.locator("a[href*='#measurements']").first.click()
+    page.wait_for_url("**/kernels/**#measurements")
+    shot(page, "home-headline-link-target")
+    page.goto(f"{server}/")
+    shot(page, "home-1440")
+    page.set_viewport_size({"width": 390, "height": 844})
+    shot(page, "home-390")
+
+
+def test_tabs_reach_the_evidence_pages_and_records_open_as_pages(page, server):
+    page.goto(f"{server}/kernels/hopper-gemm/")
+    page.locator(".md-tabs").get_by_role("link", name="Evidence").click()
+    page.wait_for_url("**/evidence/")
+    assert page.locator("h1").first.inner_text().startswith("Evidence dashboard")
+    page.goto(f"{server}/kernels/hopper-gemm/")
+    page.locator(".kw-claims a", has_text="record").first.click()
+    page.wait_for_url("**/records/**")
+    assert page.locator("h2", has_text="Environment").count() == 1 and page.locator("h2", has_text="Cases").count() == 1
+    assert page.locator("a[href$='.json']").count() >= 1
+    shot(page, "record-page")
+    page.goto(f"{server}/evidence/probes/")
+    entry = page.locator("#probe-hopper-gemm").locator("xpath=following-sibling::p[1]")
+    assert "Headline" in page.content() and "Backed by" in page.content()
+    shot(page, "probe-catalogue")
+
+
+def test_cross_links_see_also_cited_by_and_diagrams(page, server):
+    page.goto(f"{server}/kernels/hopper-gemm/")
+    prose = page.locator("article.md-content__inner > p a[href*='hardware/wgmma']")
+    assert prose.count() >= 1  # the id `hw-wgmma` in the prose became a link
+    assert page.locator("h2#see-also").count() == 1
+    assert page.locator(".tabbed-labels label").first.inner_text() == "hopper_gemm.py"  # the kernel, not PROVENANCE
+    page.goto(f"{server}/kernels/deepgemm/")
+    pinned = page.locator("a[href^='https://github.com/deepseek-ai/DeepGEMM/blob/']")
+    assert pinned.count() >= 1 and "sm90_fp8_gemm_1d2d.cuh" in pinned.first.get_attribute("href")
+    page.goto(f"{server}/sources/ptx-isa/")
+    assert page.locator("h2#cited-by").count() == 1
+    for url, name in (("/techniques/warp-specialization/", "warp-specialized-pipeline"),
+                      ("/hardware/tmem/", "tmem-lanes-columns"), ("/hardware/tcgen05-mma/", "tcgen05-2cta-mma"),
+                      ("/techniques/fine-grained-quantization/", "deepgemm-promotion")):
+        page.goto(f"{server}{url}")
+        image = page.locator(f"img[src*='{name}.svg']")
+        image.scroll_into_view_if_needed()
+        page.wait_for_function("img => img.complete && img.naturalWidth > 0", arg=image.element_handle())
+        shot(page, f"diagram-{name}")
+
+
+def test_dark_mode_status_icons_and_abbreviations(page, server):
+    page.goto(f"{server}/hardware/tmem/")
+    assert page.locator("abbr[title]", has_text="TMEM").count() >= 1
+    icons = page.evaluate("""() => Object.fromEntries(['draft', 'verified', 'regressed', 'stale'].map(s => {
+        const el = document.createElement('span'); el.className = 'md-status md-status--' + s;
+        document.body.appendChild(el); const after = getComputedStyle(el, '::after');
+        return [s, (after.maskImage || after.webkitMaskImage) + after.backgroundColor]; }))""")
+    assert len(set(icons.values())) == 4, icons
+    page.locator("label[for='__palette_1']").first.click()
+    page.wait_for_function("() => document.body.getAttribute('data-md-color-scheme') === 'slate'")
+    shot(page, "tmem-dark-1440")
 
 
 def test_code_tab_shows_the_kernel_source(page, server):

@@ -120,6 +120,8 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
     # The generated blocks serve readers of the raw Markdown; the site shows its own tables, after
     # the prose, and drops the heading a block stood under.
     markdown = GENERATED_BLOCK.sub("", markdown)
+    # mkdocs prefers the frontmatter title over the nav's; the nav shows the page's own heading.
+    meta["title"] = _state["titles"].get(meta["id"], meta.get("title"))
     title, body = _split_title(markdown)
     claims = render.page_claims(meta)
     body = render.claim_spans(body, {str(c.get("id")) for c in claims}, uri)
@@ -127,7 +129,10 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
     if meta.get("type") == "source":
         return f"{title}{render.source_card(meta)}\n{body.rstrip()}\n{_page_list('Cited by', _state['cited_by'].get(meta['id']), uri)}"
     tables = render.claims_tables(meta, uri, _state["page_uris"])
-    parts = [title, render.evidence_card(meta, uri), "\n", body.rstrip() + "\n"]
+    # Targets of the alias entries of the search index: the top of the page.
+    anchors = "".join(f'<span id="{alias_anchor(i, a)}"></span>' for i, a in enumerate(meta.get("aliases") or []))
+    card = render.evidence_card(meta, uri).replace('markdown="0">\n', f'markdown="0">{anchors}\n', 1)
+    parts = [title, card, "\n", body.rstrip() + "\n"]
     figures = _state["charts"].get(meta["id"]) or []
     if figures:
         parts.append("\n## Measurements\n\nFrom the run records, drawn when the site is built; "
@@ -164,7 +169,8 @@ def heading(path: Path) -> str | None:
             text = handle.read(1 << 16)
     except OSError:
         return None
-    match = re.search(r"^# (.+)$", text.split("\n---", 2)[-1] if text.startswith("---") else text, re.M)
+    body = text.split("\n---", 1)[-1] if text.startswith("---") else text  # after the frontmatter
+    match = re.search(r"^# (.+)$", body, re.M)
     return match.group(1).replace("`", "").strip() if match else None
 
 
@@ -238,16 +244,25 @@ def _search_sees_prose(context, page, config, nav):
 
 @event_priority(-50)  # after the search plugin: the page itself renders everything
 def _search_knows_aliases(context, page, config, nav):
+    """One search entry per alias, on the alias field that mkdocs.yml boosts above all others: a
+    search for an alias finds its page first, also where another page has a longer alias that
+    starts with it (`tensor-memory` vs `tensor-memory-accelerator`)."""
     if _state.get("content") is not None:
         page.content = _state.pop("content")
-    aliases = page.meta.get("aliases")
     search = next((p for name, p in config.plugins.items() if name.endswith("search")), None)
-    if aliases and search is not None:
-        for entry in reversed(search.search_index.entries):
-            if entry.get("location") == page.url:
-                entry["aliases"] = " ".join(str(a) for a in aliases)
-                break
+    if search is not None:
+        for index, alias in enumerate(page.meta.get("aliases") or []):
+            # Every query term is searched as a prefix, so `tcgen05` also matches `tcgen05.ld` of
+            # another page: the shorter (exact) alias weighs a little more.
+            search.search_index.entries.append({"location": f"{page.url}#{alias_anchor(index, alias)}",
+                                                "title": page.title, "text": "", "aliases": str(alias),
+                                                "boost": round(1 + 1 / len(str(alias)), 4)})
     return context
+
+
+def alias_anchor(index: int, alias: object) -> str:
+    """A unique anchor per alias of a page (deep-gemm and deep_gemm must not share one)."""
+    return f"alias-{index}-" + re.sub(r"[^a-z0-9]+", "-", str(alias).lower()).strip("-")
 
 
 on_page_context = CombinedEvent(_search_sees_prose, _search_knows_aliases)
