@@ -201,6 +201,18 @@ def _url(rel: str) -> str:
 KERNEL_PAGES = [_url(p["rel"]) for p in _pages_with(type="kernel")]
 
 
+def _has_a_measured_probe(url: str) -> bool:
+    """Whether a probe of the page has a passing run on a GPU (FA4 is `compiled` for its primary
+    arch, sm_100a, yet measured on the H200)."""
+    from kernelwiki.refresh import load_records
+    from kernelwiki.repo import Repo
+
+    records = load_records(Repo.find(ROOT))
+    meta = next(p for p in _pages_with(type="kernel") if _url(p["rel"]) == url)
+    return any(r.data.get("mode") == "run" and r.data.get("status") == "passed"
+               for probe in meta.get("probes") or [] for r in records.get(probe, []))
+
+
 def test_no_empty_claims_heading_and_nav_titles_are_page_headings(site):
     import html
 
@@ -297,8 +309,7 @@ def test_kernel_page_prose_starts_in_the_first_screen(browser, server, url):
     name = url.strip("/").replace("/", "-")
     shot(tab, f"{name}-1440")
     charts = tab.locator("img.kw-chart")
-    measured = [p for p in _pages_with(type="kernel") if _url(p["rel"]) == url and p.get("evidence_level") == "measured"]
-    if measured:
+    if _has_a_measured_probe(url):
         assert charts.count() >= 1, f"{url}: a measured kernel page without a chart"
         charts.first.scroll_into_view_if_needed()
         tab.wait_for_function("img => img.complete && img.naturalWidth > 0", arg=charts.first.element_handle())

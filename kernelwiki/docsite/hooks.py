@@ -136,7 +136,7 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
     figures = _state["charts"].get(meta["id"]) or []
     if figures:
         parts.append("\n## Measurements\n\nFrom the run records, drawn when the site is built; "
-                     "above 1 means ours is faster than the baseline.\n\n")
+                     "above 1 means the measured kernel is faster than its baseline.\n\n")
         parts += [f"![{c.title}]({render.rel_link(uri, 'assets/charts/' + c.name)}){{ .kw-chart loading=lazy }}\n\n"
                   for c in figures]
     if tables:
