@@ -149,3 +149,36 @@ def test_an_alias_of_two_pages_links_nowhere():
 
     linker = Linker({"a": "a.md", "b": "b.md"}, {"a": ["x.1"], "b": ["x.1"]})
     assert linker.link("`x.1` and x.1", "c.md", None) == "`x.1` and x.1"
+
+
+def test_refresh_copies_comparable_from_the_case_into_the_measured_claim():
+    from conftest import ROOT
+    from kernelwiki.refresh import _measured_claims
+    from kernelwiki.vocab import Vocabulary
+
+    vocab = Vocabulary.load(ROOT / "schemas")
+    record = _record([_case("a", 1.1, dtype="bf16", shape="8x8x8"), _case("b", 0.9, dtype="bf16", shape="8x8x8")])
+    spec = ProbeSpec("probe-gemm", Path("."), {"id": "probe-gemm", "cases": [
+        {"id": "a", "claim": "reported-a", "comparable": True}, {"id": "b", "claim": "reported-b"}]})
+    claims = {c["case"]: c for c in _measured_claims(spec, record, "kernel-x", {"reported-a", "reported-b"}, vocab)}
+    assert claims["a"]["reproduces"] == "reported-a" and claims["a"]["comparable"] is True
+    assert claims["b"]["reproduces"] == "reported-b" and "comparable" not in claims["b"]
+
+
+def test_comparable_is_an_optional_boolean_of_claims_and_probe_cases():
+    import json
+
+    import jsonschema
+
+    from conftest import ROOT
+
+    claim = json.loads((ROOT / "schemas/claim.schema.json").read_text())
+    good = {"id": "m", "metric": "tflops", "value": 1.0, "evidence": "measured", "record": "artifacts/evidence/p/r.json"}
+    jsonschema.validate({**good, "comparable": True}, claim)
+    try:
+        jsonschema.validate({**good, "comparable": "yes"}, claim)
+        raise AssertionError("a non-boolean comparable passed")
+    except jsonschema.ValidationError:
+        pass
+    probe = json.loads((ROOT / "schemas/probe.schema.json").read_text())
+    assert probe["properties"]["cases"]["items"]["properties"]["comparable"]["type"] == "boolean"
