@@ -182,3 +182,12 @@ def test_comparable_is_an_optional_boolean_of_claims_and_probe_cases():
         pass
     probe = json.loads((ROOT / "schemas/probe.schema.json").read_text())
     assert probe["properties"]["cases"]["items"]["properties"]["comparable"]["type"] == "boolean"
+
+
+def test_search_sees_prose_without_cards_claims_tables_or_code():
+    from kernelwiki.docsite.hooks import _CODE_AND_TABLES
+
+    html = ("<p>prose</p>" + render.evidence_card({"architectures": ["sm_90a"], "probes": ["probe-x"]}, "a/b.md")
+            + render.claims_tables(_meta(None), "kernels/k.md", {"src-a": "sources/a.md"})
+            + '<div class="language-python highlight"><pre><span></span><code>x = 1</code></pre></div><p>more</p>')
+    assert _CODE_AND_TABLES.sub("", html).replace("\n", "") == "<p>prose</p><p>more</p>"

@@ -231,7 +231,7 @@ STYLE = """
 .kw-claims th { font-weight: 700; }
 .kw-claims td.kw-num { text-align: right; white-space: nowrap; font-variant-numeric: tabular-nums; }
 .kw-claims .kw-badge { font-size: .55rem; }
-.kw-where { opacity: .75; }
+.kw-where { opacity: .75; display: block; }
 .md-typeset details.kw-cond { display: block; margin: 0; padding: 0; border: 0; box-shadow: none; background: none;
   font-size: inherit; }
 .md-typeset details.kw-cond > summary { padding: 0; margin: 0; background: none; border: 0; font-weight: 400;

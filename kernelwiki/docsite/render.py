@@ -188,7 +188,7 @@ def _conditions(label: dict) -> str:
     extra = [html.escape(str(label[k])) for k in ("conditions", "note") if label.get(k)]
     details = (f'<details class="kw-cond"><summary>conditions</summary>{"<br>".join(extra)}</details>'
                if extra else "")
-    return f'<div class="kw-where">{where}</div>{details}' if where or details else ""
+    return f'<span class="kw-where">{where}</span>{details}' if where or details else ""
 
 
 def _claim_cell(label: dict) -> str:
