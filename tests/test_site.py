@@ -316,6 +316,7 @@ def test_kernel_page_prose_starts_in_the_first_screen(browser, server, url):
         shot(tab, f"{name}-chart-1440")
     tab.set_viewport_size({"width": 390, "height": 844})
     tab.evaluate("window.scrollTo(0, 0)")
+    tab.wait_for_timeout(400)  # the header's title animation after the scroll
     shot(tab, f"{name}-390")
     assert not external, external
     context.close()
