@@ -55,7 +55,7 @@ def test_claims_table_shows_measured_over_reported_only_when_comparable():
     assert "on H200" in plain  # the reproduction ran on another GPU than the reported value
     assert '<details class="kw-cond"><summary>conditions</summary>long conditions</details>' in plain
     assert 'href="../../sources/a/"' in plain and 'href="../../records/p/r/"' in plain
-    assert 'id="claim-r"' in plain and "<code>HGMMA</code>" in plain
+    assert 'id="claim-r"' in plain and 'id="claim-m"' in plain and "<code>HGMMA</code>" in plain
     assert "of reported" not in render.claims_tables(_meta(False), "kernels/k.md", pages)
     assert "1.1× <span class=\"kw-note\">of reported" in render.claims_tables(_meta(True), "kernels/k.md", pages)
 

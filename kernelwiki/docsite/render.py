@@ -220,10 +220,19 @@ def _row(label: dict, reported: dict | None, measured: dict | None, src_uri: str
         ratios.append(f'{fmt_ratio(measured["value"] / reported["value"])} <span class="kw-note">of reported</span>')
     cells = [_claim_cell(label),
              f'<td class="kw-num">{fmt(reported["value"]) if reported else "—"}</td>',
-             f'<td class="kw-num">{fmt(measured["value"]) if measured else "—"}{_other_gpu(label, measured)}</td>',
+             f'<td class="kw-num">{_anchor_of(label, measured)}{fmt(measured["value"]) if measured else "—"}'
+             f'{_other_gpu(label, measured)}</td>',
              f'<td>{"<br>".join(ratios) or "—"}</td>',
              f"<td>{_cites((reported, measured), src_uri, page_uris)}</td>"]
     return "<tr>" + "".join(cells) + "</tr>"
+
+
+def _anchor_of(label: dict, measured: dict | None) -> str:
+    """A reproduction shares its row with the claim it reproduces: its own id still resolves, so a
+    claim span in the prose can link to it."""
+    if measured is None or measured is label:
+        return ""
+    return f'<span id="{claim_anchor(str(measured.get("id")))}"></span>'
 
 
 def _other_gpu(label: dict, measured: dict | None) -> str:
