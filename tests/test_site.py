@@ -348,8 +348,10 @@ def test_tabs_reach_the_evidence_pages_and_records_open_as_pages(page, server):
     assert page.locator("a[href$='.json']").count() >= 1
     shot(page, "record-page")
     page.goto(f"{server}/evidence/probes/")
-    entry = page.locator("#probe-hopper-gemm").locator("xpath=following-sibling::p[1]")
-    assert "Headline" in page.content() and "Backed by" in page.content()
+    entry = page.evaluate("""() => { let el = document.getElementById('probe-hopper-gemm').nextElementSibling, text = '';
+        while (el && el.tagName !== 'H2') { text += el.innerText + '\\n'; el = el.nextElementSibling; } return text; }""")
+    assert re.search(r"Backed by \d+ run records", entry) and "Headline" in entry
+    assert re.search(r"last [2-5] runs: [\d.]+× \(", entry)  # the ratio history of the headline case
     shot(page, "probe-catalogue")
 
 
