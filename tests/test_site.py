@@ -300,7 +300,9 @@ def test_kernel_page_prose_starts_in_the_first_screen(browser, server, url):
     context = browser.new_context(viewport={"width": 1440, "height": 900})
     tab = context.new_page()
     external: list[str] = []
+    errors: list[str] = []
     tab.on("request", lambda r: None if r.url.startswith(server) or r.url.startswith("data:") else external.append(r.url))
+    tab.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     tab.goto(f"{server}{url}")
     first = tab.locator("article.md-content__inner > p").first
     first.wait_for(state="visible")
@@ -319,6 +321,7 @@ def test_kernel_page_prose_starts_in_the_first_screen(browser, server, url):
     tab.wait_for_timeout(400)  # the header's title animation after the scroll
     shot(tab, f"{name}-390")
     assert not external, external
+    assert not errors, errors
     context.close()
 
 
