@@ -270,6 +270,8 @@ def _measured_claims(spec: ProbeSpec, record: Record, page_id: str, hand_ids: se
         claim.update(evidence="measured", record=record.path, case=case["id"])
         if case_spec.get("claim") in hand_ids:
             claim["reproduces"] = case_spec["claim"]
+            if isinstance(case_spec.get("comparable"), bool):
+                claim["comparable"] = case_spec["comparable"]
         if "baseline" in headline and "baseline_value" in headline:
             claim["baseline"] = {"name": headline["baseline"], "value": headline["baseline_value"]}
             claim["ratio"] = headline["ratio"]
