@@ -104,7 +104,7 @@ def test_naive_can_implement():
     (hopper_gemm.compile_for, {"m": 4000, "n": 2104, "k": 7000}, "HGMMA"),
     (hopper_gemm.compile_for, {"a_major": "mn", "b_major": "mn"}, "HGMMA"),
     (hopper_gemm.compile_for, {"ab_dtype": cutlass.TFloat32, "d_dtype": cutlass.Float32}, "HGMMA.64x256x8.F32.TF32"),
-    (hopper_gemm.compile_for, {"m": 1, "tile_m": 64, "tile_n": 192, "cluster_mn": (1, 1), "split_k": 4,
+    (hopper_gemm.compile_for, {"m": 1, "tile_m": 64, "tile_n": 192, "cluster_mn": (1, 1),
                                "d_dtype": cutlass.Float32}, "HGMMA.64x192x16"),
     (naive.compile_for, {}, "HGMMA"),
 ], ids=["persistent-bf16", "persistent-fp8", "persistent-partial-tiles", "persistent-mn-major", "persistent-tf32",
@@ -116,3 +116,20 @@ def test_compiles_to_tensor_core_sass_without_spills(compile_for, kwargs, sass):
     assert "wgmma.mma_async.sync.aligned" in emitted.ptx
     if emitted.sass is not None:
         assert sass in emitted.sass and not re.search(r"\bSTL\b", emitted.sass)  # no register spills
+
+
+def test_host_checks_name_the_value():
+    """Host-side checks on CPU tensors (torch only, no GPU): views the kernel would misread are refused."""
+    torch = pytest.importorskip("torch")
+    import sm90_common
+
+    x = torch.empty(32, 64, dtype=torch.bfloat16)
+    view, major = hopper_gemm._as_mkl("a", x[:1], "M")           # one row: K-major, canonical strides
+    assert major == "k" and view.shape == (1, 64, 1) and view.stride()[1] == 1
+    sm90_common.check_alignment("a", x, view, 1)
+    with pytest.raises(ValueError, match="stride 0 in mode 0"):
+        broadcast, _ = hopper_gemm._as_mkl("a", x[:1].expand(32, 64), "M")
+        sm90_common.check_alignment("a", x, broadcast, 1)
+    with pytest.raises(ValueError, match="neither M nor K is contiguous"):
+        hopper_gemm._as_mkl("a", x[:, ::2], "M")
+    assert hopper_gemm._overlap(x, x[3:5]) and not hopper_gemm._overlap(x[:16], x[16:])

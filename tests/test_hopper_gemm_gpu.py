@@ -132,3 +132,8 @@ def test_refusals_name_the_value():
         hopper_gemm.gemm(a, b, out=torch.empty(64, 255, dtype=torch.bfloat16, device="cuda"))
     with pytest.raises(ValueError, match="tile_n=96"):
         hopper_gemm.gemm(a, b, tile_n=96)
+    square = torch.randn(64, 64, device="cuda").bfloat16()
+    with pytest.raises(ValueError, match="out overlaps a"):
+        hopper_gemm.gemm(square, square.clone(), out=square)
+    with pytest.raises(ValueError, match="stride 0 in mode 0"):
+        hopper_gemm.gemm(a[:1].expand(64, 1024), b)

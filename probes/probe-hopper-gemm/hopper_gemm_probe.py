@@ -30,6 +30,8 @@ AB_DTYPES = {"bf16": hopper_gemm.cutlass.BFloat16, "fp16": hopper_gemm.cutlass.F
 _D_DTYPE = {"fp16": hopper_gemm.cutlass.Float16, "tf32": hopper_gemm.cutlass.Float32}
 TF32_MASK = -8192   # clears the 13 low mantissa bits: fp32 values exactly representable in tf32
 E4M3_MAX = 448.0
+
+
 def accumulation_floor(k: int) -> float:
     """8 x the FP32 unit roundoff x sqrt(K): a generous bound on the relative error of summing K exact
     products in FP32 in any order (random-walk rounding), about 3e-5 at K = 4096. The gate's tolerance
@@ -133,7 +135,11 @@ def _graphed(fn):
     with torch.cuda.graph(graph, stream=stream):
         fn()
     torch.cuda.current_stream().wait_stream(stream)
-    return graph.replay
+
+    def replay():
+        graph.replay()
+    replay.keep_alive = fn   # the graph holds raw pointers into what fn owns (our split-K workspace)
+    return replay
 
 
 def _quack(a, b):
@@ -161,9 +167,9 @@ import hopper_gemm
 a = torch.randn(1, 4096, device="cuda").bfloat16(); b = torch.randn(4096, 4096, device="cuda").bfloat16()
 torch.cuda.synchronize()
 t0 = time.perf_counter(); run, d = hopper_gemm.compile_gemm(a, b); t1 = time.perf_counter()
-run(); torch.cuda.synchronize()
+d.fill_(float("nan")); run(); torch.cuda.synchronize()
 ref = a.float() @ b.float().t()
-print("HOST", t1 - t0, ((d.float() - ref).norm() / ref.norm()).item())
+print("HOST", t1 - t0, ((d.float() - ref).norm() / ref.norm()).item(), int(torch.isnan(d).sum()))
 """
 
 
@@ -179,7 +185,7 @@ def host_overhead(ctx: Context) -> dict:
     import torch
 
     kernel_dir = str(REPO_ROOT / "artifacts" / "kernels" / "hopper-gemm")
-    seconds, errors = [], []
+    seconds, errors, unwritten = [], [], []
     with tempfile.TemporaryDirectory() as cache:
         env = {**os.environ, "KERNELWIKI_KERNEL_CACHE": cache}
         for _ in range(2):   # cold cache, then warm
@@ -190,12 +196,14 @@ def host_overhead(ctx: Context) -> dict:
                 raise RuntimeError(f"host-overhead driver failed: {out.stderr[-500:]}")
             seconds.append(float(line.split()[1]))
             errors.append(float(line.split()[2]))
+            unwritten.append(int(line.split()[3]))
     a, b = torch.randn(3, 4096, device="cuda").bfloat16(), torch.randn(4096, 4096, device="cuda").bfloat16()
     hopper_gemm.compile_gemm(a, b)   # this configuration, in memory
     a2 = torch.randn(5, 4096, device="cuda").bfloat16()
     t0 = time.perf_counter()
     run, d = hopper_gemm.compile_gemm(a2, b)
     new_shape_s = time.perf_counter() - t0
+    gates.poison(d)
     run()
     torch.cuda.synchronize()
     t0 = time.perf_counter()
@@ -204,9 +212,11 @@ def host_overhead(ctx: Context) -> dict:
     launch_us = (time.perf_counter() - t0) / 100 * 1e6
     torch.cuda.synchronize()
     ref = a2.float() @ b.float().t()
+    unwritten.append(int(torch.isnan(d).sum()))
     errors.append(((d.float() - ref).norm() / ref.norm()).item())
-    correctness = {"passed": max(errors) < gates.tolerance("bf16"), "rel_err": max(errors),
-                   "tolerance": gates.tolerance("bf16"), "all_written": True}
+    all_written = not any(unwritten)
+    correctness = {"passed": all_written and max(errors) < gates.tolerance("bf16"), "rel_err": max(errors),
+                   "tolerance": gates.tolerance("bf16"), "all_written": all_written}
     return {"correctness": correctness,
             "metrics": {"first_call_cold_cache_s": round(seconds[0], 3), "first_call_disk_cache_s": round(seconds[1], 3),
                         "new_shape_same_config_ms": round(new_shape_s * 1e3, 3), "run_launch_us": round(launch_us, 2)},
@@ -245,9 +255,9 @@ def run_case(case: dict, ctx: Context) -> dict:
     out = torch.empty_like(d)
     tf32_before = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"   # cuBLAS TF32 for the tf32 cases only
+    kernel_d = hopper_gemm.cutlass.Float32 if run.config.split_k > 1 else _D_DTYPE.get(dtype, AB_DTYPES["bf16"])
     metrics: dict = {"config": run.config.describe(), "stages": hopper_gemm.HopperGemm(
-        AB_DTYPES[dtype], _D_DTYPE.get(dtype, AB_DTYPES["bf16"]), tile_n=run.config.tile_n,
-        tile_m=run.config.tile_m).stages}
+        AB_DTYPES[dtype], kernel_d, tile_n=run.config.tile_n, tile_m=run.config.tile_m).stages}
     try:
         candidates = {"ours": run, **_cublas(dtype, a, b, scale_a, scale_b, out)}
         if params.get("set") == "llm-shapes":
@@ -291,13 +301,17 @@ def compile_kernel(arch: str) -> compile_mod.Emitted:
     """Every configuration the heuristic can pick for bf16 (tile_m x tile_n, split-K), the transposed
     operands, fp8 and tf32: shapes are dynamic, so one compile per configuration covers M = 1 too."""
     emitted = compile_mod.from_cute(hopper_gemm.compile_for(arch, m=1, cluster_mn=(2, 1)), arch)
-    extras = [hopper_gemm.compile_for(arch, m=1, tile_m=64, tile_n=tile_n, cluster_mn=(1, 1), split_k=4)
-              for tile_n in (64, 128, 192, 256)]
+    # decode: 64-row tiles, and the FP32-output kernels split-K runs
+    f32 = hopper_gemm.cutlass.Float32
+    extras = [hopper_gemm.compile_for(arch, m=1, tile_m=64, tile_n=tile_n, cluster_mn=(1, 1), d_dtype=d_dtype)
+              for tile_n in (64, 128, 192, 256) for d_dtype in (AB_DTYPES["bf16"], f32)]
+    extras += [hopper_gemm.compile_for(arch, tile_n=tile_n, cluster_mn=(1, 1), d_dtype=f32) for tile_n in (64, 128)]
     transposed = compile_mod.from_cute(hopper_gemm.compile_for(arch, cluster_mn=(2, 1), a_major="mn", b_major="mn"),
                                        arch)
     if re.search(r"wgmma\.mma_async[^;]*p, 1,\s*1, 1, 1;", transposed.ptx):
         emitted.facts.append("mn-major-operands:imm-trans-a=1,imm-trans-b=1")
-    if "cp.async.bulk.tensor.1d" not in emitted.ptx:
+    ranks = set(re.findall(r"cp\.async\.bulk\.tensor\.(\d)d", emitted.ptx))
+    if ranks == {"3"}:   # every TMA of the M = 1 compile keeps (rows, K, L)
         emitted.facts.append("m1-operand-tma-rank:3d")
     extras += [hopper_gemm.compile_for(arch, ab_dtype=AB_DTYPES["e4m3"], cluster_mn=(2, 1)),
                hopper_gemm.compile_for(arch, ab_dtype=AB_DTYPES["tf32"], d_dtype=_D_DTYPE["tf32"], cluster_mn=(2, 1))]

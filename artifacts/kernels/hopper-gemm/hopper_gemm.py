@@ -32,7 +32,9 @@ Constraints (can_implement): A and B of the same type, bf16, fp16, tf32 or e4m3 
     K-major: wgmma transposes 16-bit operands only); the contiguous dimension of A, B and D and every
     other stride 16-byte aligned, base pointers 16-byte aligned (TMA); any M, N, K >= 1 otherwise:
     partial tiles are handled by TMA (loads outside the tensor read zeros, stores outside it are
-    dropped). tile_m in {64, 128}; tile_n in {64, 128, 192, 256}; cluster_mn in {(1,1), (2,1), (1,2)}.
+    dropped). tile_m in {64, 128}; tile_n in {64, 128, 192, 256}; cluster_mn in {(1,1), (2,1), (1,2)};
+    split_k in 1..16, with cluster_mn (1,1) only when above 1 (not re-tested since a scratch harness
+    bug); `out` must not overlap a or b, nor itself (no stride 0).
 
 Compile only (any machine): python artifacts/kernels/hopper-gemm/hopper_gemm.py --arch sm_90a
 Run: probe-hopper-gemm (kernelwiki probe run --probe probe-hopper-gemm) on an H200.
@@ -41,6 +43,7 @@ Run: probe-hopper-gemm (kernelwiki probe run --probe probe-hopper-gemm) on an H2
 from __future__ import annotations
 
 import argparse
+import enum
 import math
 import warnings
 from dataclasses import dataclass
@@ -63,13 +66,18 @@ PRODUCER_REGISTERS, CONSUMER_REGISTERS = 40, 232   # setmaxnreg targets (multipl
 K_TILE_BYTES = 128      # one 128-byte swizzle row of K per stage: 64 bf16/fp16, 32 tf32 or 128 fp8 elements
 EPI_TILE_N = 32         # epilogue slice: (tile_m, 32) columns at a time through shared memory
 EPI_STAGES = 4
-EPILOGUE_BARRIER = 1    # named barrier ids: 0 is __syncthreads
 AB_DTYPES = (cutlass.BFloat16, cutlass.Float16, cutlass.TFloat32, cutlass.Float8E4M3FN)
 D_DTYPES = (cutlass.BFloat16, cutlass.Float16, cutlass.Float32)
 TILE_MS = (64, 128)
 TILE_NS = (64, 128, 192, 256)
 CLUSTERS = ((1, 1), (2, 1), (1, 2))
 MAX_SPLIT_K = 16
+MAJOR_MODE = {"k": 1, "mn": 0}   # which mode of a (rows, K, L) view is contiguous
+
+
+class NamedBarrier(enum.IntEnum):
+    """Named barrier ids (0 is __syncthreads)."""
+    EPILOGUE = 1
 
 # nvidia-cutlass-dsl 4.8.1 marks its persistent tile scheduler as moved to CUTLASS's examples; at the
 # pinned version the wheel copy is the one available, so only that message is silenced.
@@ -125,8 +133,9 @@ class HopperGemm:
         if not 1 <= split_k <= MAX_SPLIT_K:
             raise ValueError(f"split_k={split_k} unsupported; use 1..{MAX_SPLIT_K}")
         if split_k > 1 and tuple(cluster_mn) != (1, 1):
-            # seen on the H200: split-K inside 2-CTA clusters ended in illegal memory accesses after
-            # some launches (not found yet); choose_config never combines them
+            # not verified on the GPU: illegal memory accesses were seen with it in scratch runs, which
+            # also replayed CUDA graphs after the split-K workspace had been freed (a harness bug, the
+            # likely cause); refused until re-tested. choose_config never combines them.
             raise ValueError(f"split_k={split_k} with cluster_mn={tuple(cluster_mn)} unsupported; split-K runs "
                              f"with cluster_mn=(1, 1)")
         if min(m, n, k, batch) < 1:
@@ -308,7 +317,7 @@ class HopperGemm:
         slice_shape = cute.shape(thr_r2s.partition_S(sD))[:3]
         rSlice = cute.make_rmem_tensor(slice_shape, self.acc_dtype)
         rSlice_out = cute.make_rmem_tensor(slice_shape, self.d_dtype)
-        epilogue_barrier = pipeline.NamedBarrier(barrier_id=EPILOGUE_BARRIER,
+        epilogue_barrier = pipeline.NamedBarrier(barrier_id=int(NamedBarrier.EPILOGUE),
                                                  num_threads=self.consumers * WARPGROUP_THREADS)
         store_pipeline = pipeline.PipelineTmaStore.create(
             num_stages=EPI_STAGES,
@@ -427,19 +436,18 @@ def _compile(ab_dtype, d_dtype, a_major: str, b_major: str, config: GemmConfig, 
     op = HopperGemm(ab_dtype, d_dtype, config.tile_n, config.cluster_mn, config.swizzle, tile_m=config.tile_m,
                     **dict(variant))
     options = f"--gpu-arch {arch} --keep-ptx --keep-cubin --dump-dir {DUMP_DIR}" if arch else ""
-    leading = {"k": 1, "mn": 0}
-    return cute.compile(op, fake_tensor(ab_dtype, leading[a_major]), fake_tensor(ab_dtype, leading[b_major]),
+    return cute.compile(op, fake_tensor(ab_dtype, MAJOR_MODE[a_major]), fake_tensor(ab_dtype, MAJOR_MODE[b_major]),
                         fake_tensor(d_dtype, 1), cutlass.Float32(1.0), cutlass.Int32(1), clusters, make_fake_stream(),
                         options=options)
 
 
 def compile_for(arch: str = "sm_90a", m: int = 1024, n: int = 1024, k: int = 1024, ab_dtype=cutlass.BFloat16,
                 d_dtype=cutlass.BFloat16, tile_n: int = 256, cluster_mn=(2, 1), sms: int = 132, a_major: str = "k",
-                b_major: str = "k", tile_m: int = 128, split_k: int = 1, **variant):
+                b_major: str = "k", tile_m: int = 128, **variant):
     """Compile with fake tensors (no GPU needed), keeping PTX and cubin. Shapes are dynamic; m, n, k
     only go through can_implement."""
-    HopperGemm.can_implement(ab_dtype, d_dtype, m, n, k, tile_n, cluster_mn, a_major, b_major, tile_m, split_k)
-    config = GemmConfig(tile_m, tile_n, tuple(cluster_mn), split_k)
+    HopperGemm.can_implement(ab_dtype, d_dtype, m, n, k, tile_n, cluster_mn, a_major, b_major, tile_m)
+    config = GemmConfig(tile_m, tile_n, tuple(cluster_mn))
     return _compile(ab_dtype, d_dtype, a_major, b_major, config, sms // (cluster_mn[0] * cluster_mn[1]), arch,
                     tuple(sorted(variant.items())))
 
@@ -526,6 +534,10 @@ def compile_gemm(a, b, out_dtype=None, alpha: float = 1.0, tile_n: int | None = 
     vd, d_major = _as_mkl("out", out, "M")
     if d_major != "k" or (n > 1 and vd.stride(1) != 1):
         raise ValueError(f"out: N must be the contiguous dimension (strides {tuple(out.stride())})")
+    for name, t in (("a", a), ("b", b)):
+        if _overlap(out, t):
+            raise ValueError(f"out overlaps {name} in memory; the kernel reads {name} while it writes out: "
+                             f"pass a separate tensor")
     ab_dtype = cutlass.TFloat32 if a.dtype == torch.float32 else dtypes[a.dtype]
     props = torch.cuda.get_device_properties(a.device)
     chosen = choose_config(m, n, k, batch, props.multi_processor_count, ab_dtype.width)
@@ -537,8 +549,8 @@ def compile_gemm(a, b, out_dtype=None, alpha: float = 1.0, tile_n: int | None = 
         config = GemmConfig(config.tile_m, config.tile_n, (1, 1), config.split_k, swizzle)
     HopperGemm.can_implement(ab_dtype, dtypes[out_dtype], m, n, k, config.tile_n, config.cluster_mn, a_major,
                              b_major, config.tile_m, config.split_k, batch)
-    for name, t, v in (("a", a, va), ("b", b, vb), ("out", out, vd)):
-        check_alignment(name, t, v)
+    for name, t, v, major in (("a", a, va, a_major), ("b", b, vb, b_major), ("out", out, vd, "k")):
+        check_alignment(name, t, v, MAJOR_MODE[major])
 
     if config.split_k > 1:   # partial products in FP32, one slice per K range: (M, N, L x split_k)
         workspace = torch.empty(batch, config.split_k, m, n, dtype=torch.float32, device=a.device)
@@ -546,23 +558,44 @@ def compile_gemm(a, b, out_dtype=None, alpha: float = 1.0, tile_n: int | None = 
         d_kernel_dtype = cutlass.Float32
     else:
         workspace, vd_kernel, d_kernel_dtype = None, vd, dtypes[out_dtype]
-    kernel = kernel_for(ab_dtype, d_kernel_dtype, a_major, b_major, config, tuple(sorted(variant.items())))
-    major_mode = {"k": 1, "mn": 0}
-    operand_type = cutlass.TFloat32 if a.dtype == torch.float32 else None   # fp32 operands are read as tf32
-    views = (cute_view(va, major_mode[a_major], operand_type), cute_view(vb, major_mode[b_major], operand_type),
+    with torch.cuda.device(a.device):
+        kernel = kernel_for(ab_dtype, d_kernel_dtype, a_major, b_major, config, tuple(sorted(variant.items())))
+    operand_type = cutlass.TFloat32 if ab_dtype == cutlass.TFloat32 else None   # fp32 operands are read as tf32
+    views = (cute_view(va, MAJOR_MODE[a_major], operand_type), cute_view(vb, MAJOR_MODE[b_major], operand_type),
              cute_view(vd_kernel, 1))
     scale, split = cutlass.Float32(alpha), cutlass.Int32(config.split_k)
 
     # split-K: the FP32 slices summed in a fixed order (deterministic), then converted into out
     reduced = None if workspace is None else torch.empty(batch, m, n, dtype=torch.float32, device=a.device)
 
+    device = a.device
+    allocated_on = torch.cuda.current_stream(device)
+
     def run():
-        kernel(*views, scale, split, current_stream())
-        if workspace is not None:
-            torch.sum(workspace, dim=1, out=reduced)
-            out.copy_(reduced.view(shape_d))
+        """Launch on the stream current now. A CUDA graph captured from run() holds raw pointers to
+        the split-K workspace, which run() owns: keep run alive as long as such a graph."""
+        stream = torch.cuda.current_stream(device)
+        if workspace is not None and stream != allocated_on:   # freed later only after this stream's work
+            workspace.record_stream(stream)
+            reduced.record_stream(stream)
+        with torch.cuda.device(device):
+            kernel(*views, scale, split, current_stream())
+            if workspace is not None:
+                torch.sum(workspace, dim=1, out=reduced)
+                out.copy_(reduced.view(shape_d))
     run.config = config
     return run, out
+
+
+def _overlap(x, y) -> bool:
+    """Whether the memory spans of two tensors intersect (a conservative test: spans, not elements)."""
+    if x.numel() == 0 or y.numel() == 0:
+        return False
+    def span(t):
+        start = t.data_ptr()
+        return start, start + (sum((n - 1) * s for n, s in zip(t.shape, t.stride())) + 1) * t.element_size()
+    (x0, x1), (y0, y1) = span(x), span(y)
+    return x0 < y1 and y0 < x1
 
 
 def gemm(a, b, out_dtype=None, alpha: float = 1.0, out=None, **settings):

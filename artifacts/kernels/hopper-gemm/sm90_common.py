@@ -13,6 +13,7 @@ gave a 1-D TMA atom for a 2-D box (and a crash); a run-time extent keeps every m
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import tempfile
@@ -43,8 +44,16 @@ def load_atom(tensor, smem_layout, tile, multicast: int):
 
 
 def max_active_clusters(cluster_mn: tuple[int, int]) -> int:
-    """How many clusters of this shape fit on the current GPU at one CTA per SM."""
-    return utils.HardwareInfo().get_max_active_clusters(cluster_mn[0] * cluster_mn[1])
+    """How many clusters of this shape fit on the current GPU at one CTA per SM. Asked once per GPU
+    and cluster size: the DSL answers by compiling and loading a probe kernel each time."""
+    import torch
+
+    return _max_active_clusters(torch.cuda.current_device(), cluster_mn[0] * cluster_mn[1])
+
+
+@functools.lru_cache(maxsize=None)
+def _max_active_clusters(device: int, cluster_size: int) -> int:
+    return utils.HardwareInfo().get_max_active_clusters(cluster_size)
 
 
 # --- host side: views ----------------------------------------------------------------------------------
@@ -106,26 +115,32 @@ def fake_tensor(dtype, leading: int, rank: int = 3, aligned: bool = True):
     return make_fake_tensor(dtype, shape, stride, assumed_align=ALIGN_BYTES)
 
 
-def check_alignment(name: str, tensor, view) -> None:
-    """TMA reads 16-byte-aligned rows: the base address and every stride but the contiguous one.
-    `view` is the tensor as the kernel sees it (canonical strides in its size-1 modes)."""
+def check_alignment(name: str, tensor, view, leading: int) -> None:
+    """TMA reads 16-byte-aligned rows: the base address and every stride but the contiguous one
+    (mode `leading` of `view`, the tensor as the kernel sees it, with canonical strides in its
+    size-1 modes) must be multiples of 16 bytes, and none of them 0 (a broadcast view)."""
     size = tensor.element_size()
     if tensor.data_ptr() % ALIGN_BYTES:
         raise ValueError(f"{name}: data_ptr {tensor.data_ptr():#x} is not {ALIGN_BYTES}-byte aligned (TMA); "
                          f"pass a tensor that starts on a {ALIGN_BYTES}-byte boundary, e.g. .clone()")
-    for mode, stride in enumerate(view.stride()):
-        if stride != 1 and stride * size % ALIGN_BYTES:
+    for mode, (extent, stride) in enumerate(zip(view.shape, view.stride())):
+        if mode == leading:
+            continue
+        if stride == 0 and extent > 1:
+            raise ValueError(f"{name}: stride 0 in mode {mode} (a broadcast view); TMA needs distinct rows: "
+                             f"call .contiguous()")
+        if stride * size % ALIGN_BYTES:
             raise ValueError(f"{name}: stride {stride} (mode {mode}) is not a multiple of {ALIGN_BYTES} bytes "
                              f"({ALIGN_BYTES // size} elements); TMA needs 16-byte-aligned rows")
 
 
-def current_stream():
-    """The CUDA stream torch has current now: read at every launch, so a launch can be captured in a
-    CUDA graph on any stream."""
+def current_stream(device=None):
+    """The CUDA stream torch has current now (on `device`, default the current one): read at every
+    launch, so a launch can be captured in a CUDA graph on any stream."""
     import cuda.bindings.driver as cuda
     import torch
 
-    return cuda.CUstream(torch.cuda.current_stream().cuda_stream)
+    return cuda.CUstream(torch.cuda.current_stream(device).cuda_stream)
 
 
 # --- compiled-kernel cache -------------------------------------------------------------------------------
