@@ -92,6 +92,87 @@ def test_every_layout_compiles_to_unserialized_qgmma(layout, tile_n, cluster):
     assert promotions >= tile_n // 2                       # one FFMA per accumulator element per K tile
 
 
+TMA_RANK = re.compile(r"cp\.async\.bulk\.tensor\.(\d)d")
+
+
+@pytest.mark.parametrize("layout, groups, cluster", [("normal", 1, (2, 1)), ("masked", 4, (1, 2)),
+                                                     ("contiguous", 4, (1, 2))])
+def test_tma_keeps_every_mode(layout, groups, cluster):
+    """One compile serves every shape, M = 1 included: all TMA copies (A, B, A scales, D) are 3-D,
+    (rows, K or N, L), because no extent is known at compile time and so none is dropped."""
+    ptx = compile_mod.from_cute(kernel.compile_for("sm_90a", layout, groups=groups, tile_n=64, cluster_mn=cluster),
+                                "sm_90a").ptx
+    ranks = TMA_RANK.findall(ptx)
+    assert len(ranks) == 5 and set(ranks) == {"3"}     # loads of A, B, A scales; the D store (two call sites)
+
+
+def test_static_m_of_one_drops_the_mode():
+    """The root cause of the M = 1 crash, kept as a check on CuTe: with a static M of 1 the M mode is
+    dropped when the TMA atoms are built, and A's load and D's store become 1-D copies."""
+    from cutlass.cute.runtime import make_fake_compact_tensor
+    from cutlass.runtime import make_fake_stream
+
+    e4m3, f32 = cutlass.Float8E4M3FN, cutlass.Float32
+    fake = lambda dtype, shape, order: make_fake_compact_tensor(dtype, shape, stride_order=order,  # noqa: E731
+                                                                assumed_align=16)
+    k_major, m_major = (1, 0, 2), (0, 1, 2)
+    tensors = (fake(e4m3, (1, 128, 1), k_major), fake(f32, (1, 1, 1), m_major), fake(e4m3, (128, 128, 1), k_major),
+               fake(f32, (1, 1, 1), k_major), fake(cutlass.BFloat16, (1, 128, 1), k_major),
+               fake(cutlass.Int32, (1,), (0,)))
+    compiled = kernel.cute.compile(GEMM("normal", 64, (1, 1)), *tensors, 132, make_fake_stream(),
+                                   options=f"--gpu-arch sm_90a --keep-ptx --keep-cubin --dump-dir {kernel.DUMP_DIR}")
+    assert "1" in TMA_RANK.findall(compile_mod.from_cute(compiled, "sm_90a").ptx)
+
+
+@pytest.mark.parametrize("leading, shape, strides", [(1, (1, 256, 1), (256, 1, 256)), (0, (1, 4, 1), (1, 4, 4)),
+                                                     (0, (5,), (1,))])
+def test_fake_tensors_match_runtime_views(leading, shape, strides):
+    """The compiled kernel reads each argument's descriptor as it was compiled: the fake tensors of
+    compile_for must have the types of the views that run() passes (32-bit extents, 64-bit strides)."""
+    np = pytest.importorskip("numpy")
+    from cutlass._mlir import ir
+    from cutlass.cute.runtime import from_dlpack
+
+    array = np.lib.stride_tricks.as_strided(np.empty(64, np.float32), shape, [4 * s for s in strides])
+    layout = re.compile(r'"(.*)"')
+    with ir.Context(), ir.Location.unknown():
+        fake = kernel._fake(cutlass.Float32, leading, rank=len(shape)).__get_mlir_types__()
+        view = from_dlpack(array, assumed_align=16).mark_layout_dynamic(leading_dim=leading).__get_mlir_types__()
+        assert layout.search(str(fake[0])).group(1) == layout.search(str(view[0])).group(1)
+
+
+def _probe_module():
+    return _load("fp8_blockscale_probe", ROOT / "probes" / "probe-fp8-blockscale-gemm" / "fp8_blockscale_probe.py")
+
+
+def test_probe_precompiles_each_deepgemm_configuration_once():
+    probe = _probe_module()
+    shapes = probe._deepgemm_shapes(probe.PROBE.spec["cases"])
+    assert len(shapes) == len({tuple(sorted(s.items())) for s in shapes})         # the tiling cases repeat shapes
+    assert {"layout": "masked", "m": 256, "n": 4096, "k": 7168, "groups": 4} in shapes
+    assert {"layout": "contiguous", "m": 32768, "n": 4096, "k": 7168, "groups": 8} in shapes
+    assert not any(s["layout"] == "contiguous" and s["m"] == 1536 for s in shapes)  # padding rows: DeepGEMM skipped
+    assert len([s for s in shapes if s["layout"] == "normal"]) == 20                # 18 DeepGEMM shapes + two M = 1
+
+
+def test_probe_marks_bit_exact_only_where_cublas_matched_before():
+    cases = {c["id"]: c["params"] for c in _probe_module().PROBE.spec["cases"]}
+    assert all(p.get("bit_exact") for i, p in cases.items() if i.startswith(("normal-64x", "normal-4096x", "tiling-")))
+    assert not any(cases[i].get("bit_exact") for i in ("normal-1x8x128", "normal-1x4096x7168"))
+
+
+def test_probe_summary_table(capsys):
+    _probe_module().print_summary([
+        {"case": "normal-4096x4096x7168", "ours": 1100.0, "DeepGEMM": 1375.0, "cuBLAS": 1300.0, "differing": 0,
+         "differing_deepgemm": 0, "passed": True},
+        {"case": "normal-1x8x128", "ours": 0.01, "DeepGEMM": None, "cuBLAS": None, "differing": None,
+         "differing_deepgemm": None, "passed": False}])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:5] == ["case", "ours", "DeepGEMM", "cuBLAS", "ours/DG"]
+    assert lines[1].split() == ["normal-4096x4096x7168", "1100", "1375", "1300", "0.800", "0", "0", "yes"]
+    assert lines[2].split() == ["normal-1x8x128", "0", "-", "-", "-", "-", "-", "NO"]
+
+
 def test_naive_variant_checks_and_compiles():
     with pytest.raises(ValueError, match="N=200 must be a positive multiple of its tile 128"):
         naive.NaiveBlockScaleGemm.can_implement(256, 200, 256)

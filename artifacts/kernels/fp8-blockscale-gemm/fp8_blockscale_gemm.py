@@ -21,6 +21,9 @@ What it does
                    both tend to promote at the same time and the tensor core idles meanwhile.
       epilogue     stmatrix into shared memory, TMA store in (128, 32) slices.
     `choose_tiling` picks tile_n by waves of tiles on the GPU and a 1x2 cluster (A multicast).
+    Shapes and strides are dynamic (compiled once per layout, tiling and variant): with a static
+    extent of 1 (M = 1) CuTe drops that mode when it builds the TMA atoms, and A's load and D's
+    store became 1-D copies of the wrong box (a crash); with dynamic extents every copy is 3-D.
 
 Layouts (DeepGEMM's names)
     normal      A (M, K), sfa (M, K/128), B (N, K), sfb (ceil(N/128), K/128), D (M, N).
@@ -38,7 +41,9 @@ Layouts (DeepGEMM's names)
     which `quantize.per_token_cast` guarantees by padding.
 
 Constraints (can_implement): K a multiple of 128; N a multiple of 8 (TMA rows of D); tile_n in
-    {64, 128, 192};
+    {64, 128, 192}; any M >= 1; A and B may be views with any 16-byte-multiple row and group
+    strides, sfa any M-major view with K-block and group strides that are multiples of 4 floats,
+    all starting on 16-byte boundaries (`compile_gemm` checks the torch tensors);
     contiguous: M a multiple of 128; cluster_mn in {(1,1), (2,1), (1,2)}, and (1,1) or (1,2) for
     the grouped layouts: the two CTAs of a 2x1 cluster may belong to different groups, so they
     cannot share B.
@@ -85,7 +90,7 @@ os.makedirs(DUMP_DIR, exist_ok=True)
 
 class Fp8BlockScaleGemm:
     def __init__(self, layout: str = "normal", tile_n: int = 128, cluster_mn: tuple[int, int] = (2, 1), swizzle: int = 1,
-                 order_warpgroups: bool = True, unscaled_k_tile: int = -1):
+                 order_warpgroups: bool = True, unscaled_k_tile: int = -1, sfa_k_shift: int = 0):
         self.layout = layout
         self.ab_dtype, self.sf_dtype, self.d_dtype, self.acc_dtype = (
             cutlass.Float8E4M3FN, cutlass.Float32, cutlass.BFloat16, cutlass.Float32)
@@ -96,6 +101,8 @@ class Fp8BlockScaleGemm:
         self.order_warpgroups = order_warpgroups
         # the negative control: this K tile is accumulated without its scales (sfa * sfb taken as 1)
         self.unscaled_k_tile = unscaled_k_tile
+        # the realistic negative control: A's scales read from K block (k + shift) mod K blocks
+        self.sfa_k_shift = sfa_k_shift
         self.epi_tile = (TILE_M, EPI_TILE_N)
         stage_bytes = (TILE_M + tile_n) * BLOCK + TILE_M * 4   # A, B (1 byte each), A scales (fp32)
         epi_bytes = EPI_STAGES * TILE_M * EPI_TILE_N * 2
@@ -274,7 +281,10 @@ class Fp8BlockScaleGemm:
                               mcast_mask=a_mask)
                     cute.copy(tma_b, tBgB_tile[(None, k_tile)], tBsB[(None, state.index)], tma_bar_ptr=barrier,
                               mcast_mask=b_mask)
-                    cute.copy(tma_sfa, tSgSFA_tile[(None, k_tile)], tSsSFA[(None, state.index)], tma_bar_ptr=barrier)
+                    sfa_k = k_tile
+                    if cutlass.const_expr(self.sfa_k_shift != 0):
+                        sfa_k = (k_tile + self.sfa_k_shift) % k_tiles
+                    cute.copy(tma_sfa, tSgSFA_tile[(None, sfa_k)], tSsSFA[(None, state.index)], tma_bar_ptr=barrier)
                     ab_pipeline.producer_commit(state)
                     state.advance()
             scheduler.advance_to_next_work()
@@ -436,26 +446,30 @@ def max_active_clusters(cluster_mn: tuple[int, int]) -> int:
     return utils.HardwareInfo().get_max_active_clusters(cluster_mn[0] * cluster_mn[1])
 
 
-def compile_for(arch: str = "sm_90a", layout: str = "normal", m: int = 1024, n: int = 1024, k: int = 1024,
-                groups: int = 1, tile_n: int = 128, cluster_mn=(2, 1), sms: int = 132, **variant):
-    """Compile with fake tensors (no GPU needed), keeping PTX and cubin. For masked, m is M_max."""
-    from cutlass.cute.runtime import make_fake_compact_tensor
+def compile_for(arch: str = "sm_90a", layout: str = "normal", groups: int = 1, tile_n: int = 128, cluster_mn=(2, 1),
+                sms: int = 132, **variant):
+    """Compile with fake tensors (no GPU needed), keeping PTX and cubin. Every shape and stride is
+    dynamic, as at run time (`_views`): one compile serves every M, N, K and group count."""
     from cutlass.runtime import make_fake_stream
 
-    Fp8BlockScaleGemm.can_implement(layout, m, n, k, groups, tile_n, cluster_mn)
-    l_a, l_b = (groups if layout == "masked" else 1), (1 if layout == "normal" else groups)
+    Fp8BlockScaleGemm.can_implement(layout, TILE_M, 128, BLOCK, groups, tile_n, cluster_mn)
     e4m3, f32 = cutlass.Float8E4M3FN, cutlass.Float32
-    k_major, m_major = (1, 0, 2), (0, 1, 2)   # stride_order: which mode is contiguous
-    fake = make_fake_compact_tensor
-    tensors = (fake(e4m3, (m, k, l_a), stride_order=k_major, assumed_align=16),
-               fake(f32, (m, k // BLOCK, l_a), stride_order=m_major, assumed_align=16),
-               fake(e4m3, (n, k, l_b), stride_order=k_major, assumed_align=16),
-               fake(f32, (-(-n // BLOCK), k // BLOCK, l_b), stride_order=k_major, assumed_align=16),
-               fake(cutlass.BFloat16, (m, n, l_a), stride_order=k_major, assumed_align=16),
-               fake(cutlass.Int32, (m if layout == "contiguous" else groups,), assumed_align=16))
+    tensors = (_fake(e4m3, 1), _fake(f32, 0), _fake(e4m3, 1), _fake(f32, 1), _fake(cutlass.BFloat16, 1),
+               _fake(cutlass.Int32, 0, rank=1))
     op = Fp8BlockScaleGemm(layout, tile_n, cluster_mn, **variant)
     return cute.compile(op, *tensors, sms // (cluster_mn[0] * cluster_mn[1]), make_fake_stream(),
                         options=f"--gpu-arch {arch} --keep-ptx --keep-cubin --dump-dir {DUMP_DIR}")
+
+
+def _fake(dtype, leading: int, rank: int = 3):
+    """A fake tensor of the type `_views` passes at run time: 32-bit dynamic extents, 64-bit dynamic
+    strides, stride 1 in mode `leading` (what from_dlpack(...).mark_layout_dynamic produces; the
+    compiled function reads the caller's descriptor as it was compiled, so the two must agree)."""
+    from cutlass.cute.runtime import make_fake_tensor
+
+    shape = tuple(cute.sym_int32() for _ in range(rank))
+    stride = tuple(1 if mode == leading else cute.sym_int64() for mode in range(rank))
+    return make_fake_tensor(dtype, shape, stride, assumed_align=16)
 
 
 def compile_gemm(a, sfa, b, sfb, layout: str = "normal", group_info=None, tile_n: int | None = None,
@@ -463,9 +477,12 @@ def compile_gemm(a, sfa, b, sfb, layout: str = "normal", group_info=None, tile_n
     """For torch tensors (see the module docstring for each layout's shapes): (run, d), where run()
     computes d on the current stream, into the same d. group_info: m_indices (contiguous) or
     masked_m (masked), int32 on the device. tile_n and cluster_mn default to `choose_tiling`.
-    `variant` reaches Fp8BlockScaleGemm (the negative control, the warpgroup turn-taking switch)."""
+    `variant` reaches Fp8BlockScaleGemm (the negative control, the warpgroup turn-taking switch).
+    The kernel is compiled once per layout, tiling and variant, with dynamic shapes and strides,
+    and reused for every shape."""
     import torch
 
+    a, sfa, b, sfb = _canonical(a, -1), _canonical(sfa, -2), _canonical(b, -1), _canonical(sfb, -1)
     _check_tensors(a, sfa, b, sfb, layout, group_info)
     groups = b.shape[0] if b.dim() == 3 else 1
     m, k = a.shape[-2], a.shape[-1]
@@ -477,9 +494,8 @@ def compile_gemm(a, sfa, b, sfb, layout: str = "normal", group_info=None, tile_n
     d = torch.empty(*a.shape[:-1], n, dtype=torch.bfloat16, device=a.device)
     if group_info is None:
         group_info = torch.zeros(1, dtype=torch.int32, device=a.device)
-    views = [_mkl(a), _mkl(sfa), _mkl(b), _mkl(sfb), _mkl(d), _view(group_info)]
-    key = (layout, tile_n, cluster_mn, swizzle, tuple(sorted(variant.items())), a.device.index,
-           *((tuple(t.shape), t.stride()) for t in (a, sfa, b, sfb, group_info)))
+    views = _views(a, sfa, b, sfb, d, group_info)
+    key = (layout, tile_n, cluster_mn, swizzle, tuple(sorted(variant.items())), a.device.index)
     if key not in _KERNELS:
         op = Fp8BlockScaleGemm(layout, tile_n, cluster_mn, swizzle, **variant)
         _KERNELS[key] = cute.compile(op, *views, max_active_clusters(cluster_mn), _current_stream())
@@ -542,9 +558,17 @@ def _check_tensors(a, sfa, b, sfb, layout: str, group_info) -> None:
     for name, t in (("a", a), ("b", b)):
         if t.stride(-1) != 1:
             raise ValueError(f"{name}: K must be contiguous (strides {t.stride()}); call .contiguous()")
-    if tuple(sfa.shape[-2:]) != (m, kb) or sfa.stride(-2) != 1 or sfa.stride(-1) % 4:
-        raise ValueError(f"sfa: expected shape (..., {m}, {kb}) stored M-major with a K-block stride that is a "
-                         f"multiple of 4; got {tuple(sfa.shape)} strides {sfa.stride()} (use quantize.per_token_cast)")
+        if any(stride % 16 for stride in t.stride()[:-1]):
+            raise ValueError(f"{name}: strides {t.stride()} must be multiples of 16 elements (16 bytes) for TMA")
+    if tuple(sfa.shape[-2:]) != (m, kb) or sfa.stride(-2) != 1 or any(stride % 4 for stride in sfa.stride()[:-2] +
+                                                                         sfa.stride()[-1:]):
+        raise ValueError(f"sfa: expected shape (..., {m}, {kb}) stored M-major with K-block and group strides that are "
+                         f"multiples of 4; got {tuple(sfa.shape)} strides {sfa.stride()} (use quantize.per_token_cast)")
+    if grouped_a and sfa.shape[0] != a.shape[0]:
+        raise ValueError(f"a has {a.shape[0]} groups and sfa {sfa.shape[0]}")
+    for name, t in (("a", a), ("b", b), ("sfa", sfa), ("sfb", sfb), ("group_info", group_info)):
+        if t is not None and t.data_ptr() % 16:
+            raise ValueError(f"{name}: its data must start on a 16-byte boundary (address {t.data_ptr():#x})")
     n_blocks = -(-n // BLOCK)
     if tuple(sfb.shape[-2:]) != (n_blocks, kb) or sfb.stride(-1) != 1:
         raise ValueError(f"sfb: expected shape (..., {n_blocks}, {kb}), K-block contiguous; got {tuple(sfb.shape)} "
@@ -556,33 +580,61 @@ def _check_tensors(a, sfa, b, sfb, layout: str, group_info) -> None:
             raise ValueError("group_info is for the grouped layouts only")
         return
     expected = (m,) if layout == "contiguous" else (b.shape[0],)
-    if group_info is None or group_info.dtype != torch.int32 or tuple(group_info.shape) != expected:
+    if (group_info is None or group_info.dtype != torch.int32 or tuple(group_info.shape) != expected
+            or group_info.stride(0) != 1):
         what = "m_indices (M,)" if layout == "contiguous" else "masked_m (G,)"
-        got = None if group_info is None else f"{tuple(group_info.shape)} {group_info.dtype}"
-        raise ValueError(f"group_info: the {layout} layout needs {what} int32 = {expected}; got {got}")
+        got = None if group_info is None else f"{tuple(group_info.shape)} {group_info.dtype} stride {group_info.stride()}"
+        raise ValueError(f"group_info: the {layout} layout needs {what} int32 = {expected}, stride 1; got {got}")
     if layout == "masked" and a.shape[0] != b.shape[0]:
         raise ValueError(f"a has {a.shape[0]} groups and b {b.shape[0]}")
 
 
-def _mkl(tensor):
+def _canonical(tensor, leading: int):
+    """The same tensor with canonical strides in its size-1 modes, whose strides address nothing and
+    may be anything in torch (M = 1, one K block, one group): 1 in the contiguous mode, elsewhere a
+    16-byte multiple past the whole tensor, so the stride checks and TMA's alignment rules hold."""
+    if 1 not in tensor.shape or tensor.dim() == 0:
+        return tensor
+    past = _past(tensor)
+    leading %= tensor.dim()
+    strides = [stride if size != 1 else (1 if mode == leading else past)
+               for mode, (size, stride) in enumerate(zip(tensor.shape, tensor.stride()))]
+    return tensor.as_strided(tensor.shape, strides)
+
+
+def _past(tensor) -> int:
+    """A stride, in elements, past every element of the tensor and a multiple of 16 bytes."""
+    per_16_bytes = max(1, 16 // tensor.element_size())
+    span = max(s * n for s, n in zip(tensor.stride(), tensor.shape))
+    return -(-span // per_16_bytes) * per_16_bytes
+
+
+def _views(a, sfa, b, sfb, d, group_info) -> list:
+    """CuTe views with dynamic shapes and strides (the types `_fake` declares at compile time).
+    A static extent of 1 would let CuTe drop that mode when it builds a TMA atom (M = 1 gave a 1-D
+    TMA for A and D, and a crash); dynamic extents keep every mode whatever its run-time size."""
+    return [_mkl(a, 1), _mkl(sfa, 0), _mkl(b, 1), _mkl(sfb, 1), _mkl(d, 1), _view(group_info, 0)]
+
+
+def _mkl(tensor, leading: int):
     """A CuTe view (rows, cols, L) of a 2-D (rows, cols) or 3-D (L, rows, cols) torch tensor: the
-    group mode goes last, where the kernel expects it."""
+    group mode goes last, where the kernel expects it. `leading` is the mode with stride 1."""
     if tensor.dim() == 2:   # L = 1, with a stride past the whole tensor (TMA wants 16-byte strides)
-        span = max(s * n for s, n in zip(tensor.stride(), tensor.shape))
-        tensor = tensor.as_strided((1, *tensor.shape), (span, *tensor.stride()))
-    return _view(tensor.permute(1, 2, 0))
+        tensor = tensor.as_strided((1, *tensor.shape), (_past(tensor), *tensor.stride()))
+    return _view(tensor.permute(1, 2, 0), leading)
 
 
-def _view(tensor):
-    """A CuTe view of a torch tensor; fp8 through a uint8 view with the element type set afterwards."""
+def _view(tensor, leading: int):
+    """A dynamic-layout CuTe view of a torch tensor; fp8 through a uint8 view with the element type
+    set afterwards."""
     import torch
     from cutlass.cute.runtime import from_dlpack
 
     if tensor.dtype == torch.float8_e4m3fn:
-        view = from_dlpack(tensor.view(torch.uint8), assumed_align=16)
+        view = from_dlpack(tensor.view(torch.uint8), assumed_align=16).mark_layout_dynamic(leading_dim=leading)
         view.element_type = cutlass.Float8E4M3FN
         return view
-    return from_dlpack(tensor, assumed_align=16)
+    return from_dlpack(tensor, assumed_align=16).mark_layout_dynamic(leading_dim=leading)
 
 
 if __name__ == "__main__":
