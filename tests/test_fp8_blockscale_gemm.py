@@ -32,7 +32,11 @@ GEMM = kernel.Fp8BlockScaleGemm
 
 @pytest.mark.parametrize("args, kwargs, message", [
     (("dense", 256, 256, 256), {}, "layout 'dense' unsupported"),
-    (("normal", 256, 256, 256), {"tile_n": 256}, r"tile_n=256 unsupported; use one of \(64, 128, 192\)"),
+    (("normal", 256, 256, 256), {"tile_n": 256}, r"tile_n=256 unsupported; use one of \(32, 64, 128, 192\)"),
+    (("normal", 256, 256, 256), {"tile_m": 192}, r"tile_m=192 unsupported; use one of \(64, 128, 256\)"),
+    (("normal", 256, 256, 256), {"tile_m": 256, "tile_n": 192}, "a 256-row tile takes tile_n <= 128"),
+    (("contiguous", 256, 256, 256, 2), {"tile_m": 256, "cluster_mn": (1, 2)},
+     "tile_m=256: the contiguous layout takes tile_m <= 128"),
     (("normal", 256, 256, 256), {"cluster_mn": (2, 2)}, r"cluster_mn=\(2, 2\) unsupported"),
     (("masked", 256, 256, 256, 4), {"cluster_mn": (2, 1)}, "the masked layout needs cluster_m == 1"),
     (("contiguous", 256, 256, 256, 4), {"cluster_mn": (2, 1)}, "the contiguous layout needs cluster_m == 1"),
@@ -50,6 +54,8 @@ def test_partial_tiles_and_grouped_layouts_are_accepted():
     GEMM.can_implement("normal", 260, 200, 384)               # partial M and N tiles, odd K tile count
     GEMM.can_implement("masked", 320, 2112, 512, 3, cluster_mn=(1, 2))
     GEMM.can_implement("contiguous", 512, 384, 256, 3, tile_n=64, cluster_mn=(1, 1))
+    GEMM.can_implement("normal", 1, 8, 128, tile_m=64, tile_n=32)      # one row, one partial tile each way
+    GEMM.can_implement("masked", 1, 4096, 7168, 4, tile_m=256, cluster_mn=(1, 2))
 
 
 @pytest.mark.parametrize("rows, n, tile_n", [
@@ -59,37 +65,40 @@ def test_partial_tiles_and_grouped_layouts_are_accepted():
     (64, 32768, 128),
 ])
 def test_choose_tiling(rows, n, tile_n):
-    assert kernel.choose_tiling("normal", rows, n, 132) == (tile_n, (1, 2))
+    assert kernel.choose_tiling("normal", rows, n, 132) == {"tile_m": 128, "tile_n": tile_n, "cluster_mn": (1, 2)}
 
 
-@pytest.mark.parametrize("tile_n", kernel.TILE_NS)
-def test_stages_fill_shared_memory(tile_n):
-    op = GEMM(tile_n=tile_n)
-    stage = (kernel.TILE_M + tile_n) * kernel.BLOCK + kernel.TILE_M * 4
-    epilogue = kernel.EPI_STAGES * kernel.TILE_M * kernel.EPI_TILE_N * 2
-    assert op.stages >= 4
-    assert op.stages * stage + epilogue <= kernel.SMEM_BYTES < (op.stages + 1) * (stage + 16) + epilogue + 1024
+@pytest.mark.parametrize("tile_m, tile_n", [(64, 32), (128, 64), (128, 128), (128, 192), (256, 128)])
+def test_stages_fill_shared_memory(tile_m, tile_n):
+    op = GEMM(tile_n=tile_n, tile_m=tile_m)
+    stage = (tile_m + tile_n) * kernel.BLOCK + tile_m * 4
+    epilogue = kernel.EPI_STAGES * min(tile_m, 128) * min(32, tile_n) * 2
+    assert 4 <= op.stages <= kernel.MAX_STAGES
+    assert op.stages * stage + epilogue <= kernel.SMEM_BYTES
+    assert op.stages == kernel.MAX_STAGES or kernel.SMEM_BYTES < (op.stages + 1) * (stage + 16) + epilogue + 1024
 
 
-@pytest.mark.parametrize("layout, tile_n, cluster", [
-    ("normal", 192, (2, 1)),        # the straddled-scale promotion with B multicast
-    ("masked", 64, (1, 2)),
-    ("contiguous", 128, (1, 2)),
+@pytest.mark.parametrize("layout, tile_m, tile_n, cluster", [
+    ("normal", 128, 192, (2, 1)),        # the straddled-scale promotion with B multicast
+    ("masked", 128, 64, (1, 2)),
+    ("contiguous", 128, 128, (1, 2)),
+    ("normal", 64, 32, (1, 2)),          # one consumer warpgroup
+    ("masked", 256, 128, (1, 2)),        # two halves through one temporary
 ])
-def test_every_layout_compiles_to_unserialized_qgmma(layout, tile_n, cluster):
+def test_every_layout_compiles_to_unserialized_qgmma(layout, tile_m, tile_n, cluster):
     groups = 1 if layout == "normal" else 4
     emitted = compile_mod.from_cute(kernel.compile_for("sm_90a", layout, groups=groups, tile_n=tile_n,
-                                                       cluster_mn=cluster), "sm_90a")
+                                                       cluster_mn=cluster, tile_m=tile_m), "sm_90a")
     assert f"wgmma.mma_async.sync.aligned.m64n{tile_n}k32.f32.e4m3.e4m3" in emitted.ptx
     sass = emitted.sass
     if sass is None:
         pytest.skip("no nvdisasm here")
     qgmma = len(re.findall(r"\bQGMMA\b", sass))
-    assert qgmma == 4                                      # one K tile: four k32 steps, issued once
+    assert qgmma == 4 * tile_m // min(tile_m, 128)         # one K tile: four k32 steps per half, issued once
     assert sass.count("WARPGROUP.DEPBAR") < qgmma          # not one wait per wgmma (ptxas serialization)
     assert not re.search(r"\b(STL|LDL)\b", sass)           # no spills
     promotions = len(re.findall(r"\bFFMA\b", sass))
-    assert promotions >= tile_n // 2                       # one FFMA per accumulator element per K tile
+    assert promotions >= tile_n // 2 * tile_m // min(tile_m, 128)   # one FFMA per accumulator element per K tile
 
 
 TMA_RANK = re.compile(r"cp\.async\.bulk\.tensor\.(\d)d")

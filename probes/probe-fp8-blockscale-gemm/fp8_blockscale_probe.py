@@ -156,7 +156,7 @@ def _normal(params: dict, ctx: Context) -> dict:
     reference = quantize.reference(a, sfa, b, sfb)
     chosen = _tiling("normal", m, n)
     # a tiling case overrides the kernel's choice and times the choice beside it
-    tiling = {"tile_n": params.get("tile_n", chosen["tile_n"]),
+    tiling = {"tile_m": params.get("tile_m", chosen["tile_m"]), "tile_n": params.get("tile_n", chosen["tile_n"]),
               "cluster_mn": tuple(int(c) for c in params["cluster"].split("x")) if "cluster" in params
               else chosen["cluster_mn"]}
     run, d = kernel.compile_gemm(a, sfa, b, sfb, **tiling)
@@ -271,7 +271,7 @@ def _contiguous(params: dict, ctx: Context) -> dict:
                        passed=correctness["passed"] and untouched)
 
     # the normal layout on the same rows (B = group 0): the grouped layout's own cost at equal FLOPs
-    run_normal, _ = kernel.compile_gemm(a, sfa, b[0], sfb[0], tile_n=tiling["tile_n"])
+    run_normal, _ = kernel.compile_gemm(a, sfa, b[0], sfb[0], tile_m=tiling["tile_m"], tile_n=tiling["tile_n"])
     candidates, extra, notes = {"ours": run, "ours, normal layout": run_normal}, [], {}
     per_group, cublas_d = [], torch.full_like(d, float("nan"))
     for grp in range(groups):
@@ -303,7 +303,7 @@ def _mixed_counts(groups: int, m_max: int) -> list[int]:
     return ([0, m_max, m_max // 2 + 1, 1] * groups)[:groups] if groups > 2 else [0, m_max // 2 + 1]
 
 
-def _masked_check(d, reference, counts: list[int]) -> dict:
+def _masked_check(d, reference, counts: list[int], tile_m: int) -> dict:
     """Rows below each group's count against the reference; tiles wholly past it must be unwritten."""
     import torch
 
@@ -313,7 +313,7 @@ def _masked_check(d, reference, counts: list[int]) -> dict:
         result = _check(torch.cat(rows), torch.cat(refs))
     else:
         result = {"passed": True, "rel_err": 0.0, "tolerance": gates.tolerance(GATE)}
-    skipped = [d[g, -(-c // kernel.TILE_M) * kernel.TILE_M:] for g, c in enumerate(counts)]
+    skipped = [d[g, -(-c // tile_m) * tile_m:] for g, c in enumerate(counts)]
     untouched = all(bool(torch.isnan(s.float()).all()) for s in skipped)
     result.update(counts=counts, skipped_tiles_untouched=untouched, passed=result["passed"] and untouched)
     return result
@@ -331,12 +331,12 @@ def _masked(params: dict, ctx: Context) -> dict:
     b, sfb = quantize.per_block_cast(w)
     reference = quantize.reference(a, sfa, b, sfb, "masked")
     masked_m = torch.full((groups,), m_max, dtype=torch.int32, device="cuda")
-    tiling = _tiling("masked", groups * m_max, n)
+    tiling = _tiling("masked", m_max, n, groups)
     run, d = kernel.compile_gemm(a, sfa, b, sfb, "masked", masked_m, **tiling)
     gates.poison(d)
     run()
     torch.cuda.synchronize()
-    full = _masked_check(d, reference, [m_max] * groups)
+    full = _masked_check(d, reference, [m_max] * groups, tiling["tile_m"])
     d_full = d.clone()
     # the same launch from a CUDA graph; only the device-side counts change between replays
     graph = torch.cuda.CUDAGraph()
@@ -347,7 +347,7 @@ def _masked(params: dict, ctx: Context) -> dict:
     gates.poison(d)
     graph.replay()
     torch.cuda.synchronize()
-    mixed = _masked_check(d, reference, counts)
+    mixed = _masked_check(d, reference, counts, tiling["tile_m"])
     masked_m.fill_(m_max)
     correctness = {**full, "passed": full["passed"] and mixed["passed"], "graph_replay_mixed_counts": mixed}
 
@@ -369,12 +369,11 @@ def _masked(params: dict, ctx: Context) -> dict:
                    tiling, extra)
 
 
-def _tiling(layout: str, rows: int, n: int) -> dict:
-    """The kernel's own choice of tile N and cluster for this GPU, passed explicitly so the record names it."""
+def _tiling(layout: str, m: int, n: int, groups: int = 1) -> dict:
+    """The kernel's own choice of tiles and cluster for this GPU, passed explicitly so the record names it."""
     import torch
 
-    tile_n, cluster_mn = kernel.choose_tiling(layout, rows, n, torch.cuda.get_device_properties(0).multi_processor_count)
-    return {"tile_n": tile_n, "cluster_mn": cluster_mn}
+    return kernel.choose_tiling(layout, m, n, torch.cuda.get_device_properties(0).multi_processor_count, groups)
 
 
 def _result(ctx: Context, correctness: dict, timing: dict, tflops: dict, baseline: str | None,
@@ -386,7 +385,7 @@ def _result(ctx: Context, correctness: dict, timing: dict, tflops: dict, baselin
                  for name, v in tflops.items() if name != "ours"]
     baselines += [entry for entry in extra if entry["name"] not in tflops]
     return {"correctness": correctness, "timing": timing,
-            "metrics": {"tile": f"{tiling.get('tile_m', 128)}x{tiling['tile_n']}x128",
+            "metrics": {"tile": f"{tiling['tile_m']}x{tiling['tile_n']}x128",
                         "cluster": "x".join(map(str, tiling["cluster_mn"]))},
             "baselines": baselines,
             "headline": ctx.headline("tflops", tflops["ours"], "TFLOP/s", peak_key="e4m3",
