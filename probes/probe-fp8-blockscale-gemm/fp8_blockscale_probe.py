@@ -362,7 +362,7 @@ def _masked(params: dict, ctx: Context) -> dict:
         correctness["cublas_blockwise_refused"] = next(c for c, _ in calls if not callable(c))
     _deepgemm(deepgemm.masked(a, sfa, b, sfb, masked_m, m_max), d_full, reference, None, correctness, candidates,
               extra)
-    del reference, calls
+    del reference
     timing = ctx.timer(warmup=5, iters=30, order="shuffled").compare(candidates)
     tflops = _tflops(2 * groups * m_max * n * k, timing)
     return _result(ctx, correctness, timing, tflops, CUBLAS_GROUPS if CUBLAS_GROUPS in tflops else None,

@@ -20,7 +20,7 @@ What it does
                    the tensor core runs one's K tile while the other promotes; without the turns
                    both tend to promote at the same time and the tensor core idles meanwhile.
       epilogue     stmatrix into shared memory, TMA store in (128, 32) slices.
-    `choose_tiling` picks tile_n by waves of tiles on the GPU and a 1x2 cluster (A multicast).
+    `choose_tiling` picks the tile by waves of tiles on the GPU and a 1x2 cluster (A multicast).
     Shapes and strides are dynamic (compiled once per layout, tiling and variant): with a static
     extent of 1 (M = 1) CuTe drops that mode when it builds the TMA atoms, and A's load and D's
     store became 1-D copies of the wrong box (a crash); with dynamic extents every copy is 3-D.
@@ -73,10 +73,14 @@ BLOCK = 128            # scale granularity along K (and along N for B): one K ti
 TILE_MS = (64, 128, 256)  # 64: one consumer warpgroup; 256: two 128-row halves sharing B and the temporary
 TILE_NS = (32, 64, 128, 192)  # a tile meets at most two 128-wide B scale blocks
 MMA_M = 128            # rows of one half: what the consumer warpgroups cover with one round of wgmmas
-MAX_STAGES = 8
+MAX_STAGES = 16       # small tiles: more loads in flight for the memory-bound small-M shapes
 EPI_TILE_N = 32       # epilogue slice: (128, 32) columns at a time through shared memory
 EPI_STAGES = 2        # two epilogue buffers leave room for one more mainloop stage
-TILE_COST = {64: 0.75, 128: 1.0, 192: 1.3}   # time per 128-row tile by tile_n, relative to 128x128 (choose_tiling)
+# Estimated time per output tile relative to 128x128, for choose_tiling: the bytes a K tile brings
+# into shared memory, (tile_m + tile_n) x 128 (the 128-row widths timed at 0.75 / 1.0 / 1.3), and at
+# least 0.8 x the tile's area for the tensor core (256x128).
+TILE_COST = {(64, 32): 0.375, (64, 64): 0.5, (64, 128): 0.75, (64, 192): 1.0,
+             (128, 64): 0.75, (128, 128): 1.0, (128, 192): 1.3, (256, 128): 1.6}
 TURN_BARRIER = 2       # named barriers 2 and 3 (0: syncthreads, 1: the epilogue)
 SMEM_BYTES = 232448    # 227 KiB usable per CTA on sm_90
 LAYOUTS = ("normal", "contiguous", "masked")
@@ -530,14 +534,12 @@ def choose_tiling(layout: str, m: int, n: int, sms: int, groups: int = 1) -> dic
     otherwise): 128-row tiles, the tile N with the lowest estimated time (waves of tiles on `sms` SMs
     times TILE_COST), and a 1x2 cluster (two N tiles sharing A), which timed at least as fast as 2x1
     on most shapes and suits every layout."""
-    tiles_m = -(-m // MMA_M) * (groups if layout == "masked" else 1)
-
     def estimate(tile_n: int) -> float:
-        tiles = tiles_m * -(-n // tile_n)
-        waves = -(-tiles // sms)
-        return waves * TILE_COST[tile_n]
+        tiles = -(-m // MMA_M) * (groups if layout == "masked" else 1) * -(-n // tile_n)
+        return -(-tiles // sms) * TILE_COST[(MMA_M, tile_n)]
 
-    return {"tile_m": MMA_M, "tile_n": min(TILE_COST, key=estimate), "cluster_mn": (1, 2)}
+    tile_n = min((tn for tm, tn in TILE_COST if tm == MMA_M), key=estimate)
+    return {"tile_m": MMA_M, "tile_n": tile_n, "cluster_mn": (1, 2)}
 
 
 def gemm(a, sfa, b, sfb, layout: str = "normal", group_info=None):
