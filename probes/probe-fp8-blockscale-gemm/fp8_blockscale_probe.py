@@ -120,9 +120,9 @@ def _graph(name: str, launch, candidates: dict, notes: dict) -> None:
 
     try:
         candidates[name] = cuda_graph(launch)
-    except RuntimeError as err:
+    except Exception as err:   # a refused capture (RuntimeError) or an upstream assertion
         candidates[name] = launch
-        notes[f"{name}: not graph-captured"] = str(err).splitlines()[0][:200]
+        notes["not_graph_captured"] = f"{type(err).__name__}: {err}".splitlines()[0][:200]
 
 
 def _deepgemm(launch_out, d, reference, rows, correctness: dict, candidates: dict, extra: list) -> None:
@@ -132,11 +132,16 @@ def _deepgemm(launch_out, d, reference, rows, correctness: dict, candidates: dic
 
     launch, out = launch_out
     if launch is None:
-        extra.append({"name": deepgemm.NAME, "value": None, "skipped": out})
+        extra.append({"name": deepgemm.NAME, "value": None, "skipped": out, **deepgemm.provenance()})
         return
     gates.poison(out)
-    launch()
-    torch.cuda.synchronize()
+    try:
+        launch()
+        torch.cuda.synchronize()
+    except Exception as err:   # its JIT build or its own checks refused this shape
+        extra.append({"name": deepgemm.NAME, "value": None,
+                      "skipped": f"{type(err).__name__}: {err}".splitlines()[0][:300], **deepgemm.provenance()})
+        return
     mine, theirs = (d, out) if rows is None else (d[rows], out[rows])
     correctness["deepgemm_rel_err"] = _rel(theirs.float(), reference)
     correctness["elements_differing_from_deepgemm"] = int((theirs != mine).sum())
