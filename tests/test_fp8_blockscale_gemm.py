@@ -32,7 +32,11 @@ GEMM = kernel.Fp8BlockScaleGemm
 
 @pytest.mark.parametrize("args, kwargs, message", [
     (("dense", 256, 256, 256), {}, "layout 'dense' unsupported"),
-    (("normal", 256, 256, 256), {"tile_n": 256}, r"tile_n=256 unsupported; use one of \(64, 128, 192\)"),
+    (("normal", 256, 256, 256), {"tile_n": 256}, r"tile_n=256 unsupported; use one of \(32, 64, 128, 192\)"),
+    (("normal", 256, 256, 256), {"tile_m": 192}, r"tile_m=192 unsupported; use one of \(64, 128, 256\)"),
+    (("normal", 256, 256, 256), {"tile_m": 256, "tile_n": 192}, "a 256-row tile takes tile_n <= 128"),
+    (("contiguous", 256, 256, 256, 2), {"tile_m": 256, "cluster_mn": (1, 2)},
+     "tile_m=256: the contiguous layout takes tile_m <= 128"),
     (("normal", 256, 256, 256), {"cluster_mn": (2, 2)}, r"cluster_mn=\(2, 2\) unsupported"),
     (("masked", 256, 256, 256, 4), {"cluster_mn": (2, 1)}, "the masked layout needs cluster_m == 1"),
     (("contiguous", 256, 256, 256, 4), {"cluster_mn": (2, 1)}, "the contiguous layout needs cluster_m == 1"),
@@ -50,6 +54,8 @@ def test_partial_tiles_and_grouped_layouts_are_accepted():
     GEMM.can_implement("normal", 260, 200, 384)               # partial M and N tiles, odd K tile count
     GEMM.can_implement("masked", 320, 2112, 512, 3, cluster_mn=(1, 2))
     GEMM.can_implement("contiguous", 512, 384, 256, 3, tile_n=64, cluster_mn=(1, 1))
+    GEMM.can_implement("normal", 1, 8, 128, tile_m=64, tile_n=32)      # one row, one partial tile each way
+    GEMM.can_implement("masked", 1, 4096, 7168, 4, tile_m=256, cluster_mn=(1, 2))
 
 
 @pytest.mark.parametrize("rows, n, tile_n", [
@@ -59,37 +65,121 @@ def test_partial_tiles_and_grouped_layouts_are_accepted():
     (64, 32768, 128),
 ])
 def test_choose_tiling(rows, n, tile_n):
-    assert kernel.choose_tiling("normal", rows, n, 132) == (tile_n, (1, 2))
+    assert kernel.choose_tiling("normal", rows, n, 132) == {"tile_m": 128, "tile_n": tile_n, "cluster_mn": (1, 2)}
 
 
-@pytest.mark.parametrize("tile_n", kernel.TILE_NS)
-def test_stages_fill_shared_memory(tile_n):
-    op = GEMM(tile_n=tile_n)
-    stage = (kernel.TILE_M + tile_n) * kernel.BLOCK + kernel.TILE_M * 4
-    epilogue = kernel.EPI_STAGES * kernel.TILE_M * kernel.EPI_TILE_N * 2
-    assert op.stages >= 4
-    assert op.stages * stage + epilogue <= kernel.SMEM_BYTES < (op.stages + 1) * (stage + 16) + epilogue + 1024
+@pytest.mark.parametrize("tile_m, tile_n", [(64, 32), (128, 64), (128, 128), (128, 192), (256, 128)])
+def test_stages_fill_shared_memory(tile_m, tile_n):
+    op = GEMM(tile_n=tile_n, tile_m=tile_m)
+    stage = (tile_m + tile_n) * kernel.BLOCK + tile_m * 4
+    epilogue = kernel.EPI_STAGES * min(tile_m, 128) * min(32, tile_n) * 2
+    assert 4 <= op.stages <= kernel.MAX_STAGES
+    assert op.stages * stage + epilogue <= kernel.SMEM_BYTES
+    assert op.stages == kernel.MAX_STAGES or kernel.SMEM_BYTES < (op.stages + 1) * (stage + 16) + epilogue + 1024
 
 
-@pytest.mark.parametrize("layout, tile_n, cluster", [
-    ("normal", 192, (2, 1)),        # the straddled-scale promotion with B multicast
-    ("masked", 64, (1, 2)),
-    ("contiguous", 128, (1, 2)),
+@pytest.mark.parametrize("layout, tile_m, tile_n, cluster", [
+    ("normal", 128, 192, (2, 1)),        # the straddled-scale promotion with B multicast
+    ("masked", 128, 64, (1, 2)),
+    ("contiguous", 128, 128, (1, 2)),
+    ("normal", 64, 32, (1, 2)),          # one consumer warpgroup
+    ("masked", 256, 128, (1, 2)),        # two halves through one temporary
 ])
-def test_every_layout_compiles_to_unserialized_qgmma(layout, tile_n, cluster):
+def test_every_layout_compiles_to_unserialized_qgmma(layout, tile_m, tile_n, cluster):
     groups = 1 if layout == "normal" else 4
     emitted = compile_mod.from_cute(kernel.compile_for("sm_90a", layout, groups=groups, tile_n=tile_n,
-                                                       cluster_mn=cluster), "sm_90a")
+                                                       cluster_mn=cluster, tile_m=tile_m), "sm_90a")
     assert f"wgmma.mma_async.sync.aligned.m64n{tile_n}k32.f32.e4m3.e4m3" in emitted.ptx
     sass = emitted.sass
     if sass is None:
         pytest.skip("no nvdisasm here")
     qgmma = len(re.findall(r"\bQGMMA\b", sass))
-    assert qgmma == 4                                      # one K tile: four k32 steps, issued once
+    assert qgmma == 4 * tile_m // min(tile_m, 128)         # one K tile: four k32 steps per half, issued once
     assert sass.count("WARPGROUP.DEPBAR") < qgmma          # not one wait per wgmma (ptxas serialization)
     assert not re.search(r"\b(STL|LDL)\b", sass)           # no spills
     promotions = len(re.findall(r"\bFFMA\b", sass))
-    assert promotions >= tile_n // 2                       # one FFMA per accumulator element per K tile
+    assert promotions >= tile_n // 2 * tile_m // min(tile_m, 128)   # one FFMA per accumulator element per K tile
+
+
+TMA_RANK = re.compile(r"cp\.async\.bulk\.tensor\.(\d)d")
+
+
+@pytest.mark.parametrize("layout, groups, cluster", [("normal", 1, (2, 1)), ("masked", 4, (1, 2)),
+                                                     ("contiguous", 4, (1, 2))])
+def test_tma_keeps_every_mode(layout, groups, cluster):
+    """One compile serves every shape, M = 1 included: all TMA copies (A, B, A scales, D) are 3-D,
+    (rows, K or N, L), because no extent is known at compile time and so none is dropped."""
+    ptx = compile_mod.from_cute(kernel.compile_for("sm_90a", layout, groups=groups, tile_n=64, cluster_mn=cluster),
+                                "sm_90a").ptx
+    ranks = TMA_RANK.findall(ptx)
+    assert len(ranks) == 5 and set(ranks) == {"3"}     # loads of A, B, A scales; the D store (two call sites)
+
+
+def test_static_m_of_one_drops_the_mode():
+    """The root cause of the M = 1 crash, kept as a check on CuTe: with a static M of 1 the M mode is
+    dropped when the TMA atoms are built, and A's load and D's store become 1-D copies."""
+    from cutlass.cute.runtime import make_fake_compact_tensor
+    from cutlass.runtime import make_fake_stream
+
+    e4m3, f32 = cutlass.Float8E4M3FN, cutlass.Float32
+    fake = lambda dtype, shape, order: make_fake_compact_tensor(dtype, shape, stride_order=order,  # noqa: E731
+                                                                assumed_align=16)
+    k_major, m_major = (1, 0, 2), (0, 1, 2)
+    tensors = (fake(e4m3, (1, 128, 1), k_major), fake(f32, (1, 1, 1), m_major), fake(e4m3, (128, 128, 1), k_major),
+               fake(f32, (1, 1, 1), k_major), fake(cutlass.BFloat16, (1, 128, 1), k_major),
+               fake(cutlass.Int32, (1,), (0,)))
+    compiled = kernel.cute.compile(GEMM("normal", 64, (1, 1)), *tensors, 132, make_fake_stream(),
+                                   options=f"--gpu-arch sm_90a --keep-ptx --keep-cubin --dump-dir {kernel.DUMP_DIR}")
+    assert "1" in TMA_RANK.findall(compile_mod.from_cute(compiled, "sm_90a").ptx)
+
+
+@pytest.mark.parametrize("leading, shape, strides", [(1, (1, 256, 1), (256, 1, 256)), (0, (1, 4, 1), (1, 4, 4)),
+                                                     (0, (5,), (1,))])
+def test_fake_tensors_match_runtime_views(leading, shape, strides):
+    """The compiled kernel reads each argument's descriptor as it was compiled: the fake tensors of
+    compile_for must have the types of the views that run() passes (32-bit extents, 64-bit strides)."""
+    np = pytest.importorskip("numpy")
+    from cutlass._mlir import ir
+    from cutlass.cute.runtime import from_dlpack
+
+    array = np.lib.stride_tricks.as_strided(np.empty(64, np.float32), shape, [4 * s for s in strides])
+    layout = re.compile(r'"(.*)"')
+    with ir.Context(), ir.Location.unknown():
+        fake = kernel._fake(cutlass.Float32, leading, rank=len(shape)).__get_mlir_types__()
+        view = from_dlpack(array, assumed_align=16).mark_layout_dynamic(leading_dim=leading).__get_mlir_types__()
+        assert layout.search(str(fake[0])).group(1) == layout.search(str(view[0])).group(1)
+
+
+def _probe_module():
+    return _load("fp8_blockscale_probe", ROOT / "probes" / "probe-fp8-blockscale-gemm" / "fp8_blockscale_probe.py")
+
+
+def test_probe_precompiles_each_deepgemm_configuration_once():
+    probe = _probe_module()
+    shapes = probe._deepgemm_shapes(probe.PROBE.spec["cases"])
+    assert len(shapes) == len({tuple(sorted(s.items())) for s in shapes})         # the tiling cases repeat shapes
+    assert {"layout": "masked", "m": 256, "n": 4096, "k": 7168, "groups": 4} in shapes
+    assert {"layout": "contiguous", "m": 32768, "n": 4096, "k": 7168, "groups": 8} in shapes
+    assert not any(s["layout"] == "contiguous" and s["m"] == 1536 for s in shapes)  # padding rows: DeepGEMM skipped
+    assert len([s for s in shapes if s["layout"] == "normal"]) == 21   # 18 DeepGEMM shapes, two M = 1, the views case
+
+
+def test_probe_marks_bit_exact_only_where_cublas_matched_before():
+    cases = {c["id"]: c["params"] for c in _probe_module().PROBE.spec["cases"]}
+    assert all(p.get("bit_exact") for i, p in cases.items() if i.startswith(("normal-64x", "normal-4096x", "tiling-")))
+    assert not any(cases[i].get("bit_exact") for i in ("normal-1x8x128", "normal-1x4096x7168"))
+
+
+def test_probe_summary_table(capsys):
+    _probe_module().print_summary([
+        {"case": "normal-4096x4096x7168", "ours": 1100.0, "DeepGEMM": 1375.0, "cuBLAS": 1300.0, "differing": 0,
+         "differing_deepgemm": 0, "passed": True},
+        {"case": "normal-1x8x128", "ours": 0.01, "DeepGEMM": None, "cuBLAS": None, "differing": None,
+         "differing_deepgemm": None, "passed": False}])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:5] == ["case", "ours", "DeepGEMM", "cuBLAS", "ours/DG"]
+    assert lines[1].split() == ["normal-4096x4096x7168", "1100", "1375", "1300", "0.800", "0", "0", "yes"]
+    assert lines[2].split() == ["normal-1x8x128", "0", "-", "-", "-", "-", "-", "NO"]
 
 
 def test_naive_variant_checks_and_compiles():

@@ -192,3 +192,22 @@ def sustained(fn: Callable[[], object], iters: int = 200, warmup: int = 20) -> d
     times = [start.elapsed_time(end) for start, end in events]
     return {"median_ms": statistics.median(times), "p10_ms": _percentile(times, 0.1),
             "p90_ms": _percentile(times, 0.9), "iterations": iters, "warmup": warmup, **sampler.summary()}
+
+
+def cuda_graph(fn: Callable[[], object]) -> Callable[[], object]:
+    """`fn` captured once into a CUDA graph; returns the graph's replay. For candidates that are a
+    Python loop of launches (one GEMM per group), so that host dispatch gaps between the launches
+    are not timed, as when such a loop is used in production. `fn` runs once on a side stream
+    before the capture (lazy initialization, workspaces) and must launch onto the current stream."""
+    import torch
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    torch.cuda.synchronize()
+    return graph.replay

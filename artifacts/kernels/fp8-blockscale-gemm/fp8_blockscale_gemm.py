@@ -20,7 +20,10 @@ What it does
                    the tensor core runs one's K tile while the other promotes; without the turns
                    both tend to promote at the same time and the tensor core idles meanwhile.
       epilogue     stmatrix into shared memory, TMA store in (128, 32) slices.
-    `choose_tiling` picks tile_n by waves of tiles on the GPU and a 1x2 cluster (A multicast).
+    `choose_tiling` picks the tile by waves of tiles on the GPU and a 1x2 cluster (A multicast).
+    Shapes and strides are dynamic (compiled once per layout, tiling and variant): with a static
+    extent of 1 (M = 1) CuTe drops that mode when it builds the TMA atoms, and A's load and D's
+    store became 1-D copies of the wrong box (a crash); with dynamic extents every copy is 3-D.
 
 Layouts (DeepGEMM's names)
     normal      A (M, K), sfa (M, K/128), B (N, K), sfb (ceil(N/128), K/128), D (M, N).
@@ -38,7 +41,9 @@ Layouts (DeepGEMM's names)
     which `quantize.per_token_cast` guarantees by padding.
 
 Constraints (can_implement): K a multiple of 128; N a multiple of 8 (TMA rows of D); tile_n in
-    {64, 128, 192};
+    {64, 128, 192}; any M >= 1; A and B may be views with any 16-byte-multiple row and group
+    strides, sfa any M-major view with K-block and group strides that are multiples of 4 floats,
+    all starting on 16-byte boundaries (`compile_gemm` checks the torch tensors);
     contiguous: M a multiple of 128; cluster_mn in {(1,1), (2,1), (1,2)}, and (1,1) or (1,2) for
     the grouped layouts: the two CTAs of a 2x1 cluster may belong to different groups, so they
     cannot share B.
@@ -63,15 +68,19 @@ from cutlass.cute.nvgpu import cpasync, warpgroup
 from cutlass.tensor_utils import LayoutEnum
 
 WARPGROUP_THREADS = 128
-CONSUMER_WARPGROUPS = 2
-THREADS = WARPGROUP_THREADS * (1 + CONSUMER_WARPGROUPS)
 PRODUCER_REGISTERS, CONSUMER_REGISTERS = 40, 232   # setmaxnreg targets (multiples of 8, sum fits 64K)
 BLOCK = 128            # scale granularity along K (and along N for B): one K tile = one scale block
-TILE_M = 128
-TILE_NS = (64, 128, 192)  # a tile meets at most two 128-wide B scale blocks
+TILE_MS = (64, 128, 256)  # 64: one consumer warpgroup; 256: two 128-row halves sharing B and the temporary
+TILE_NS = (32, 64, 128, 192)  # a tile meets at most two 128-wide B scale blocks
+MMA_M = 128            # rows of one half: what the consumer warpgroups cover with one round of wgmmas
+MAX_STAGES = 16       # small tiles: more loads in flight for the memory-bound small-M shapes
 EPI_TILE_N = 32       # epilogue slice: (128, 32) columns at a time through shared memory
 EPI_STAGES = 2        # two epilogue buffers leave room for one more mainloop stage
-TILE_COST = {64: 0.75, 128: 1.0, 192: 1.3}   # time per output tile relative to 128 wide, for choose_tiling
+# Estimated time per output tile relative to 128x128, for choose_tiling: the bytes a K tile brings
+# into shared memory, (tile_m + tile_n) x 128 (the 128-row widths timed at 0.75 / 1.0 / 1.3), and at
+# least 0.8 x the tile's area for the tensor core (256x128).
+TILE_COST = {(64, 32): 0.375, (64, 64): 0.5, (64, 128): 0.75, (64, 192): 1.0,
+             (128, 64): 0.75, (128, 128): 1.0, (128, 192): 1.3, (256, 128): 1.6}
 TURN_BARRIER = 2       # named barriers 2 and 3 (0: syncthreads, 1: the epilogue)
 SMEM_BYTES = 232448    # 227 KiB usable per CTA on sm_90
 LAYOUTS = ("normal", "contiguous", "masked")
@@ -85,30 +94,46 @@ os.makedirs(DUMP_DIR, exist_ok=True)
 
 class Fp8BlockScaleGemm:
     def __init__(self, layout: str = "normal", tile_n: int = 128, cluster_mn: tuple[int, int] = (2, 1), swizzle: int = 1,
-                 order_warpgroups: bool = True, unscaled_k_tile: int = -1):
+                 tile_m: int = 128, order_warpgroups: bool = True, unscaled_k_tile: int = -1, sfa_k_shift: int = 0):
         self.layout = layout
         self.ab_dtype, self.sf_dtype, self.d_dtype, self.acc_dtype = (
             cutlass.Float8E4M3FN, cutlass.Float32, cutlass.BFloat16, cutlass.Float32)
-        self.tile_n = tile_n
-        self.tile_mnk = (TILE_M, tile_n, BLOCK)
+        self.tile_m, self.tile_n = tile_m, tile_n
+        self.tile_mnk = (tile_m, tile_n, BLOCK)
+        # a 256-row tile is two halves of MMA_M rows: the consumers run the halves one after the
+        # other through one temporary accumulator, each half promoted into its own accumulator
+        self.mma_m = min(tile_m, MMA_M)
+        self.halves = tile_m // self.mma_m
+        self.warpgroups = self.mma_m // 64          # consumer warpgroups, 64 rows each
+        self.threads = WARPGROUP_THREADS * (1 + self.warpgroups)
         self.cluster_mn = cluster_mn
         self.swizzle = swizzle
-        self.order_warpgroups = order_warpgroups
+        self.order_warpgroups = order_warpgroups and self.warpgroups == 2
         # the negative control: this K tile is accumulated without its scales (sfa * sfb taken as 1)
         self.unscaled_k_tile = unscaled_k_tile
-        self.epi_tile = (TILE_M, EPI_TILE_N)
-        stage_bytes = (TILE_M + tile_n) * BLOCK + TILE_M * 4   # A, B (1 byte each), A scales (fp32)
-        epi_bytes = EPI_STAGES * TILE_M * EPI_TILE_N * 2
-        self.stages = (SMEM_BYTES - epi_bytes - 1024) // (stage_bytes + 16)
+        # the realistic negative control: A's scales read from K block (k + shift) mod K blocks
+        self.sfa_k_shift = sfa_k_shift
+        self.epi_tile = (self.mma_m, min(EPI_TILE_N, tile_n))
+        stage_bytes = (tile_m + tile_n) * BLOCK + tile_m * 4   # A, B (1 byte each), A scales (fp32)
+        epi_bytes = EPI_STAGES * self.epi_tile[0] * self.epi_tile[1] * 2
+        self.stages = min(MAX_STAGES, (SMEM_BYTES - epi_bytes - 1024) // (stage_bytes + 16))
 
     @staticmethod
     def can_implement(layout: str, m: int, n: int, k: int, groups: int = 1, tile_n: int = 128,
-                      cluster_mn: tuple[int, int] = (2, 1)) -> None:
+                      cluster_mn: tuple[int, int] = (2, 1), tile_m: int = 128) -> None:
         """Raise ValueError naming the offending value and the supported set."""
         if layout not in LAYOUTS:
             raise ValueError(f"layout {layout!r} unsupported; use one of {LAYOUTS}")
+        if tile_m not in TILE_MS:
+            raise ValueError(f"tile_m={tile_m} unsupported; use one of {TILE_MS}")
         if tile_n not in TILE_NS:
             raise ValueError(f"tile_n={tile_n} unsupported; use one of {TILE_NS}")
+        if tile_m > MMA_M and tile_n > BLOCK:
+            raise ValueError(f"tile {tile_m}x{tile_n}: a {tile_m}-row tile takes tile_n <= {BLOCK} (two halves' "
+                             "accumulators and the temporary must fit in 232 registers a thread)")
+        if tile_m > MMA_M and layout == "contiguous":
+            raise ValueError(f"tile_m={tile_m}: the contiguous layout takes tile_m <= {MMA_M} (groups are aligned "
+                             f"to {MMA_M} rows, so a larger tile could span two groups)")
         if tuple(cluster_mn) not in CLUSTERS:
             raise ValueError(f"cluster_mn={tuple(cluster_mn)} unsupported; use one of {CLUSTERS}")
         if layout != "normal" and cluster_mn[0] != 1:
@@ -120,9 +145,9 @@ class Fp8BlockScaleGemm:
             raise ValueError(f"K={k} must be a multiple of {BLOCK} (one scale block per K tile)")
         if n % 8:
             raise ValueError(f"N={n} must be a multiple of 8: rows of the bf16 D must be 16-byte aligned for TMA")
-        if layout == "contiguous" and m % TILE_M:
-            raise ValueError(f"M={m}: the contiguous layout needs M a multiple of {TILE_M} (each group's rows "
-                             f"padded to {TILE_M}, padding rows with group index -1)")
+        if layout == "contiguous" and m % MMA_M:
+            raise ValueError(f"M={m}: the contiguous layout needs M a multiple of {MMA_M} (each group's rows "
+                             f"padded to {MMA_M}, padding rows with group index -1)")
 
     @cute.jit
     def __call__(self, mA: cute.Tensor, mSFA: cute.Tensor, mB: cute.Tensor, mSFB: cute.Tensor, mD: cute.Tensor,
@@ -132,20 +157,25 @@ class Fp8BlockScaleGemm:
         # mGroup: m_indices (M,) for contiguous, masked_m (G,) for masked, unused (1,) for normal.
         k_major = cute.nvgpu.OperandMajorMode.K
         tiled_mma = sm90_utils.make_trivial_tiled_mma(self.ab_dtype, self.ab_dtype, k_major, k_major, self.acc_dtype,
-                                                      (CONSUMER_WARPGROUPS, 1, 1), tiler_mn=(64, self.tile_n))
+                                                      (self.warpgroups, 1, 1), tiler_mn=(64, self.tile_n))
+        # A as TMA writes it, (tile_m, 128) per stage, and as the MMAs read it, (mma_m, 128) per half
+        # and stage: the same bytes, since a K-major swizzled tile stacks its 8-row atoms along M
         sA_layout = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, self.tile_mnk, self.ab_dtype, self.stages)
+        sA_mma_layout = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, (self.mma_m, self.tile_n, BLOCK),
+                                                      self.ab_dtype, self.stages * self.halves)
+        assert cute.cosize(sA_layout) == cute.cosize(sA_mma_layout)
         sB_layout = sm90_utils.make_smem_layout_b(LayoutEnum.ROW_MAJOR, self.tile_mnk, self.ab_dtype, self.stages)
-        sSFA_layout = cute.make_layout((TILE_M, 1, self.stages))   # the tile's 128 A scales of one K block
+        sSFA_layout = cute.make_layout((self.tile_m, 1, self.stages))   # the tile's A scales of one K block
         sD_layout = sm90_utils.make_smem_layout_epi(self.d_dtype, LayoutEnum.ROW_MAJOR, self.epi_tile, EPI_STAGES)
 
         cluster_m, cluster_n = self.cluster_mn
-        tma_a, gA_tma = self._load_atom(mA, cute.slice_(sA_layout, (None, None, 0)), (TILE_M, BLOCK), cluster_n)
+        tma_a, gA_tma = self._load_atom(mA, cute.slice_(sA_layout, (None, None, 0)), (self.tile_m, BLOCK), cluster_n)
         tma_b, gB_tma = self._load_atom(mB, cute.slice_(sB_layout, (None, None, 0)), (self.tile_n, BLOCK), cluster_m)
-        tma_sfa, gSFA_tma = self._load_atom(mSFA, cute.slice_(sSFA_layout, (None, None, 0)), (TILE_M, 1), 1)
+        tma_sfa, gSFA_tma = self._load_atom(mSFA, cute.slice_(sSFA_layout, (None, None, 0)), (self.tile_m, 1), 1)
         tma_d, gD_tma = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileS2GOp(), mD,
                                                     cute.slice_(sD_layout, (None, None, 0)), self.epi_tile)
 
-        tiles_m, tiles_n = cute.ceil_div(mD.shape[0], TILE_M), cute.ceil_div(mD.shape[1], self.tile_n)
+        tiles_m, tiles_n = cute.ceil_div(mD.shape[0], self.tile_m), cute.ceil_div(mD.shape[1], self.tile_n)
         tiles_mnl = (tiles_m, tiles_n, mD.shape[2])
         scheduler_params = utils.PersistentTileSchedulerParams(tiles_mnl, (cluster_m, cluster_n, 1), self.swizzle, True)
         grid = utils.StaticPersistentTileScheduler.get_grid_shape(scheduler_params, max_active_clusters)
@@ -160,8 +190,8 @@ class Fp8BlockScaleGemm:
 
         self.shared_storage = SharedStorage
         self.kernel(tiled_mma, tma_a, gA_tma, tma_b, gB_tma, tma_sfa, gSFA_tma, tma_d, gD_tma, mSFB, mGroup,
-                    sA_layout, sB_layout, sSFA_layout, sD_layout, scheduler_params).launch(
-            grid=grid, block=(THREADS, 1, 1), cluster=(cluster_m, cluster_n, 1), min_blocks_per_mp=1, stream=stream)
+                    sA_layout, sA_mma_layout, sB_layout, sSFA_layout, sD_layout, scheduler_params).launch(
+            grid=grid, block=(self.threads, 1, 1), cluster=(cluster_m, cluster_n, 1), min_blocks_per_mp=1, stream=stream)
 
     @staticmethod
     def _load_atom(tensor, smem_layout, tile, multicast: int):
@@ -172,7 +202,7 @@ class Fp8BlockScaleGemm:
     def kernel(self, tiled_mma: cute.TiledMma, tma_a: cute.CopyAtom, gA_tma: cute.Tensor, tma_b: cute.CopyAtom,
                gB_tma: cute.Tensor, tma_sfa: cute.CopyAtom, gSFA_tma: cute.Tensor, tma_d: cute.CopyAtom,
                gD_tma: cute.Tensor, mSFB: cute.Tensor, mGroup: cute.Tensor, sA_layout: cute.ComposedLayout,
-               sB_layout: cute.ComposedLayout, sSFA_layout: cute.Layout, sD_layout: cute.ComposedLayout,
+               sA_mma_layout: cute.ComposedLayout, sB_layout: cute.ComposedLayout, sSFA_layout: cute.Layout, sD_layout: cute.ComposedLayout,
                scheduler_params: utils.PersistentTileSchedulerParams):
         tidx, _, _ = cute.arch.thread_idx()
         warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
@@ -189,10 +219,11 @@ class Fp8BlockScaleGemm:
         b_mask = cute.make_layout_image_mask(cluster_layout, cta_coord, mode=0) if cutlass.const_expr(cluster_m > 1) else 0
 
         storage = cutlass.memory.SmemAllocator().allocate(self.shared_storage)
-        sA = storage.sA.get_tensor(sA_layout.outer, swizzle=sA_layout.inner)   # (128, 128, stages) e4m3
+        sA = storage.sA.get_tensor(sA_layout.outer, swizzle=sA_layout.inner)   # (tile_m, 128, stages) e4m3
+        sA_mma = storage.sA.get_tensor(sA_mma_layout.outer, swizzle=sA_mma_layout.inner)  # (mma_m, 128, stages*halves)
         sB = storage.sB.get_tensor(sB_layout.outer, swizzle=sB_layout.inner)   # (tile_n, 128, stages) e4m3
-        sSFA = storage.sSFA.get_tensor(sSFA_layout)                            # (128, 1, stages) fp32
-        sD = storage.sD.get_tensor(sD_layout.outer, swizzle=sD_layout.inner)   # (128, 32, EPI_STAGES) bf16
+        sSFA = storage.sSFA.get_tensor(sSFA_layout)                            # (tile_m, 1, stages) fp32
+        sD = storage.sD.get_tensor(sD_layout.outer, swizzle=sD_layout.inner)   # (mma_m, 32, EPI_STAGES) bf16
 
         stage_bytes = (cute.size_in_bytes(self.ab_dtype, cute.slice_(sA_layout, (None, None, 0)))
                        + cute.size_in_bytes(self.ab_dtype, cute.slice_(sB_layout, (None, None, 0)))
@@ -202,7 +233,7 @@ class Fp8BlockScaleGemm:
             num_stages=self.stages,
             producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
             consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread,
-                                                     sharers * CONSUMER_WARPGROUPS * WARPGROUP_THREADS // 32),
+                                                     sharers * self.warpgroups * WARPGROUP_THREADS // 32),
             tx_count=stage_bytes,
             barrier_storage=storage.ab_barriers.data_ptr(),
             cta_layout_vmnk=cute.make_layout((1, cluster_m, cluster_n, 1)),
@@ -210,12 +241,12 @@ class Fp8BlockScaleGemm:
         )
         pipeline.pipeline_init_arrive(cluster_shape_mn=self.cluster_mn, is_relaxed=True)
 
-        # gA: (128, 128, tiles_m, k_tiles, L); gB: (tile_n, 128, tiles_n, k_tiles, G);
-        # gSFA: (128, 1, tiles_m, k_tiles, L); gD: (128, tile_n, tiles_m, tiles_n, L)
-        gA = cute.local_tile(gA_tma, (TILE_M, BLOCK), (None, None, None))
+        # gA: (tile_m, 128, tiles_m, k_tiles, L); gB: (tile_n, 128, tiles_n, k_tiles, G);
+        # gSFA: (tile_m, 1, tiles_m, k_tiles, L); gD: (tile_m, tile_n, tiles_m, tiles_n, L)
+        gA = cute.local_tile(gA_tma, (self.tile_m, BLOCK), (None, None, None))
         gB = cute.local_tile(gB_tma, (self.tile_n, BLOCK), (None, None, None))
-        gSFA = cute.local_tile(gSFA_tma, (TILE_M, 1), (None, None, None))
-        gD = cute.local_tile(gD_tma, (TILE_M, self.tile_n), (None, None, None))
+        gSFA = cute.local_tile(gSFA_tma, (self.tile_m, 1), (None, None, None))
+        gD = cute.local_tile(gD_tma, (self.tile_m, self.tile_n), (None, None, None))
         tAsA, tAgA = cpasync.tma_partition(tma_a, cta_coord[1], cute.make_layout(cluster_n),
                                            cute.group_modes(sA, 0, 2), cute.group_modes(gA, 0, 2))
         tBsB, tBgB = cpasync.tma_partition(tma_b, cta_coord[0], cute.make_layout(cluster_m),
@@ -234,7 +265,7 @@ class Fp8BlockScaleGemm:
                               tma_b, tBgB, tBsB, b_mask, tma_sfa, tSgSFA, tSsSFA)
         else:
             cute.arch.setmaxregister_increase(CONSUMER_REGISTERS)
-            self._consume(ab_pipeline, scheduler_params, mGroup, m_rows, k_tiles, tiled_mma, sA, sB, sSFA, mSFB,
+            self._consume(ab_pipeline, scheduler_params, mGroup, m_rows, k_tiles, tiled_mma, sA_mma, sB, sSFA, mSFB,
                           sD, gD, tma_d, tidx - WARPGROUP_THREADS, warp)
 
     @cute.jit
@@ -244,13 +275,13 @@ class Fp8BlockScaleGemm:
         runs = True
         l_b = l
         if cutlass.const_expr(self.layout == "contiguous"):
-            row = tile_m * TILE_M
+            row = tile_m * self.tile_m
             l_b = cutlass.Int32(-1)
             if row < m_rows:
                 l_b = mGroup[row]
             runs = l_b >= 0
         if cutlass.const_expr(self.layout == "masked"):
-            runs = tile_m * TILE_M < mGroup[l]
+            runs = tile_m * self.tile_m < mGroup[l]
         return runs, l, l_b
 
     @cute.jit
@@ -274,7 +305,10 @@ class Fp8BlockScaleGemm:
                               mcast_mask=a_mask)
                     cute.copy(tma_b, tBgB_tile[(None, k_tile)], tBsB[(None, state.index)], tma_bar_ptr=barrier,
                               mcast_mask=b_mask)
-                    cute.copy(tma_sfa, tSgSFA_tile[(None, k_tile)], tSsSFA[(None, state.index)], tma_bar_ptr=barrier)
+                    sfa_k = k_tile
+                    if cutlass.const_expr(self.sfa_k_shift != 0):
+                        sfa_k = (k_tile + self.sfa_k_shift) % k_tiles
+                    cute.copy(tma_sfa, tSgSFA_tile[(None, sfa_k)], tSsSFA[(None, state.index)], tma_bar_ptr=barrier)
                     ab_pipeline.producer_commit(state)
                     state.advance()
             scheduler.advance_to_next_work()
@@ -284,14 +318,15 @@ class Fp8BlockScaleGemm:
     @cute.jit
     def _consume(self, ab_pipeline, scheduler_params, mGroup, m_rows, k_tiles, tiled_mma, sA, sB, sSFA, mSFB, sD,
                  gD, tma_d, consumer_tidx, warp):
+        # sA: (mma_m, 128, stages * halves), half h of stage s at index s * halves + h
         thr_mma = tiled_mma.get_slice(consumer_tidx)
         tCrA = tiled_mma.make_fragment_A(thr_mma.partition_A(sA))   # smem descriptors per K block and stage
         tCrB = tiled_mma.make_fragment_B(thr_mma.partition_B(sB))
-        acc_shape = thr_mma.partition_C(gD[(None, None, 0, 0, 0)]).shape   # ((2, 2, 16), 1, 1)
-        rAcc = cute.make_rmem_tensor(acc_shape, self.acc_dtype)     # promoted FP32 sum
-        rTmp = cute.make_rmem_tensor(acc_shape, self.acc_dtype)     # one K tile's wgmma result
+        acc_shape = thr_mma.partition_C(cute.make_identity_tensor((self.mma_m, self.tile_n))).shape  # ((2, 2, N/8), 1, 1)
+        accs = [cute.make_rmem_tensor(acc_shape, self.acc_dtype) for _ in range(self.halves)]  # promoted FP32 sums
+        rTmp = cute.make_rmem_tensor(acc_shape, self.acc_dtype)     # one half's K-tile wgmma result
         # wgmma m64nNk32 accumulator: element (c, r, j) of a thread sits at row warp%4*16 + r*8 + lane/4
-        # of its warpgroup's 64 rows; r = 0/1 are the thread's two rows, so two A scales per K tile.
+        # of its warpgroup's 64 rows; r = 0/1 are the thread's two rows, so two A scales per K tile and half.
         lane = consumer_tidx % 32
         row0 = consumer_tidx // WARPGROUP_THREADS * 64 + (consumer_tidx % WARPGROUP_THREADS) // 32 * 16 + lane // 4
         n_blocks = mSFB.shape[0]
@@ -301,18 +336,18 @@ class Fp8BlockScaleGemm:
         r2s = cute.make_tiled_copy_S(r2s_atom, cute.make_tiled_copy_C_atom(stmatrix, tiled_mma))
         thr_r2s = r2s.get_slice(consumer_tidx)
         tRS_sD = thr_r2s.partition_D(sD)                      # (R2S, R2S_M, R2S_N, EPI_STAGES)
-        tRS_rAcc = r2s.retile(rAcc)
+        tRS_accs = [r2s.retile(acc) for acc in accs]
         slice_shape = cute.shape(thr_r2s.partition_S(sD))[:3]
         rSlice_out = cute.make_rmem_tensor(slice_shape, self.d_dtype)
         slice_size = cute.size(rSlice_out)
-        epilogue_barrier = pipeline.NamedBarrier(barrier_id=1, num_threads=CONSUMER_WARPGROUPS * WARPGROUP_THREADS)
+        consumers = self.warpgroups * WARPGROUP_THREADS
+        epilogue_barrier = pipeline.NamedBarrier(barrier_id=1, num_threads=consumers)
         store_pipeline = pipeline.PipelineTmaStore.create(
-            num_stages=EPI_STAGES,
-            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, CONSUMER_WARPGROUPS * WARPGROUP_THREADS))
+            num_stages=EPI_STAGES, producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, consumers))
         store_warp = WARPGROUP_THREADS // 32   # the first consumer warp issues the TMA stores
-        # Turn-taking: the two consumer warpgroups issue their K tiles' wgmmas one after the other
-        # (barrier 2 = warpgroup 0's turn, 3 = warpgroup 1's), so the tensor core runs one's tile
-        # while the other waits for its own and promotes, instead of both promoting at once.
+        # Turn-taking: the two consumer warpgroups issue their wgmmas one after the other
+        # (barrier 2 = warpgroup 0's turn, 3 = warpgroup 1's), so the tensor core runs one's half
+        # K tile while the other waits for its own and promotes, instead of both promoting at once.
         wg = consumer_tidx // WARPGROUP_THREADS
         my_turn = pipeline.NamedBarrier(barrier_id=TURN_BARRIER + wg, num_threads=2 * WARPGROUP_THREADS)
         other_turn = pipeline.NamedBarrier(barrier_id=TURN_BARRIER + 1 - wg, num_threads=2 * WARPGROUP_THREADS)
@@ -323,8 +358,7 @@ class Fp8BlockScaleGemm:
         scheduler = utils.StaticPersistentTileScheduler.create(scheduler_params, cute.arch.block_idx(),
                                                                cute.arch.grid_dim())
         work = scheduler.initial_work_tile_info()
-        read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
-        release = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
+        state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
 
         slices_done = cutlass.Int32(0)
         while work.is_valid_tile:
@@ -338,36 +372,49 @@ class Fp8BlockScaleGemm:
                 block_lo = cutlass.min(n0 // BLOCK, n_blocks - 1)
                 block_hi = cutlass.min(n0 // BLOCK + 1, n_blocks - 1)
                 split = BLOCK - n0 % BLOCK
-                rAcc.fill(0.0)
-                mma = (ab_pipeline, tCrA, tCrB, sSFA, mSFB, row0, block_lo, block_hi, l_b)
+                for h in cutlass.range_constexpr(self.halves):
+                    accs[h].fill(0.0)
                 for k_tile in cutlass.range(k_tiles, unroll=1):
-                    if cutlass.const_expr(self.order_warpgroups):
-                        my_turn.arrive_and_wait()
-                    scale_a0, scale_a1, sfb_lo, sfb_hi, read, tiled_mma = self._issue(*mma, tiled_mma, rTmp, read,
-                                                                                    k_tile)
-                    if cutlass.const_expr(self.order_warpgroups):
-                        other_turn.arrive()
-                    release = self._retire(ab_pipeline, release, rAcc, rTmp, scale_a0, scale_a1, sfb_lo, sfb_hi,
-                                           split, k_tile)
+                    # B scales: plain loads issued before the wgmmas, consumed after them
+                    sfb_lo = mSFB[block_lo, k_tile, l_b]
+                    sfb_hi = sfb_lo
+                    if cutlass.const_expr(self.tile_n > BLOCK):
+                        sfb_hi = mSFB[block_hi, k_tile, l_b]
+                    ab_pipeline.consumer_wait(state)
+                    for h in cutlass.range_constexpr(self.halves):
+                        if cutlass.const_expr(self.order_warpgroups):
+                            my_turn.arrive_and_wait()
+                        tiled_mma = self._mma(tiled_mma, rTmp, tCrA, tCrB, state.index * self.halves + h,
+                                              state.index)
+                        if cutlass.const_expr(self.order_warpgroups):
+                            other_turn.arrive()
+                        scale_a0 = sSFA[h * self.mma_m + row0, 0, state.index]
+                        scale_a1 = sSFA[h * self.mma_m + row0 + 8, 0, state.index]
+                        warpgroup.wait_group(0)
+                        if cutlass.const_expr(h == self.halves - 1):
+                            ab_pipeline.consumer_release(state)   # every half of the stage has been read
+                        self._retire(accs[h], rTmp, scale_a0, scale_a1, sfb_lo, sfb_hi, split, k_tile)
+                    state.advance()
 
-                # epilogue: (128, 128) in (128, 32) slices through an EPI_STAGES ring
+                # epilogue: each half (mma_m, tile_n) in (mma_m, 32) slices through an EPI_STAGES ring
                 gD_slices = cute.zipped_divide(gD[(None, None, tile_m, tile_n, l_a)], self.epi_tile)
                 bSG_sD, bSG_gD = cpasync.tma_partition(tma_d, 0, cute.make_layout(1), cute.group_modes(sD, 0, 2),
                                                        gD_slices)
-                slices = cute.size(gD_slices, mode=[1])
-                for s in cutlass.range_constexpr(slices):
-                    for v in cutlass.range_constexpr(slice_size):
-                        rSlice_out[v] = tRS_rAcc[s * slice_size + v].to(self.d_dtype)
-                    buffer = (slices_done + s) % EPI_STAGES
-                    cute.copy(r2s, rSlice_out, tRS_sD[(None, None, None, buffer)])
-                    cute.arch.fence_proxy("async.shared", space="cta")   # stmatrix writes -> TMA reads
-                    epilogue_barrier.arrive_and_wait()
-                    if warp == store_warp:
-                        cute.copy(tma_d, bSG_sD[(None, buffer)], bSG_gD[(None, s)])
-                        store_pipeline.producer_commit()
-                        store_pipeline.producer_acquire()
-                    epilogue_barrier.arrive_and_wait()
-                slices_done += slices
+                slices = self.tile_n // self.epi_tile[1]
+                for h in cutlass.range_constexpr(self.halves):
+                    for s in cutlass.range_constexpr(slices):
+                        for v in cutlass.range_constexpr(slice_size):
+                            rSlice_out[v] = tRS_accs[h][s * slice_size + v].to(self.d_dtype)
+                        buffer = (slices_done + h * slices + s) % EPI_STAGES
+                        cute.copy(r2s, rSlice_out, tRS_sD[(None, None, None, buffer)])
+                        cute.arch.fence_proxy("async.shared", space="cta")   # stmatrix writes -> TMA reads
+                        epilogue_barrier.arrive_and_wait()
+                        if warp == store_warp:
+                            cute.copy(tma_d, bSG_sD[(None, buffer)], bSG_gD[(None, (h, s))])
+                            store_pipeline.producer_commit()
+                            store_pipeline.producer_acquire()
+                        epilogue_barrier.arrive_and_wait()
+                slices_done += self.halves * slices
             scheduler.advance_to_next_work()
             work = scheduler.get_current_work()
         if cutlass.const_expr(self.order_warpgroups):
@@ -375,35 +422,23 @@ class Fp8BlockScaleGemm:
                 my_turn.arrive_and_wait()   # take warpgroup 1's last hand-over: every arrival is matched
         store_pipeline.producer_tail()
 
-
     @cute.jit
-    def _issue(self, ab_pipeline, tCrA, tCrB, sSFA, mSFB, row0, block_lo, block_hi, l_b, tiled_mma, tmp, read, k_tile):
-        """Start one K tile's wgmmas into tmp. Returns its scales (their loads retire under the
-        MMAs), the advanced read state and the MMA with its ACCUMULATE field set: the caller rebinds
-        both, because the tracer carries plain locals across staged loops, not attributes changed
-        inside a helper."""
-        sfb_lo = mSFB[block_lo, k_tile, l_b]
-        sfb_hi = sfb_lo
-        if cutlass.const_expr(self.tile_n > BLOCK):
-            sfb_hi = mSFB[block_hi, k_tile, l_b]
-        ab_pipeline.consumer_wait(read)
+    def _mma(self, tiled_mma, tmp, tCrA, tCrB, a_stage, b_stage):
+        """Start one half's K-tile wgmmas (four k32 steps) into tmp, the first one overwriting it.
+        Returns the MMA with its ACCUMULATE field set: the caller rebinds it, because the tracer
+        carries plain locals across staged loops, not attributes changed inside a helper."""
         warpgroup.fence()
         tiled_mma.set(warpgroup.Field.ACCUMULATE, False)
         for kb in cutlass.range_constexpr(cute.size(tCrA, mode=[2])):
-            cute.gemm(tiled_mma, tmp, tCrA[(None, None, kb, read.index)], tCrB[(None, None, kb, read.index)], tmp)
+            cute.gemm(tiled_mma, tmp, tCrA[(None, None, kb, a_stage)], tCrB[(None, None, kb, b_stage)], tmp)
             tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
         warpgroup.commit_group()
-        scale_a0, scale_a1 = sSFA[row0, 0, read.index], sSFA[row0 + 8, 0, read.index]
-        read.advance()
-        return scale_a0, scale_a1, sfb_lo, sfb_hi, read, tiled_mma
+        return tiled_mma
 
     @cute.jit
-    def _retire(self, ab_pipeline, release, rAcc, tmp, scale_a0, scale_a1, sfb_lo, sfb_hi, split, k_tile):
-        """Wait for the K tile in tmp, free its stage, and promote it: rAcc += tmp * scale_a[row] *
-        scale_b[block], in FP32 FFMA, once per 128 K elements. Returns the advanced release state."""
-        warpgroup.wait_group(0)
-        ab_pipeline.consumer_release(release)
-        release.advance()
+    def _retire(self, acc, tmp, scale_a0, scale_a1, sfb_lo, sfb_hi, split, k_tile):
+        """Promote a finished K tile: acc += tmp * scale_a[row] * scale_b[block], in FP32 FFMA, once
+        per 128 K elements."""
         # rows: r = 0 / 1 of the accumulator; blocks: columns before / after `split`
         lo0, lo1, hi0, hi1 = scale_a0 * sfb_lo, scale_a1 * sfb_lo, scale_a0 * sfb_hi, scale_a1 * sfb_hi
         if cutlass.const_expr(self.unscaled_k_tile >= 0):
@@ -412,12 +447,11 @@ class Fp8BlockScaleGemm:
         if cutlass.const_expr(self.tile_n > BLOCK):
             # the split is 128 or 64 columns for a 192-wide tile: one unrolled loop each
             if split == BLOCK:
-                self._promote(rAcc, tmp, lo0, lo1, hi0, hi1, BLOCK)
+                self._promote(acc, tmp, lo0, lo1, hi0, hi1, BLOCK)
             else:
-                self._promote(rAcc, tmp, lo0, lo1, hi0, hi1, self.tile_n - BLOCK)
+                self._promote(acc, tmp, lo0, lo1, hi0, hi1, self.tile_n - BLOCK)
         else:
-            self._promote(rAcc, tmp, lo0, lo1, hi0, hi1, self.tile_n)
-        return release
+            self._promote(acc, tmp, lo0, lo1, hi0, hi1, self.tile_n)
 
     @cute.jit
     def _promote(self, rAcc, tmp, lo0, lo1, hi0, hi1, split: cutlass.Constexpr):
@@ -436,71 +470,76 @@ def max_active_clusters(cluster_mn: tuple[int, int]) -> int:
     return utils.HardwareInfo().get_max_active_clusters(cluster_mn[0] * cluster_mn[1])
 
 
-def compile_for(arch: str = "sm_90a", layout: str = "normal", m: int = 1024, n: int = 1024, k: int = 1024,
-                groups: int = 1, tile_n: int = 128, cluster_mn=(2, 1), sms: int = 132, **variant):
-    """Compile with fake tensors (no GPU needed), keeping PTX and cubin. For masked, m is M_max."""
-    from cutlass.cute.runtime import make_fake_compact_tensor
+def compile_for(arch: str = "sm_90a", layout: str = "normal", groups: int = 1, tile_n: int = 128, cluster_mn=(2, 1),
+                sms: int = 132, tile_m: int = 128, **variant):
+    """Compile with fake tensors (no GPU needed), keeping PTX and cubin. Every shape and stride is
+    dynamic, as at run time (`_views`): one compile serves every M, N, K and group count."""
     from cutlass.runtime import make_fake_stream
 
-    Fp8BlockScaleGemm.can_implement(layout, m, n, k, groups, tile_n, cluster_mn)
-    l_a, l_b = (groups if layout == "masked" else 1), (1 if layout == "normal" else groups)
+    Fp8BlockScaleGemm.can_implement(layout, MMA_M, 128, BLOCK, groups, tile_n, cluster_mn, tile_m)
     e4m3, f32 = cutlass.Float8E4M3FN, cutlass.Float32
-    k_major, m_major = (1, 0, 2), (0, 1, 2)   # stride_order: which mode is contiguous
-    fake = make_fake_compact_tensor
-    tensors = (fake(e4m3, (m, k, l_a), stride_order=k_major, assumed_align=16),
-               fake(f32, (m, k // BLOCK, l_a), stride_order=m_major, assumed_align=16),
-               fake(e4m3, (n, k, l_b), stride_order=k_major, assumed_align=16),
-               fake(f32, (-(-n // BLOCK), k // BLOCK, l_b), stride_order=k_major, assumed_align=16),
-               fake(cutlass.BFloat16, (m, n, l_a), stride_order=k_major, assumed_align=16),
-               fake(cutlass.Int32, (m if layout == "contiguous" else groups,), assumed_align=16))
-    op = Fp8BlockScaleGemm(layout, tile_n, cluster_mn, **variant)
+    tensors = (_fake(e4m3, 1), _fake(f32, 0), _fake(e4m3, 1), _fake(f32, 1), _fake(cutlass.BFloat16, 1),
+               _fake(cutlass.Int32, 0, rank=1))
+    op = Fp8BlockScaleGemm(layout, tile_n, cluster_mn, tile_m=tile_m, **variant)
     return cute.compile(op, *tensors, sms // (cluster_mn[0] * cluster_mn[1]), make_fake_stream(),
                         options=f"--gpu-arch {arch} --keep-ptx --keep-cubin --dump-dir {DUMP_DIR}")
 
 
+def _fake(dtype, leading: int, rank: int = 3):
+    """A fake tensor of the type `_views` passes at run time: 32-bit dynamic extents, 64-bit dynamic
+    strides, stride 1 in mode `leading` (what from_dlpack(...).mark_layout_dynamic produces; the
+    compiled function reads the caller's descriptor as it was compiled, so the two must agree)."""
+    from cutlass.cute.runtime import make_fake_tensor
+
+    shape = tuple(cute.sym_int32() for _ in range(rank))
+    stride = tuple(1 if mode == leading else cute.sym_int64() for mode in range(rank))
+    return make_fake_tensor(dtype, shape, stride, assumed_align=16)
+
+
 def compile_gemm(a, sfa, b, sfb, layout: str = "normal", group_info=None, tile_n: int | None = None,
-                 cluster_mn=None, swizzle: int = 1, **variant):
+                 cluster_mn=None, swizzle: int = 1, tile_m: int | None = None, **variant):
     """For torch tensors (see the module docstring for each layout's shapes): (run, d), where run()
     computes d on the current stream, into the same d. group_info: m_indices (contiguous) or
-    masked_m (masked), int32 on the device. tile_n and cluster_mn default to `choose_tiling`.
-    `variant` reaches Fp8BlockScaleGemm (the negative control, the warpgroup turn-taking switch)."""
+    masked_m (masked), int32 on the device. tile_m, tile_n and cluster_mn default to `choose_tiling`.
+    `variant` reaches Fp8BlockScaleGemm (the negative control, the warpgroup turn-taking switch).
+    The kernel is compiled once per layout, tiling and variant, with dynamic shapes and strides,
+    and reused for every shape."""
     import torch
 
+    a, sfa, b, sfb = _canonical(a, -1), _canonical(sfa, -2), _canonical(b, -1), _canonical(sfb, -1)
     _check_tensors(a, sfa, b, sfb, layout, group_info)
     groups = b.shape[0] if b.dim() == 3 else 1
     m, k = a.shape[-2], a.shape[-1]
     n = b.shape[-2]
     sms = torch.cuda.get_device_properties(a.device).multi_processor_count
-    chosen = choose_tiling(layout, m * (groups if layout == "masked" else 1), n, sms)
-    tile_n, cluster_mn = tile_n or chosen[0], tuple(cluster_mn or chosen[1])
-    Fp8BlockScaleGemm.can_implement(layout, m, n, k, groups, tile_n, cluster_mn)
+    chosen = choose_tiling(layout, m, n, sms, groups)
+    tile_m, tile_n = tile_m or chosen["tile_m"], tile_n or chosen["tile_n"]
+    cluster_mn = tuple(cluster_mn or chosen["cluster_mn"])
+    Fp8BlockScaleGemm.can_implement(layout, m, n, k, groups, tile_n, cluster_mn, tile_m)
     d = torch.empty(*a.shape[:-1], n, dtype=torch.bfloat16, device=a.device)
     if group_info is None:
         group_info = torch.zeros(1, dtype=torch.int32, device=a.device)
-    views = [_mkl(a), _mkl(sfa), _mkl(b), _mkl(sfb), _mkl(d), _view(group_info)]
-    key = (layout, tile_n, cluster_mn, swizzle, tuple(sorted(variant.items())), a.device.index,
-           *((tuple(t.shape), t.stride()) for t in (a, sfa, b, sfb, group_info)))
+    views = _views(a, sfa, b, sfb, d, group_info)
+    key = (layout, tile_m, tile_n, cluster_mn, swizzle, tuple(sorted(variant.items())), a.device.index)
     if key not in _KERNELS:
-        op = Fp8BlockScaleGemm(layout, tile_n, cluster_mn, swizzle, **variant)
+        op = Fp8BlockScaleGemm(layout, tile_n, cluster_mn, swizzle, tile_m, **variant)
         _KERNELS[key] = cute.compile(op, *views, max_active_clusters(cluster_mn), _current_stream())
     kernel = _KERNELS[key]
     # the stream is read at every launch, so run() can be captured in a CUDA graph (a side stream)
     return (lambda: kernel(*views, _current_stream())), d
 
 
-def choose_tiling(layout: str, rows: int, n: int, sms: int) -> tuple[int, tuple[int, int]]:
-    """(tile_n, cluster_mn) for `rows` output rows (all groups) and N columns: the tile N with the
-    lowest estimated time (waves of tiles on `sms` SMs times TILE_COST), and a 1x2 cluster (two N
-    tiles sharing A), which timed at least as fast as 2x1 on most shapes and suits every layout."""
-    tiles_m = -(-rows // TILE_M)
-
+def choose_tiling(layout: str, m: int, n: int, sms: int, groups: int = 1) -> dict:
+    """{tile_m, tile_n, cluster_mn} for an M x N output (M: rows per group for masked, all rows
+    otherwise): 128-row tiles, the tile N with the lowest estimated time (waves of tiles on `sms` SMs
+    times TILE_COST), and a 1x2 cluster (two N tiles sharing A), which timed at least as fast as 2x1
+    on most shapes and suits every layout."""
     def estimate(tile_n: int) -> float:
-        tiles = tiles_m * -(-n // tile_n)
-        waves = -(-tiles // sms)
-        return waves * TILE_COST[tile_n]
+        tiles = -(-m // MMA_M) * (groups if layout == "masked" else 1) * -(-n // tile_n)
+        return -(-tiles // sms) * TILE_COST[(MMA_M, tile_n)]
 
-    tile_n = min(TILE_NS, key=estimate)
-    return tile_n, (1, 2)
+    tile_n = min((tn for tm, tn in TILE_COST if tm == MMA_M), key=estimate)
+    return {"tile_m": MMA_M, "tile_n": tile_n, "cluster_mn": (1, 2)}
 
 
 def gemm(a, sfa, b, sfb, layout: str = "normal", group_info=None):
@@ -542,9 +581,17 @@ def _check_tensors(a, sfa, b, sfb, layout: str, group_info) -> None:
     for name, t in (("a", a), ("b", b)):
         if t.stride(-1) != 1:
             raise ValueError(f"{name}: K must be contiguous (strides {t.stride()}); call .contiguous()")
-    if tuple(sfa.shape[-2:]) != (m, kb) or sfa.stride(-2) != 1 or sfa.stride(-1) % 4:
-        raise ValueError(f"sfa: expected shape (..., {m}, {kb}) stored M-major with a K-block stride that is a "
-                         f"multiple of 4; got {tuple(sfa.shape)} strides {sfa.stride()} (use quantize.per_token_cast)")
+        if any(stride % 16 for stride in t.stride()[:-1]):
+            raise ValueError(f"{name}: strides {t.stride()} must be multiples of 16 elements (16 bytes) for TMA")
+    if tuple(sfa.shape[-2:]) != (m, kb) or sfa.stride(-2) != 1 or any(stride % 4 for stride in sfa.stride()[:-2] +
+                                                                         sfa.stride()[-1:]):
+        raise ValueError(f"sfa: expected shape (..., {m}, {kb}) stored M-major with K-block and group strides that are "
+                         f"multiples of 4; got {tuple(sfa.shape)} strides {sfa.stride()} (use quantize.per_token_cast)")
+    if grouped_a and sfa.shape[0] != a.shape[0]:
+        raise ValueError(f"a has {a.shape[0]} groups and sfa {sfa.shape[0]}")
+    for name, t in (("a", a), ("b", b), ("sfa", sfa), ("sfb", sfb), ("group_info", group_info)):
+        if t is not None and t.data_ptr() % 16:
+            raise ValueError(f"{name}: its data must start on a 16-byte boundary (address {t.data_ptr():#x})")
     n_blocks = -(-n // BLOCK)
     if tuple(sfb.shape[-2:]) != (n_blocks, kb) or sfb.stride(-1) != 1:
         raise ValueError(f"sfb: expected shape (..., {n_blocks}, {kb}), K-block contiguous; got {tuple(sfb.shape)} "
@@ -556,33 +603,61 @@ def _check_tensors(a, sfa, b, sfb, layout: str, group_info) -> None:
             raise ValueError("group_info is for the grouped layouts only")
         return
     expected = (m,) if layout == "contiguous" else (b.shape[0],)
-    if group_info is None or group_info.dtype != torch.int32 or tuple(group_info.shape) != expected:
+    if (group_info is None or group_info.dtype != torch.int32 or tuple(group_info.shape) != expected
+            or group_info.stride(0) != 1):
         what = "m_indices (M,)" if layout == "contiguous" else "masked_m (G,)"
-        got = None if group_info is None else f"{tuple(group_info.shape)} {group_info.dtype}"
-        raise ValueError(f"group_info: the {layout} layout needs {what} int32 = {expected}; got {got}")
+        got = None if group_info is None else f"{tuple(group_info.shape)} {group_info.dtype} stride {group_info.stride()}"
+        raise ValueError(f"group_info: the {layout} layout needs {what} int32 = {expected}, stride 1; got {got}")
     if layout == "masked" and a.shape[0] != b.shape[0]:
         raise ValueError(f"a has {a.shape[0]} groups and b {b.shape[0]}")
 
 
-def _mkl(tensor):
+def _canonical(tensor, leading: int):
+    """The same tensor with canonical strides in its size-1 modes, whose strides address nothing and
+    may be anything in torch (M = 1, one K block, one group): 1 in the contiguous mode, elsewhere a
+    16-byte multiple past the whole tensor, so the stride checks and TMA's alignment rules hold."""
+    if 1 not in tensor.shape or tensor.dim() == 0:
+        return tensor
+    past = _past(tensor)
+    leading %= tensor.dim()
+    strides = [stride if size != 1 else (1 if mode == leading else past)
+               for mode, (size, stride) in enumerate(zip(tensor.shape, tensor.stride()))]
+    return tensor.as_strided(tensor.shape, strides)
+
+
+def _past(tensor) -> int:
+    """A stride, in elements, past every element of the tensor and a multiple of 16 bytes."""
+    per_16_bytes = max(1, 16 // tensor.element_size())
+    span = max(s * n for s, n in zip(tensor.stride(), tensor.shape))
+    return -(-span // per_16_bytes) * per_16_bytes
+
+
+def _views(a, sfa, b, sfb, d, group_info) -> list:
+    """CuTe views with dynamic shapes and strides (the types `_fake` declares at compile time).
+    A static extent of 1 would let CuTe drop that mode when it builds a TMA atom (M = 1 gave a 1-D
+    TMA for A and D, and a crash); dynamic extents keep every mode whatever its run-time size."""
+    return [_mkl(a, 1), _mkl(sfa, 0), _mkl(b, 1), _mkl(sfb, 1), _mkl(d, 1), _view(group_info, 0)]
+
+
+def _mkl(tensor, leading: int):
     """A CuTe view (rows, cols, L) of a 2-D (rows, cols) or 3-D (L, rows, cols) torch tensor: the
-    group mode goes last, where the kernel expects it."""
+    group mode goes last, where the kernel expects it. `leading` is the mode with stride 1."""
     if tensor.dim() == 2:   # L = 1, with a stride past the whole tensor (TMA wants 16-byte strides)
-        span = max(s * n for s, n in zip(tensor.stride(), tensor.shape))
-        tensor = tensor.as_strided((1, *tensor.shape), (span, *tensor.stride()))
-    return _view(tensor.permute(1, 2, 0))
+        tensor = tensor.as_strided((1, *tensor.shape), (_past(tensor), *tensor.stride()))
+    return _view(tensor.permute(1, 2, 0), leading)
 
 
-def _view(tensor):
-    """A CuTe view of a torch tensor; fp8 through a uint8 view with the element type set afterwards."""
+def _view(tensor, leading: int):
+    """A dynamic-layout CuTe view of a torch tensor; fp8 through a uint8 view with the element type
+    set afterwards."""
     import torch
     from cutlass.cute.runtime import from_dlpack
 
     if tensor.dtype == torch.float8_e4m3fn:
-        view = from_dlpack(tensor.view(torch.uint8), assumed_align=16)
+        view = from_dlpack(tensor.view(torch.uint8), assumed_align=16).mark_layout_dynamic(leading_dim=leading)
         view.element_type = cutlass.Float8E4M3FN
         return view
-    return from_dlpack(tensor, assumed_align=16)
+    return from_dlpack(tensor, assumed_align=16).mark_layout_dynamic(leading_dim=leading)
 
 
 if __name__ == "__main__":
