@@ -26,6 +26,9 @@ def test_driver_line_round_trips_the_gate():
     (GOOD + "\n========= ERROR SUMMARY: 0 errors\n", True, None),          # memcheck missed it: the probe must fail
     (BAD + "\n========= ERROR SUMMARY: 1 error\n", True, "caught by the tool alone"),   # wrong check caught it
     ("Traceback ...\n", True, "did not run"),
+    # memcheck stops the faulting kernel, so the driver dies on the launch failure: the tool's report counts
+    ("========= Invalid __global__ write of size 4 bytes\n=========     at oob_kernel\n"
+     "torch.AcceleratorError: CUDA error: unspecified launch failure\n========= ERROR SUMMARY: 1 error\n", False, None),
 ])
 def test_planted_verdict(output, passed, fragment):
     result = tools.planted_verdict("memcheck", "oob", output)

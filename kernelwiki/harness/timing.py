@@ -194,20 +194,36 @@ def sustained(fn: Callable[[], object], iters: int = 200, warmup: int = 20) -> d
             "p90_ms": _percentile(times, 0.9), "iterations": iters, "warmup": warmup, **sampler.summary()}
 
 
+_CAPTURE_STREAM = None
+
+
 def cuda_graph(fn: Callable[[], object]) -> Callable[[], object]:
-    """`fn` captured once into a CUDA graph; returns the graph's replay. For candidates that are a
-    Python loop of launches (one GEMM per group), so that host dispatch gaps between the launches
-    are not timed, as when such a loop is used in production. `fn` runs once on a side stream
-    before the capture (lazy initialization, workspaces) and must launch onto the current stream."""
+    """`fn` captured once into a CUDA graph; returns a callable that replays it. Timing replays keeps
+    a candidate's Python launch path (a loop of launches, a wrapper's checks) out of the events.
+
+    `fn` must launch onto the stream current at the call: a launch bound to another stream escapes
+    the capture and the graph holds no work (seen: a teaching variant that kept its compile-time
+    stream timed at ~1 us). One capture stream serves the process, and `fn` runs once on it first:
+    cuBLAS keeps a workspace per (handle, stream), and one first allocated inside a capture belongs
+    to that graph's pool; a fresh stream per capture can reuse a dead stream's handle value and with
+    it a freed workspace. The returned callable keeps `fn` alive: the graph holds raw pointers into
+    what `fn` owns (a split-K workspace, an output)."""
     import torch
 
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        fn()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
+    global _CAPTURE_STREAM
+    if _CAPTURE_STREAM is None:
+        _CAPTURE_STREAM = torch.cuda.Stream()
+    stream = _CAPTURE_STREAM
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
         fn()
     torch.cuda.synchronize()
-    return graph.replay
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=stream):
+        fn()
+    torch.cuda.synchronize()
+
+    def replay() -> None:
+        graph.replay()
+    replay.keep_alive = (fn, graph)
+    return replay

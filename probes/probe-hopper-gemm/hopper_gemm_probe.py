@@ -21,6 +21,7 @@ import sys
 from kernelwiki.harness import compile as compile_mod
 from kernelwiki.harness import gates
 from kernelwiki.harness.probe import REPO_ROOT, Context, Probe
+from kernelwiki.harness.timing import cuda_graph
 
 sys.path.insert(0, str(REPO_ROOT / "artifacts" / "kernels" / "hopper-gemm"))
 import hopper_gemm  # noqa: E402  (our kernel, importable without a GPU)
@@ -110,36 +111,6 @@ def _cublas_result(dtype: str, a, b, scale_a: float, scale_b: float, shape):
         return _cublas(dtype, a, b, scale_a, scale_b, out)[name]()   # _scaled_mm returns a new tensor
     finally:
         torch.backends.cuda.matmul.allow_tf32 = tf32_before
-
-
-_CAPTURE_STREAM = None
-
-
-def _graphed(fn):
-    """fn captured in a CUDA graph; the replay is what is timed, so no candidate's Python launch path
-    enters the measurement. One capture stream for the whole process, and a warm-up call on it
-    first: cuBLAS keeps a workspace per (handle, stream), and a workspace first allocated inside a
-    capture belongs to that graph's pool, freed with the graph while cuBLAS keeps the pointer; a
-    new side stream per capture can reuse a dead stream's handle value and so that stale pointer."""
-    import torch
-
-    global _CAPTURE_STREAM
-    if _CAPTURE_STREAM is None:
-        _CAPTURE_STREAM = torch.cuda.Stream()
-    stream = _CAPTURE_STREAM
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        fn()
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph, stream=stream):
-        fn()
-    torch.cuda.current_stream().wait_stream(stream)
-
-    def replay():
-        graph.replay()
-    replay.keep_alive = fn   # the graph holds raw pointers into what fn owns (our split-K workspace)
-    return replay
 
 
 def _quack(a, b):
@@ -267,7 +238,7 @@ def run_case(case: dict, ctx: Context) -> dict:
             else:
                 candidates["quack"] = quack
         timing = ctx.timer(warmup=5, iters=30, order="shuffled", flush="read").compare(
-            {name: _graphed(fn) for name, fn in candidates.items()})
+            {name: cuda_graph(fn) for name, fn in candidates.items()})
     finally:
         torch.backends.cuda.matmul.allow_tf32 = tf32_before
     flops = 2 * m * n * k * int(params.get("batch", 1))
