@@ -248,7 +248,7 @@ def _measured_claims(spec: ProbeSpec, record: Record, page_id: str, hand_ids: se
         case_spec = spec.case(case.get("id", "")) or {}
         if case.get("status") != "passed" or "value" not in headline:
             continue
-        if case_spec.get("pages") and page_id not in case_spec["pages"]:
+        if isinstance(case_spec.get("pages"), list) and page_id not in case_spec["pages"]:   # [] = on no page
             continue
         params = dict(case.get("params") or {})
         claim: dict[str, Any] = {
@@ -280,7 +280,35 @@ def _measured_claims(spec: ProbeSpec, record: Record, page_id: str, hand_ids: se
                 claim[key] = headline[key]
         claim["measured_at"] = record.started
         claims.append(claim)
+        reproduction = _candidate_claim(claim, case, case_spec, hand_ids)
+        if reproduction is not None:
+            claims.append(reproduction)
     return claims
+
+
+def _candidate_claim(ours: dict, case: dict, case_spec: dict, hand_ids: set) -> dict | None:
+    """For a case whose reported claim is another kernel's (case spec `reproduced_by`, e.g. DeepGEMM
+    timed as a baseline): that kernel's value in the same run, as the claim's comparable reproduction.
+    Our own kernel's claim stays beside it, without a ratio to the reported value."""
+    name = case_spec.get("reproduced_by")
+    if not name:
+        return None
+    value = next((b.get("value") for b in case.get("baselines") or []
+                  if isinstance(b, dict) and b.get("name") == name), None)
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None   # the candidate did not run (skipped with its reason in the record)
+    ours.pop("comparable", None)
+    slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+    claim = {key: ours[key] for key in ("metric", "unit", "gpu", "arch", "dtype", "shape") if key in ours}
+    params = {k: v for k, v in (case.get("params") or {}).items() if k not in ("dtype", "shape", "ceiling")}
+    claim["conditions"] = ", ".join([f"{name}, timed in the same run and on the same inputs as ours",
+                                     *(f"{k}={_short(v)}" for k, v in params.items())])
+    out = {"id": f"{ours['id']}.{slug}", **claim, "value": value, "candidate": name, "evidence": "measured",
+           "record": ours["record"], "case": ours["case"]}
+    if case_spec.get("claim") in hand_ids:   # on the page that holds the reported claim: its reproduction
+        out.update(reproduces=case_spec["claim"], comparable=True)
+    out["measured_at"] = ours["measured_at"]
+    return out
 
 
 def _short(value: Any) -> str:

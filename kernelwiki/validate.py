@@ -260,6 +260,13 @@ def measured_claim_problems(claim: dict, record: dict, page_probes: list) -> lis
     headline = case.get("headline") if isinstance(case.get("headline"), dict) else {}
     if case.get("status") != "passed":
         out.append((("case",), f"case {claim.get('case')!r} of {name} is {case.get('status')}, not passed"))
+    if claim.get("candidate") is not None:   # another kernel timed in the case: its baselines entry
+        values = [b.get("value") for b in case.get("baselines") or []
+                  if isinstance(b, dict) and b.get("name") == claim.get("candidate")]
+        if values != [claim.get("value")]:
+            out.append((("value",), f"{claim.get('value')!r} is not {claim.get('candidate')!r}'s value in case "
+                                    f"{claim.get('case')!r} of {name} ({values or 'absent'}); run `kernelwiki refresh`"))
+        return out
     if headline.get("value") != claim.get("value"):
         out.append((("value",), f"{claim.get('value')!r} is not the value of case {claim.get('case')!r} in {name} "
                                 f"({headline.get('value')!r}); run `kernelwiki refresh`"))
