@@ -1,7 +1,10 @@
-"""The page index: every page's frontmatter and search text, cached by file mtime and size.
+"""The page index: every page's frontmatter and search text, cached by content.
 
 A cold build parses every page; later calls re-parse only the files that changed, so lookups on
-thousands of pages stay fast. The cache lives in .kernelwiki-cache/ (ignored by git) and is
+thousands of pages stay fast. Each entry keeps the SHA-256 of the file it was parsed from and the
+file's (mtime, size, ctime): lookups (get, query) trust an entry while all three match - copying
+tools that preserve mtime (cp -p, tar, rsync) still change ctime, which user space cannot set -
+and validate (and the page get prints) compare the content hash itself. The cache lives in .kernelwiki-cache/ (ignored by git) and is
 rebuilt whenever the schemas, the vocabulary or the tool version change.
 """
 
@@ -17,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from kernelwiki import __version__
-from kernelwiki.pages import Page, read_page
+from kernelwiki.pages import Page, parse_page, read_page, read_page_bytes
 from kernelwiki.problems import Problem
-from kernelwiki.repo import Repo
+from kernelwiki.repo import Repo, UnsafeFile
 from kernelwiki.schema import fingerprint
 from kernelwiki.vocab import QUERY_ALIASES, Vocabulary, closest
 
@@ -37,6 +40,8 @@ class Entry:
     rel: str
     mtime_ns: int
     size: int
+    ctime_ns: int
+    sha256: str
     meta: dict[str, Any] | None
     headline: str
     """summary, or the first paragraph of the body, for listings."""
@@ -77,25 +82,49 @@ class Wiki:
 
     # --- loading -----------------------------------------------------------------------------
     @classmethod
-    def load(cls, repo: Repo | None = None, use_cache: bool = True) -> "Wiki":
+    def load(cls, repo: Repo | None = None, use_cache: bool = True, verify: bool = False) -> "Wiki":
+        """The index; `verify` re-reads every file and compares content hashes (validate does)."""
         repo = repo or Repo.find()
         key = _cache_key(repo)
         cached_vocab, cached = _read_cache(repo, key) if use_cache else (None, {})
         wiki = cls(repo, Vocabulary(cached_vocab) if cached_vocab else Vocabulary.load(repo.schemas), key=key,
                    use_cache=use_cache)
-        for rel, stat in _scan(repo.root):
+        for rel, stat in scan_pages(repo.root):
             old = cached.get(rel)
-            if old and old.mtime_ns == stat.st_mtime_ns and old.size == stat.st_size:
+            if old and (old.mtime_ns, old.size, old.ctime_ns) == (stat.st_mtime_ns, stat.st_size, stat.st_ctime_ns) \
+                    and not verify:
                 wiki.entries[rel] = old
             else:
-                page = read_page(repo.root / rel, rel)
-                wiki.fresh[rel] = page
-                wiki.entries[rel] = _entry(page, stat)
-                wiki.dirty = True
+                wiki._parse(rel, stat, old)
         if set(cached) - set(wiki.entries) or not cached_vocab:
             wiki.dirty = True
         wiki.save()
         return wiki
+
+    def _parse(self, rel: str, stat: os.stat_result, old: Entry | None) -> Entry:
+        """Read a page; keep the cached entry (and its validation results) when the content is the same."""
+        page, digest = _read(self.repo.root / rel, rel)
+        signature = (stat.st_mtime_ns, stat.st_size, stat.st_ctime_ns)
+        if old and old.sha256 == digest:
+            if (old.mtime_ns, old.size, old.ctime_ns) != signature:
+                old.mtime_ns, old.size, old.ctime_ns = signature
+                self.dirty = True
+            self.entries[rel] = old
+        else:
+            self.entries[rel] = _entry(page, stat, digest)
+            self.dirty = True
+        self.fresh[rel] = page
+        return self.entries[rel]
+
+    def current(self, entry: Entry) -> Entry:
+        """The entry as the file is now (its content hash checked), for output built from one page."""
+        try:
+            stat = os.stat(self.repo.root / entry.rel, follow_symlinks=False)
+        except OSError:
+            return entry
+        updated = self._parse(entry.rel, stat, entry)
+        self.save()
+        return updated
 
     def page(self, rel: str) -> Page:
         """The parsed page (from this process if parsed here, else read again)."""
@@ -108,6 +137,8 @@ class Wiki:
         if not self.dirty or not self.use_cache:
             return
         key = self.key
+        if self.repo.cache.is_symlink():  # it could point anywhere; write nothing through it
+            return
         try:
             self.repo.cache.mkdir(exist_ok=True)
             texts = {rel: self.text(entry) for rel, entry in self.entries.items()}
@@ -116,7 +147,7 @@ class Wiki:
             entries = {rel: _to_plain(entry) for rel, entry in self.entries.items()}
             _write_pickle(self.repo.cache / CACHE_FILE, {"key": key, "vocabulary": self.vocab.data, "entries": entries})
             self.dirty = False
-        except OSError:
+        except (OSError, pickle.PicklingError, RecursionError):
             pass
 
     def text(self, entry: Entry) -> str:
@@ -126,7 +157,7 @@ class Wiki:
                 data = _read_pickle(self.repo.cache / TEXT_FILE)
                 self._texts = data["texts"] if data and data.get("key") == self.key else {}
             cached = self._texts.get(entry.rel)
-            entry.text = cached if cached is not None else _entry(self.page(entry.rel), os.stat(self.repo.root / entry.rel)).text
+            entry.text = cached if cached is not None else _search_text(self.page(entry.rel))
         return entry.text
 
     # --- lookups -----------------------------------------------------------------------------
@@ -196,13 +227,13 @@ def _read_cache(repo: Repo, key: str) -> tuple[dict | None, dict[str, Entry]]:
 
 def _to_plain(entry: Entry) -> tuple:
     local = None if entry.local_problems is None else [astuple(p) for p in entry.local_problems]
-    return (entry.mtime_ns, entry.size, entry.meta, entry.headline,
+    return (entry.mtime_ns, entry.size, entry.ctime_ns, entry.sha256, entry.meta, entry.headline,
             [astuple(p) for p in entry.read_problems], local)
 
 
 def _from_plain(rel: str, plain: tuple) -> Entry:
-    mtime_ns, size, meta, headline, read, local = plain
-    return Entry(rel, mtime_ns, size, meta, headline, None, [Problem(*p) for p in read],
+    mtime_ns, size, ctime_ns, sha256, meta, headline, read, local = plain
+    return Entry(rel, mtime_ns, size, ctime_ns, sha256, meta, headline, None, [Problem(*p) for p in read],
                  None if local is None else [Problem(*p) for p in local])
 
 
@@ -227,7 +258,7 @@ def _write_pickle(path: Path, payload: dict) -> None:
         raise
 
 
-def _scan(root: Path):
+def scan_pages(root: Path) -> list[tuple[str, os.stat_result]]:
     """(repository-relative path, stat) of every .md file under wiki/, sorted by path.
     Works on strings: resolving thousands of Path objects costs more than the rest of a lookup."""
     prefix = len(str(root)) + 1
@@ -239,14 +270,24 @@ def _scan(root: Path):
                 for item in it:
                     if item.is_dir(follow_symlinks=False):
                         stack.append(item.path)
-                    elif item.name.endswith(".md") and item.is_file():
-                        found.append((item.path[prefix:].replace(os.sep, "/"), item.stat()))
-        except (FileNotFoundError, NotADirectoryError):
+                    elif item.name.endswith(".md"):
+                        # Links and other non-files are listed too, so that validate names them.
+                        found.append((item.path[prefix:].replace(os.sep, "/"), item.stat(follow_symlinks=False)))
+        except OSError:  # vanished or unreadable directory: its pages are simply not there
             continue
     return sorted(found)
 
 
-def _entry(page: Page, stat: os.stat_result) -> Entry:
+def _read(path: Path, rel: str) -> tuple[Page, str]:
+    """The parsed page and the SHA-256 of its bytes ("" when it could not be read)."""
+    try:
+        raw = read_page_bytes(path)
+    except UnsafeFile:
+        return read_page(path, rel), ""
+    return parse_page(raw, rel), hashlib.sha256(raw).hexdigest()
+
+
+def _entry(page: Page, stat: os.stat_result, digest: str) -> Entry:
     meta = page.meta
     headline = ""
     if meta and isinstance(meta.get("summary"), str):
@@ -257,6 +298,14 @@ def _entry(page: Page, stat: os.stat_result) -> Entry:
             if block and not block.startswith(("#", "<!--", "|", "```", ">")):
                 headline = " ".join(block.split())[:200]
                 break
+    return Entry(
+        rel=page.rel, mtime_ns=stat.st_mtime_ns, size=stat.st_size, ctime_ns=stat.st_ctime_ns, sha256=digest,
+        meta=meta, headline=headline, text=_search_text(page), read_problems=page.problems,
+    )
+
+
+def _search_text(page: Page) -> str:
+    meta = page.meta
     parts: list[str] = [page.body]
     if meta:
         for key in ("id", "title", "summary"):
@@ -267,7 +316,4 @@ def _entry(page: Page, stat: os.stat_result) -> Entry:
             value = meta.get(key)
             if isinstance(value, list):
                 parts.extend(str(v) for v in value)
-    return Entry(
-        rel=page.rel, mtime_ns=stat.st_mtime_ns, size=stat.st_size, meta=meta, headline=headline,
-        text="\n".join(parts).lower(), read_problems=page.problems,
-    )
+    return "\n".join(parts).lower()

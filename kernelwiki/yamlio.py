@@ -7,6 +7,8 @@ canonical form of a page's frontmatter: `validate` compares against it and `--fi
 
 from __future__ import annotations
 
+import math
+import re
 from typing import Any
 
 import yaml
@@ -44,49 +46,121 @@ class YamlProblem(Exception):
 
 
 UNWRAPPED = 1 << 20
+MAX_DEPTH = 32
+"""Deepest nesting accepted; frontmatter needs a handful of levels, and walking or pickling
+hundreds of levels recurses past Python's limit."""
+MAX_INT_DIGITS = 100
+"""Longer integers are refused: Python's int() refuses over 4,300 digits, and no claim needs 100."""
+_INT_TAG, _FLOAT_TAG, _STR_TAG = (f"tag:yaml.org,2002:{t}" for t in ("int", "float", "str"))
+ALIASES = "YAML anchors and aliases (&name, *name) are not allowed; write the value out"
+_NON_FINITE = re.compile(r"[-+]?\.(inf|nan)", re.IGNORECASE)
 
 
 def load(text: str) -> tuple[Any, LineMap]:
-    """Parse one YAML document; return the data and a map from field path to 0-based line."""
+    """Parse one YAML document; return the data and a map from field path to 0-based line.
+
+    The node tree is checked before any Python value is built, so a document that would blow up
+    while being built (aliases that expand exponentially, huge integers, deep nesting) is refused
+    with the line it is on instead."""
     loader = Loader(text)
     try:
         node = loader.get_single_node()
         if node is None:
             return None, {}
         lines: LineMap = {}
-        _walk(node, (), lines)
+        _walk(node, lines)
         return loader.construct_document(node), lines
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
         line = mark.line if mark is not None else 0
         raise YamlProblem(line, "-", f"YAML: {err.problem or err.context}") from None
+    except yaml.reader.ReaderError as err:
+        # Its str() spans two lines and names a character position; say it on the line it is on.
+        line = text[: err.position].count("\n")
+        raise YamlProblem(line, "-", f"YAML: control character {_char(err.character)} is not allowed; remove it") from None
     except yaml.YAMLError as err:
-        raise YamlProblem(0, "-", f"YAML: {err}") from None
+        raise YamlProblem(0, "-", "YAML: " + " ".join(str(err).split())) from None
     finally:
         loader.dispose()
 
 
-def _walk(node: yaml.Node, path: tuple, lines: LineMap) -> None:
-    lines[path] = node.start_mark.line
-    if isinstance(node, yaml.MappingNode):
-        seen: dict[str, int] = {}
-        for key_node, value_node in node.value:
-            if not isinstance(key_node, yaml.ScalarNode):
-                raise YamlProblem(key_node.start_mark.line, field_path(path), "keys must be plain text")
-            key = key_node.value
-            if key in seen:
-                raise YamlProblem(
-                    key_node.start_mark.line,
-                    field_path(path + (key,)),
-                    f"duplicate key (first set on line {seen[key] + 1} of the document)",
-                )
-            seen[key] = key_node.start_mark.line
-            lines[path + (key,)] = key_node.start_mark.line
-            _walk(value_node, path + (key,), lines)
-            lines[path + (key,)] = key_node.start_mark.line
-    elif isinstance(node, yaml.SequenceNode):
-        for index, item in enumerate(node.value):
-            _walk(item, path + (index,), lines)
+def _walk(root: yaml.Node, lines: LineMap) -> None:
+    """Record each node's line and refuse what the tools cannot use; iterative, so depth is
+    checked rather than hit."""
+    seen: set[int] = set()
+    stack: list[tuple[yaml.Node, tuple]] = [(root, ())]
+    while stack:
+        node, path = stack.pop()
+        line = node.start_mark.line
+        where = field_path(path)
+        if id(node) in seen:
+            raise YamlProblem(lines.get(path, line), where, ALIASES)
+        seen.add(id(node))
+        if len(path) > MAX_DEPTH:
+            raise YamlProblem(line, where, f"nested more than {MAX_DEPTH} levels deep")
+        lines.setdefault(path, line)
+        if isinstance(node, yaml.MappingNode):
+            keys: dict[str, int] = {}
+            children = []
+            for key_node, value_node in node.value:
+                key_line = key_node.start_mark.line
+                if not isinstance(key_node, yaml.ScalarNode) or key_node.tag != _STR_TAG:
+                    raise YamlProblem(key_line, where, f"keys must be plain text (got {_key_text(key_node)}); quote the key")
+                key = key_node.value
+                if key in keys:
+                    raise YamlProblem(key_line, field_path(path + (key,)),
+                                      f"duplicate key (first set on line {keys[key] + 1} of the document)")
+                keys[key] = key_line
+                lines[path + (key,)] = key_line
+                children.append((value_node, path + (key,)))
+            stack.extend(reversed(children))
+        elif isinstance(node, yaml.SequenceNode):
+            for index, item in enumerate(node.value):
+                if id(item) in seen:  # an alias: its node starts at the anchor, so name the list's line
+                    raise YamlProblem(line, field_path(path + (index,)), ALIASES)
+            stack.extend(reversed([(item, path + (index,)) for index, item in enumerate(node.value)]))
+        elif node.tag == _INT_TAG and len(node.value) > MAX_INT_DIGITS:
+            raise YamlProblem(line, where, f"an integer of {len(node.value)} characters; at most {MAX_INT_DIGITS} are accepted")
+        elif node.tag == _FLOAT_TAG and (_NON_FINITE.fullmatch(node.value) or _overflows(node.value)):
+            raise YamlProblem(line, where, f"{node.value} is not a finite number; write the value, or leave the field out")
+
+
+def _char(character: Any) -> str:
+    code = character if isinstance(character, int) else ord(character) if isinstance(character, str) and len(character) == 1 else None
+    return f"U+{code:04X}" if code is not None else repr(character)
+
+
+def _overflows(value: str) -> bool:
+    try:
+        return math.isinf(float(value.replace("_", "")))
+    except ValueError:
+        return False  # YAML 1.1 sexagesimal and the like: the constructor decides
+
+
+def _key_text(node: yaml.Node) -> str:
+    if not isinstance(node, yaml.ScalarNode):
+        return "a list" if isinstance(node, yaml.SequenceNode) else "a mapping"
+    return f"{node.tag.rsplit(':', 1)[-1]} {node.value!r}"
+
+
+def comment_line(text: str) -> int | None:
+    """The 0-based line of the first YAML comment in `text`, or None. The dumper cannot keep
+    comments, so tools that rewrite frontmatter must know before they do."""
+    if "#" not in text:
+        return None
+    try:
+        tokens = list(yaml.scan(text, Loader=yaml.SafeLoader))
+    except yaml.YAMLError:
+        return None  # the parse error is reported elsewhere
+    inside = [(t.start_mark.index, t.end_mark.index) for t in tokens if isinstance(t, yaml.ScalarToken)]
+    start = 0
+    while (position := text.find("#", start)) >= 0:
+        start = position + 1
+        if position and text[position - 1] not in " \t\n":
+            continue
+        if not any(a <= position < b for a, b in inside):
+            return text.count("\n", 0, position)
+    return None
 
 
 def dump(data: Any) -> str:
