@@ -6,7 +6,6 @@ Per-page checks are cached with the index (by mtime and size); cross-file checks
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,14 +13,17 @@ from typing import Any, Iterable
 
 from kernelwiki import yamlio
 from kernelwiki.index import Entry, Wiki
-from kernelwiki.pages import LineMap, Page, line_of, render_page
+from kernelwiki.pages import LineMap, Page, line_of, read_page_bytes, render_page
 from kernelwiki.problems import Problem, field_path
-from kernelwiki.repo import sha256_file
+from kernelwiki.records import probe_ids, scan
+from kernelwiki.repo import replace_file, sha256_file
 from kernelwiki.schema import check as schema_check
 from kernelwiki.vocab import did_you_mean
 
 LEVEL_RANK = {"spec": 0, "source-reported": 1, "compiled": 2, "measured": 3}
 RECORD_LEVELS = ("measured", "compiled")
+COMMENT_PROBLEM = ("YAML comment in the frontmatter: the tools that rewrite frontmatter (refresh, validate --fix) "
+                   "cannot keep it, so they leave this page alone; move the note into the prose")
 
 
 @dataclass
@@ -43,7 +45,7 @@ def validate(wiki: Wiki, fix: bool = False) -> Report:
     if fix:
         report.fixed = _fix_formatting(wiki)
         if report.fixed:
-            wiki = Wiki.load(wiki.repo)
+            wiki = Wiki.load(wiki.repo, use_cache=wiki.use_cache, verify=True)
     for rel, entry in wiki.entries.items():
         if entry.local_problems is None:
             entry.local_problems = page_problems(wiki, wiki.page(rel))
@@ -112,7 +114,10 @@ def page_problems(wiki: Wiki, page: Page) -> list[Problem]:
             add(("claims", index, "dtype"), f"unknown dtype {dtype!r}{did_you_mean(dtype, vocab.dtypes)}")
 
     problems += _evidence_problems(meta, add)
-    if not page.problems:
+    comment = yamlio.comment_line(page.frontmatter_text)
+    if comment is not None:
+        problems.append(Problem(rel, comment + Page.FRONTMATTER_FIRST_LINE, "-", COMMENT_PROBLEM))
+    elif not page.problems:
         canonical = yamlio.dump(meta)
         if canonical != page.frontmatter_text:
             ours, theirs = canonical.split("\n"), page.frontmatter_text.split("\n")
@@ -224,7 +229,8 @@ def _check_cross_references(wiki: Wiki, report: Report, probes: dict[str, Any], 
         for index, page_id in _strings(spec.get("pages")):
             if page_id not in ids:
                 report.problems.append(Problem(rel, 1, f"pages[{index}]", f"no page with id {page_id!r}{did_you_mean(page_id, ids)}"))
-            elif probe_id not in (ids[page_id].get("probes") or []):
+            elif not any(probe_id in (e.get("probes") or []) for e in by_id_files[page_id]):
+                # any file with that id: a duplicated id is reported once, on the duplicates
                 report.problems.append(Problem(rel, 1, f"pages[{index}]", f"page {page_id} does not list {probe_id} in its probes"))
 
 
@@ -255,27 +261,13 @@ def _check_probes(wiki: Wiki, report: Report) -> dict[str, Any]:
 
 
 def _load_json_files(wiki: Wiki, report: Report) -> dict[str, Any]:
-    """Run records: record path -> parsed JSON (None if unreadable), each checked against the schema."""
+    """Run records: record path -> parsed JSON (None if unreadable), each checked as records.scan
+    checks it (the same check decides which records refresh and get may use)."""
     records: dict[str, Any] = {}
-    if not wiki.repo.evidence.is_dir():
-        return records
-    for path in sorted(wiki.repo.evidence.glob("*/*.json")):
-        rel = wiki.repo.rel(path)
+    for record in scan(wiki.repo, probe_ids(wiki.repo)):
         report.records += 1
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, ValueError) as err:
-            line = getattr(err, "lineno", 1)
-            report.problems.append(Problem(rel, line, "-", f"not a JSON run record: {err}"))
-            records[rel] = None
-            continue
-        records[rel] = data
-        report.problems += schema_check(wiki.repo.schemas, "record", data, rel, lambda p: 1)
-        if isinstance(data, dict):
-            if data.get("probe") != path.parent.name:
-                report.problems.append(Problem(rel, 1, "probe", f"must equal the directory name {path.parent.name!r}"))
-            if data.get("run_id") != path.stem:
-                report.problems.append(Problem(rel, 1, "run_id", f"must equal the file name {path.stem!r}"))
+        records[record.rel] = record.data
+        report.problems += record.problems
     return records
 
 
@@ -342,16 +334,20 @@ def _dicts(value: Any) -> Iterable[tuple[int, dict]]:
 
 
 def _fix_formatting(wiki: Wiki) -> list[str]:
-    """Rewrite pages whose only formatting problems are BOM, CRLF or non-canonical frontmatter."""
+    """Rewrite pages whose only formatting problems are BOM, CRLF, fences or non-canonical
+    frontmatter; never a page whose frontmatter has comments (the rewrite would drop them) and
+    never through a symbolic link (read_page refuses those, so their meta is None)."""
     fixed = []
     for rel in sorted(wiki.entries):
-        path = wiki.repo.root / rel
-        raw = path.read_bytes()
         page = wiki.page(rel)
-        if page.meta is None:
+        if page.meta is None or yamlio.comment_line(page.frontmatter_text) is not None:
             continue
+        path = wiki.repo.root / rel
         text = render_page(page.meta, page.body)
-        if text.encode("utf-8") != raw:
-            path.write_text(text, encoding="utf-8", newline="\n")
-            fixed.append(rel)
+        try:
+            if text.encode("utf-8") != read_page_bytes(path):
+                replace_file(path, text.encode("utf-8"))
+                fixed.append(rel)
+        except OSError:  # changed or became unreadable meanwhile: validate reports it on the next run
+            continue
     return fixed
