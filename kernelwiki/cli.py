@@ -251,8 +251,10 @@ def cmd_probe_run(args) -> int:
             return 2
     options = Options(mode="compile-only" if args.compile_only else "run", cases=args.case, archs=args.arch,
                       seed=args.seed, timeout_s=args.timeout, write=not args.no_record)
+    from kernelwiki.processes import Interrupted, interruptible
+
     try:
-        with runner_lock(repo):
+        with interruptible(), runner_lock(repo):
             outcomes = run_probes(repo, specs, options)
             if options.write and not args.no_refresh:
                 for change in refresh(repo):
@@ -260,6 +262,10 @@ def cmd_probe_run(args) -> int:
     except RunnerBusy as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except Interrupted as err:
+        print(f"interrupted by {err}: the running probe and everything it started were killed; records already "
+              "written are kept and the pages were not refreshed (run `kernelwiki refresh`)", file=sys.stderr)
+        return 128 + err.signum
     print(summary_table(outcomes))
     bad = [o for o in outcomes if o.status not in ("passed", "compiled", "skipped")]
     return 1 if bad else 0
