@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import math
 import re
+from pathlib import Path
 from typing import Any
 
 import yaml
 
 from kernelwiki.pages import LineMap
 from kernelwiki.problems import field_path
+from kernelwiki.repo import UnsafeFile, read_regular
 
 _BASE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _BASE_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
@@ -141,6 +143,27 @@ def _key_text(node: yaml.Node) -> str:
     if not isinstance(node, yaml.ScalarNode):
         return "a list" if isinstance(node, yaml.SequenceNode) else "a mapping"
     return f"{node.tag.rsplit(':', 1)[-1]} {node.value!r}"
+
+
+MAX_FILE_BYTES = 1 << 20
+
+
+def read_mapping(path: Path) -> tuple[dict | None, LineMap, YamlProblem | None]:
+    """A YAML file that must hold a mapping (probe.yaml, PROVENANCE.yaml): (data, lines, None), or
+    (None, {}, the problem). Never read through a symbolic link, never more than 1 MiB."""
+    try:
+        text = read_regular(path, MAX_FILE_BYTES).decode("utf-8")
+    except UnsafeFile as err:
+        return None, {}, YamlProblem(0, "-", f"{err}; not read")
+    except UnicodeDecodeError as err:
+        return None, {}, YamlProblem(0, "-", f"not valid UTF-8 (byte {err.start})")
+    try:
+        data, lines = load(text)
+    except YamlProblem as err:
+        return None, {}, err
+    if not isinstance(data, dict):
+        return None, {}, YamlProblem(0, "-", "must be a YAML mapping")
+    return data, lines, None
 
 
 def comment_line(text: str) -> int | None:
