@@ -301,19 +301,9 @@ def _check_provenance(wiki: Wiki, report: Report) -> None:
 
 # --- helpers -------------------------------------------------------------------------------------
 def _read_yaml(path: Path, rel: str, report: Report) -> tuple[Any, LineMap]:
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError:
-        report.problems.append(Problem(rel, 1, "-", "not valid UTF-8"))
-        return None, {}
-    try:
-        data, lines = yamlio.load(text)
-    except yamlio.YamlProblem as err:
-        report.problems.append(Problem(rel, err.line + 1, err.field, err.message))
-        return None, {}
-    if not isinstance(data, dict):
-        report.problems.append(Problem(rel, 1, "-", "must be a YAML mapping"))
-        return None, {}
+    data, lines, problem = yamlio.read_mapping(path)
+    if problem:
+        report.problems.append(Problem(rel, problem.line + 1, problem.field, problem.message))
     return data, lines
 
 
