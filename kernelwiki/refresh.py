@@ -27,6 +27,7 @@ from kernelwiki.index import scan_pages
 from kernelwiki.pages import FENCE, parse_page, read_page_bytes
 from kernelwiki.probes import ProbeSpec, load_probes
 from kernelwiki.repo import Repo, UnsafeFile, replace_file
+from kernelwiki.schema import check as schema_check
 from kernelwiki.vocab import Vocabulary
 
 LEVELS = ["spec", "source-reported", "compiled", "measured"]
@@ -104,10 +105,16 @@ def refresh(repo: Repo, check: bool = False) -> list[Change]:
             raw = read_page_bytes(path)
         except UnsafeFile:
             continue  # a link or an unreadable file: validate names it, refresh never writes through it
+        page = parse_page(raw, rel)
+        if page.meta is not None and schema_check(repo.schemas, "page", page.meta, rel, page.line):
+            # Refresh relies on the shapes the schema guarantees; validate says what is wrong.
+            changes.append(Change(rel, [], refused=f"{rel}:1: -: not refreshed: the frontmatter fails the page "
+                                  "schema; run kernelwiki validate"))
+            continue
         new = refresh_text(raw, rel, vocab, probes, records, settings, newest)
         if new is None or new[0] == raw:
             continue
-        comment = yamlio.comment_line(parse_page(raw, rel).frontmatter_text)
+        comment = yamlio.comment_line(page.frontmatter_text)
         if comment is not None and any(not f.startswith("(") for f in new[1]):
             changes.append(Change(rel, new[1], refused=f"{rel}:{comment + 2}: -: not refreshed: its frontmatter "
                                   "holds a YAML comment, which the rewrite would drop; move it into the prose"))
