@@ -61,17 +61,16 @@ _NON_FINITE = re.compile(r"[-+]?\.(inf|nan)", re.IGNORECASE)
 def load(text: str) -> tuple[Any, LineMap]:
     """Parse one YAML document; return the data and a map from field path to 0-based line.
 
-    The node tree is checked before any Python value is built, so a document that would blow up
-    while being built (aliases that expand exponentially, huge integers, deep nesting) is refused
-    with the line it is on instead."""
+    Values are built by one walk over the node tree that also refuses, with the line they are on,
+    what would blow up while being built (aliases that expand exponentially, huge integers, deep
+    nesting) or cannot be used (non-text keys, non-finite numbers)."""
     loader = Loader(text)
     try:
         node = loader.get_single_node()
         if node is None:
             return None, {}
         lines: LineMap = {}
-        _walk(node, lines)
-        return loader.construct_document(node), lines
+        return _build(loader, node, lines), lines
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
         line = mark.line if mark is not None else 0
@@ -86,45 +85,97 @@ def load(text: str) -> tuple[Any, LineMap]:
         loader.dispose()
 
 
-def _walk(root: yaml.Node, lines: LineMap) -> None:
-    """Record each node's line and refuse what the tools cannot use; iterative, so depth is
-    checked rather than hit."""
+_MAP_TAG, _SEQ_TAG, _NULL_TAG = (f"tag:yaml.org,2002:{t}" for t in ("map", "seq", "null"))
+
+
+def _build(loader: Loader, root: yaml.Node, lines: LineMap) -> Any:
+    """Depth-first, in document order, without recursion (depth is checked, not hit)."""
     seen: set[int] = set()
-    stack: list[tuple[yaml.Node, tuple]] = [(root, ())]
+    out: list[Any] = []
+    # (node, path, container to put the value in, key or None to append)
+    stack: list[tuple[yaml.Node, tuple, Any, Any]] = [(root, (), out, None)]
     while stack:
-        node, path = stack.pop()
+        node, path, parent, key = stack.pop()
         line = node.start_mark.line
-        where = field_path(path)
         if id(node) in seen:
-            raise YamlProblem(lines.get(path, line), where, ALIASES)
+            raise YamlProblem(lines.get(path, line), field_path(path), ALIASES)
         seen.add(id(node))
         if len(path) > MAX_DEPTH:
-            raise YamlProblem(line, where, f"nested more than {MAX_DEPTH} levels deep")
+            raise YamlProblem(line, field_path(path), f"nested more than {MAX_DEPTH} levels deep")
         lines.setdefault(path, line)
-        if isinstance(node, yaml.MappingNode):
+        tag = node.tag if isinstance(node, yaml.ScalarNode) else (node.tag, type(node))
+        if tag == (_MAP_TAG, yaml.MappingNode):
+            value: Any = {}
             keys: dict[str, int] = {}
             children = []
             for key_node, value_node in node.value:
                 key_line = key_node.start_mark.line
-                if not isinstance(key_node, yaml.ScalarNode) or key_node.tag != _STR_TAG:
-                    raise YamlProblem(key_line, where, f"keys must be plain text (got {_key_text(key_node)}); quote the key")
-                key = key_node.value
-                if key in keys:
-                    raise YamlProblem(key_line, field_path(path + (key,)),
-                                      f"duplicate key (first set on line {keys[key] + 1} of the document)")
-                keys[key] = key_line
-                lines[path + (key,)] = key_line
-                children.append((value_node, path + (key,)))
+                if key_node.tag != _STR_TAG or not isinstance(key_node, yaml.ScalarNode):
+                    raise YamlProblem(key_line, field_path(path),
+                                      f"keys must be plain text (got {_key_text(key_node)}); quote the key")
+                name = key_node.value
+                if name in keys:
+                    raise YamlProblem(key_line, field_path(path + (name,)),
+                                      f"duplicate key (first set on line {keys[name] + 1} of the document)")
+                keys[name] = key_line
+                lines[path + (name,)] = key_line
+                children.append((value_node, path + (name,), value, name))
             stack.extend(reversed(children))
-        elif isinstance(node, yaml.SequenceNode):
+        elif tag == (_SEQ_TAG, yaml.SequenceNode):
+            value = []
             for index, item in enumerate(node.value):
                 if id(item) in seen:  # an alias: its node starts at the anchor, so name the list's line
                     raise YamlProblem(line, field_path(path + (index,)), ALIASES)
-            stack.extend(reversed([(item, path + (index,)) for index, item in enumerate(node.value)]))
-        elif node.tag == _INT_TAG and len(node.value) > MAX_INT_DIGITS:
-            raise YamlProblem(line, where, f"an integer of {len(node.value)} characters; at most {MAX_INT_DIGITS} are accepted")
-        elif node.tag == _FLOAT_TAG and (_NON_FINITE.fullmatch(node.value) or _overflows(node.value)):
-            raise YamlProblem(line, where, f"{node.value} is not a finite number; write the value, or leave the field out")
+            stack.extend(reversed([(item, path + (index,), value, None) for index, item in enumerate(node.value)]))
+        elif tag == _STR_TAG:
+            value = node.value
+        elif tag == _INT_TAG:
+            if len(node.value) > MAX_INT_DIGITS:
+                raise YamlProblem(line, field_path(path),
+                                  f"an integer of {len(node.value)} characters; at most {MAX_INT_DIGITS} are accepted")
+            value = int(node.value) if node.value.isdigit() else _construct(loader, node, path)
+        elif tag == _FLOAT_TAG:
+            if _NON_FINITE.fullmatch(node.value) or _overflows(node.value):
+                raise YamlProblem(line, field_path(path),
+                                  f"{node.value} is not a finite number; write the value, or leave the field out")
+            value = _construct(loader, node, path)
+        elif tag == _NULL_TAG:
+            value = None
+        else:  # booleans, and other tags (!!binary, !!set, ...): the safe constructor decides, or refuses
+            if not isinstance(node, yaml.ScalarNode):
+                _check_tree(node, path)
+            value = _construct(loader, node, path)
+        if key is None:
+            parent.append(value)
+        else:
+            parent[key] = value
+    return out[0]
+
+
+def _construct(loader: Loader, node: yaml.Node, path: tuple) -> Any:
+    """The safe constructor's value; a value its explicit tag cannot hold (`!!int abc`) is a problem."""
+    try:
+        return loader.construct_object(node, deep=True)
+    except (ValueError, KeyError, TypeError, OverflowError) as err:
+        tag = str(node.tag).rsplit(":", 1)[-1]
+        raise YamlProblem(node.start_mark.line, field_path(path), f"cannot be read as {tag} ({type(err).__name__})") from None
+
+
+def _check_tree(root: yaml.Node, path: tuple) -> None:
+    """Aliases and depth under a collection with an unusual tag, before the constructor builds it."""
+    seen: set[int] = set()
+    stack = [(root, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if id(node) in seen:
+            raise YamlProblem(node.start_mark.line, field_path(path), ALIASES)
+        seen.add(id(node))
+        if len(path) + depth > MAX_DEPTH:
+            raise YamlProblem(node.start_mark.line, field_path(path), f"nested more than {MAX_DEPTH} levels deep")
+        if isinstance(node, yaml.SequenceNode):
+            stack.extend((item, depth + 1) for item in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            stack.extend((item, depth + 1) for pair in node.value for item in pair)
 
 
 def _char(character: Any) -> str:
