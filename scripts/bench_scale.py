@@ -35,6 +35,7 @@ def generate(wiki: Path, count: int, rng: random.Random) -> None:
         related = "\n".join(f"- {ids[j]}" for j in rng.sample(range(count), 3) if j != i)
         tags = "\n".join(f"- {t}" for t in rng.sample(TAGS, 3))
         body = "\n\n".join(" ".join(rng.choice(WORDS) for _ in range(60)) for _ in range(6))
+        symptom = "symptom: The generated kernel silently computes the wrong tile.\n" if page_type == "footgun" else ""
         text = f"""---
 id: {page_id}
 title: Generated page {i} about {rng.choice(WORDS)} and {rng.choice(WORDS)}
@@ -42,7 +43,7 @@ type: {page_type}
 status: draft
 evidence_level: source-reported
 summary: A generated page used to measure the tools at scale.
-architectures:
+{symptom}architectures:
 - sm_90a
 tags:
 {tags}

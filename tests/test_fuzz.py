@@ -24,6 +24,9 @@ from hypothesis import strategies as st
 
 from conftest import HW_PAGE, PROBLEM_LINE, MiniRepo
 from kernelwiki.cli import main
+from kernelwiki.fastschema import passes
+from kernelwiki.pages import read_page
+from kernelwiki.schema import _validators
 
 EXAMPLES = int(os.environ.get("KERNELWIKI_FUZZ_EXAMPLES", "150"))
 SEED = os.environ.get("KERNELWIKI_FUZZ_SEED")
@@ -109,4 +112,8 @@ def test_any_frontmatter_gets_clean_answers(frontmatter: str, fences: tuple[str,
             assert (code == 1) == bool(out.strip())
         if argv[-1] == "json":
             assert "NaN" not in out and "Infinity" not in out
+    meta = read_page(page, "fuzz.md").meta
+    if meta is not None:  # the fast schema check agrees with jsonschema
+        slow = _validators(str(mini.root / "schemas"))["page"].is_valid(meta)
+        assert passes(mini.root / "schemas", "page", meta) == slow
     page.unlink()

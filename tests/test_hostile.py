@@ -270,3 +270,21 @@ def test_bad_numbers_and_names_are_refused(mini, capsys, argv, fragment):
         code = exit_.code
     assert code == 2
     assert fragment in capsys.readouterr().err
+
+
+# --- the fast schema check -------------------------------------------------------------------------
+def test_fast_schema_check_agrees_with_jsonschema_on_the_real_files():
+    from conftest import ROOT
+    from kernelwiki import yamlio
+    from kernelwiki.fastschema import passes
+    from kernelwiki.pages import read_page
+    from kernelwiki.schema import _validators
+
+    schemas = ROOT / "schemas"
+    documents = [("page", read_page(p, p.name).meta) for p in sorted((ROOT / "wiki").rglob("*.md"))]
+    documents += [("record", json.loads(p.read_text())) for p in sorted((ROOT / "artifacts/evidence").glob("*/*.json"))]
+    documents += [("probe", yamlio.load(p.read_text())[0]) for p in sorted((ROOT / "probes").glob("*/probe.yaml"))]
+    broken = dict(documents[0][1], claims=[{"id": "x", "value": [1]}], status="done")
+    documents += [("page", broken), ("record", {"cases": "lots"}), ("probe", {"id": 3})]
+    for name, data in documents:
+        assert passes(schemas, name, data) is _validators(str(schemas))[name].is_valid(data), (name, data)
