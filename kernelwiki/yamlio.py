@@ -7,6 +7,7 @@ canonical form of a page's frontmatter: `validate` compares against it and `--fi
 
 from __future__ import annotations
 
+import io
 import math
 import re
 from pathlib import Path
@@ -29,12 +30,32 @@ def _without_timestamps(resolvers: dict) -> dict:
     }
 
 
-class Loader(_BASE_LOADER):  # type: ignore[misc, valid-type]
+class _Memo:
+    """Implicit tag resolution, remembered: the C parser and emitter call the Python resolver
+    for every scalar (a third of a cold validate), and pages repeat the same few hundred values."""
+
+    _resolved: dict[tuple, str] = {}
+
+    def resolve(self, kind: type, value: Any, implicit: Any) -> str:
+        if kind is not yaml.ScalarNode:
+            return super().resolve(kind, value, implicit)  # type: ignore[misc]
+        key = (value, implicit)
+        tag = self._resolved.get(key)
+        if tag is None:
+            if len(self._resolved) > 200_000:
+                self._resolved.clear()
+            tag = self._resolved[key] = super().resolve(kind, value, implicit)  # type: ignore[misc]
+        return tag
+
+
+class Loader(_Memo, _BASE_LOADER):  # type: ignore[misc, valid-type]
     yaml_implicit_resolvers = _without_timestamps(_BASE_LOADER.yaml_implicit_resolvers)
+    _resolved: dict[tuple, str] = {}
 
 
-class Dumper(_BASE_DUMPER):  # type: ignore[misc, valid-type]
+class Dumper(_Memo, _BASE_DUMPER):  # type: ignore[misc, valid-type]
     yaml_implicit_resolvers = _without_timestamps(_BASE_DUMPER.yaml_implicit_resolvers)
+    _resolved: dict[tuple, str] = {}
 
 
 class YamlProblem(Exception):
@@ -85,7 +106,7 @@ def load(text: str) -> tuple[Any, LineMap]:
         loader.dispose()
 
 
-_MAP_TAG, _SEQ_TAG, _NULL_TAG = (f"tag:yaml.org,2002:{t}" for t in ("map", "seq", "null"))
+_MAP_TAG, _SEQ_TAG, _NULL_TAG, _BOOL_TAG = (f"tag:yaml.org,2002:{t}" for t in ("map", "seq", "null", "bool"))
 
 
 def _build(loader: Loader, root: yaml.Node, lines: LineMap) -> Any:
@@ -240,5 +261,32 @@ def comment_line(text: str) -> int | None:
 def dump(data: Any) -> str:
     """The canonical text of a mapping: block style, keys in the author's order, unicode kept,
     long strings on one line (diffs stay line-per-field)."""
-    return yaml.dump(data, Dumper=Dumper, sort_keys=False, allow_unicode=True, default_flow_style=False,
-                     width=UNWRAPPED)
+    stream = io.StringIO()
+    dumper = Dumper(stream, default_flow_style=False, allow_unicode=True, sort_keys=False, width=UNWRAPPED)
+    try:
+        dumper.open()
+        dumper.serialize(_represent(dumper, data))
+        dumper.close()
+    finally:
+        dumper.dispose()
+    return stream.getvalue()
+
+
+def _represent(dumper: Dumper, data: Any) -> yaml.Node:
+    """The node tree yaml's SafeRepresenter would build, built directly for the plain types a page
+    holds (the representer's generic dispatch cost as much as emitting); other types go to it."""
+    kind = type(data)
+    if kind is str:
+        return yaml.ScalarNode(_STR_TAG, data)
+    if kind is dict:
+        return yaml.MappingNode(_MAP_TAG, [(_represent(dumper, k), _represent(dumper, v)) for k, v in data.items()],
+                                flow_style=False)
+    if kind is list:
+        return yaml.SequenceNode(_SEQ_TAG, [_represent(dumper, v) for v in data], flow_style=False)
+    if kind is bool:
+        return yaml.ScalarNode(_BOOL_TAG, "true" if data else "false")
+    if kind is int:
+        return yaml.ScalarNode(_INT_TAG, str(data))
+    if data is None:
+        return yaml.ScalarNode(_NULL_TAG, "null")
+    return dumper.represent_data(data)
