@@ -97,9 +97,9 @@ def add_validate_arguments(p: argparse.ArgumentParser) -> None:
 
 def cmd_validate(args) -> int:
     from kernelwiki.index import Wiki
-    from kernelwiki.validate import validate
+    from kernelwiki.validate import page_problems, validate
 
-    wiki = Wiki.load(_repo(args), use_cache=not args.no_cache, verify=True)
+    wiki = Wiki.load(_repo(args), use_cache=not args.no_cache, verify=True, check=page_problems)
     report = validate(wiki, fix=args.fix)
     for rel in report.fixed:
         print(f"fixed: {rel}", file=sys.stderr)

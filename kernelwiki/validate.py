@@ -45,7 +45,7 @@ def validate(wiki: Wiki, fix: bool = False) -> Report:
     if fix:
         report.fixed = _fix_formatting(wiki)
         if report.fixed:
-            wiki = Wiki.load(wiki.repo, use_cache=wiki.use_cache, verify=True)
+            wiki = Wiki.load(wiki.repo, use_cache=wiki.use_cache, verify=True, check=page_problems)
     for rel, entry in wiki.entries.items():
         if entry.local_problems is None:
             entry.local_problems = page_problems(wiki, wiki.page(rel))
