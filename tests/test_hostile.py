@@ -288,3 +288,17 @@ def test_fast_schema_check_agrees_with_jsonschema_on_the_real_files():
     documents += [("page", broken), ("record", {"cases": "lots"}), ("probe", {"id": 3})]
     for name, data in documents:
         assert passes(schemas, name, data) is _validators(str(schemas))[name].is_valid(data), (name, data)
+
+
+def test_parsing_shared_among_cpus_gives_the_same_answers(mini, monkeypatch):
+    import kernelwiki.index
+
+    mini.write("wiki/hardware/bad.md", page_with("1: one\n"))
+    mini.write("wiki/hardware/odd.md", page_with("tags2: [x]\n", page_id="hw-odd"))
+    mini.write("wiki/hardware/example.md", HW_PAGE.replace("dtype: bf16", "dtype: bf17"))
+    one = mini.run("validate", "--no-cache")
+    monkeypatch.setattr(kernelwiki.index, "PARALLEL_MIN", 1)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    assert mini.run("validate", "--no-cache") == one and one[0] == 1
+    assert mini.run("validate") == one  # builds the cache in parallel
+    assert mini.run("validate") == one  # and reads it back
