@@ -117,3 +117,22 @@ def test_any_frontmatter_gets_clean_answers(frontmatter: str, fences: tuple[str,
         slow = _validators(str(mini.root / "schemas"))["page"].is_valid(meta)
         assert passes(mini.root / "schemas", "page", meta) == slow
     page.unlink()
+
+
+@settings(max_examples=EXAMPLES, derandomize=SEED is None, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(data=st.dictionaries(st.text(max_size=12), values, max_size=6), extra=raw_lines)
+def test_yamlio_reads_and_writes_like_pyyaml(data: dict, extra: str):
+    """yamlio builds values and the canonical text itself (for speed); both must equal PyYAML's."""
+    from kernelwiki import yamlio
+
+    for text in (dumped(data), extra):
+        try:
+            ours, _ = yamlio.load(text)
+        except yamlio.YamlProblem:
+            continue  # refused (aliases, non-finite numbers, ...): nothing to compare
+        assert ours == yaml.load(text, Loader=yamlio.Loader)
+        if isinstance(ours, dict):
+            expected = yaml.dump(ours, Dumper=yamlio.Dumper, sort_keys=False, allow_unicode=True,
+                                 default_flow_style=False, width=yamlio.UNWRAPPED)
+            assert yamlio.dump(ours) == expected
