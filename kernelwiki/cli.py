@@ -130,11 +130,11 @@ def add_get_arguments(p: argparse.ArgumentParser) -> None:
 
 def cmd_get(args) -> int:
     from kernelwiki.get import Options, get_page
-    from kernelwiki.index import UnknownPage, Wiki
+    from kernelwiki.index import UnknownPage
+    from kernelwiki.lookup import open_page
 
-    wiki = Wiki.load(_repo(args))
     try:
-        entry = wiki.resolve(args.page)
+        wiki, entry = open_page(_repo(args), args.page)
     except (UnknownPage, OutsideRepo) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1

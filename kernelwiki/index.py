@@ -32,36 +32,75 @@ PARALLEL_MIN = 1000
 _SHARED: tuple | None = None
 CACHE_FILE = "index.pickle"
 TEXT_FILE = "text.pickle"  # search text, kept apart so that lookups need not load it
+NAMES_FILE = "names.pickle"  # alias -> page file, so that `get ALIAS` need not load the index
 # The cache is pickled, not JSON: loading 2,000 entries is several times faster, and the file is
 # this checkout's own (ignored by git, rebuilt whenever the code or the schemas change).
 _WORD = re.compile(r"[a-z0-9_.+-]+")
 
 
-@dataclass
+HEAD_KEYS = ("id", "type", "title", "aliases", "tags", "architectures", "evidence_level", "evidence_by_arch", "status")
+"""Fields every listing and query reads; the cache keeps them apart from the rest of the
+frontmatter, which is decoded only for the pages whose other fields are asked for."""
+
+
 class Entry:
     """What the index keeps of one page file."""
 
-    rel: str
-    mtime_ns: int
-    size: int
-    ctime_ns: int
-    sha256: str
-    meta: dict[str, Any] | None
-    headline: str
-    """summary, or the first paragraph of the body, for listings."""
-    text: str | None
-    """Lower-cased searchable text: title, aliases, tags and body (None until Wiki.text loads it)."""
-    read_problems: list[Problem]
-    local_problems: list[Problem] | None = None
-    """Problems found by the per-file checks; None until validate has run them."""
+    __slots__ = ("rel", "mtime_ns", "size", "ctime_ns", "sha256", "_meta", "_blob", "head", "headline", "text",
+                 "read_problems", "local_problems", "ranking")
+
+    def __init__(self, rel: str, mtime_ns: int, size: int, ctime_ns: int, sha256: str, meta: dict[str, Any] | None,
+                 headline: str, text: str | None, read_problems: list[Problem],
+                 local_problems: list[Problem] | None = None, blob: bytes | None = None, head: dict | None = None):
+        self.rel, self.mtime_ns, self.size, self.ctime_ns, self.sha256 = rel, mtime_ns, size, ctime_ns, sha256
+        self._meta, self._blob = meta, blob
+        self.head = head if head is not None else _head(meta)
+        self.headline = headline
+        """summary, or the first paragraph of the body, for listings."""
+        self.text = text
+        """Lower-cased searchable text: title, aliases, tags and body (None until Wiki.text loads it)."""
+        self.read_problems = read_problems
+        self.local_problems = local_problems
+        """Problems found by the per-file checks; None until validate has run them."""
+        self.ranking: Any = None
+        """What query ranks this page by, kept with the cache so that a query need not work it
+        out again for every page (see query.ranking_fields)."""
+
+    @property
+    def meta(self) -> dict[str, Any] | None:
+        """The frontmatter mapping (None when it could not be read)."""
+        if self._blob is not None:
+            self._meta, self._blob = pickle.loads(self._blob), None
+        return self._meta
 
     @property
     def id(self) -> str | None:
-        value = (self.meta or {}).get("id")
+        value = self.get("id")
         return value if isinstance(value, str) else None
 
     def get(self, key: str, default: Any = None) -> Any:
+        if self.head is not None and key in HEAD_KEYS:
+            return self.head.get(key, default)
         return (self.meta or {}).get(key, default)
+
+
+def _head(meta: dict | None) -> dict | None:
+    """The listing fields, each in the shape listings rely on (the page schema's shape); a value of
+    another shape is left out here - validate reports it - so that no listing trips over it."""
+    if meta is None:
+        return None
+    head: dict[str, Any] = {}
+    for key in HEAD_KEYS:
+        value = meta.get(key)
+        if key in ("aliases", "tags", "architectures"):
+            if isinstance(value, list):
+                head[key] = [v for v in value if isinstance(v, str)]
+        elif key == "evidence_by_arch":
+            if isinstance(value, dict):
+                head[key] = {k: v for k, v in value.items() if isinstance(k, str) and isinstance(v, str)}
+        elif isinstance(value, str):
+            head[key] = value
+    return head
 
 
 class UnknownPage(LookupError):
@@ -82,6 +121,9 @@ class Wiki:
     key: str = ""
     """Cache key: the tool version, its code, the schemas and the vocabulary."""
     use_cache: bool = True
+    partial: bool = False
+    """Only some pages are loaded (a single-page lookup, see kernelwiki.lookup); the first
+    question about all pages loads the rest, and a partial index is never saved."""
     _texts: dict[str, str] | None = None
 
     # --- loading -----------------------------------------------------------------------------
@@ -92,7 +134,7 @@ class Wiki:
         (validate does); `check(wiki, page)` is run on each page parsed, as its local problems.
         Many pages to parse are shared among the CPUs."""
         repo = repo or Repo.find()
-        key = _cache_key(repo)
+        key = cache_key(repo)
         cached_vocab, cached = _read_cache(repo, key) if use_cache else (None, {})
         wiki = cls(repo, Vocabulary(cached_vocab) if cached_vocab else Vocabulary.load(repo.schemas), key=key,
                    use_cache=use_cache)
@@ -169,9 +211,15 @@ class Wiki:
             self.fresh[rel] = read_page(self.repo.root / rel, rel)
         return self.fresh[rel]
 
+    def complete(self) -> None:
+        """Load every page into a partial index."""
+        if self.partial:
+            full = Wiki.load(self.repo, use_cache=self.use_cache)
+            self.entries, self.vocab, self.key, self.partial = full.entries, full.vocab, full.key, False
+
     def save(self) -> None:
         """Write the cache atomically; a read-only checkout simply goes without."""
-        if not self.dirty or not self.use_cache:
+        if not self.dirty or not self.use_cache or self.partial:
             return
         key = self.key
         if self.repo.cache.is_symlink():  # it could point anywhere; write nothing through it
@@ -179,10 +227,12 @@ class Wiki:
         try:
             self.repo.cache.mkdir(exist_ok=True)
             texts = {rel: self.text(entry) for rel, entry in self.entries.items()}
-            _write_pickle(self.repo.cache / TEXT_FILE, {"key": key, "texts": texts})
+            write_pickle(self.repo.cache / TEXT_FILE, {"key": key, "texts": texts})
             # Plain tuples and dicts unpickle several times faster than dataclass instances.
             entries = {rel: _to_plain(entry) for rel, entry in self.entries.items()}
-            _write_pickle(self.repo.cache / CACHE_FILE, {"key": key, "vocabulary": self.vocab.data, "entries": entries})
+            write_pickle(self.repo.cache / CACHE_FILE, {"key": key, "vocabulary": self.vocab.data, "entries": entries})
+            aliases = {alias: entry.rel for alias, entry in self.aliases().items()}
+            write_pickle(self.repo.cache / NAMES_FILE, {"key": key, "aliases": aliases})
             self.dirty = False
         except (OSError, pickle.PicklingError, RecursionError):
             pass
@@ -191,7 +241,7 @@ class Wiki:
         """The search text of a page, from the text cache when the entry came from the cache."""
         if entry.text is None:
             if self._texts is None:
-                data = _read_pickle(self.repo.cache / TEXT_FILE)
+                data = read_pickle(self.repo.cache / TEXT_FILE)
                 self._texts = data["texts"] if data and data.get("key") == self.key else {}
             cached = self._texts.get(entry.rel)
             entry.text = cached if cached is not None else _search_text(self.page(entry.rel))
@@ -200,6 +250,7 @@ class Wiki:
     # --- lookups -----------------------------------------------------------------------------
     def by_id(self) -> dict[str, Entry]:
         """id -> entry (the first file, in path order, when an id is duplicated)."""
+        self.complete()
         out: dict[str, Entry] = {}
         for rel in sorted(self.entries):
             entry = self.entries[rel]
@@ -248,7 +299,7 @@ class Wiki:
         return [word, *QUERY_ALIASES.get(word.lower(), [])]
 
 
-def _cache_key(repo: Repo) -> str:
+def cache_key(repo: Repo) -> str:
     """Changes with the tool version, its code, the schemas and the vocabulary."""
     code = sorted(f"{p.name}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in Path(__file__).parent.glob("*.py"))
     digest = hashlib.sha256("\n".join(code).encode()).hexdigest()[:12]
@@ -256,25 +307,30 @@ def _cache_key(repo: Repo) -> str:
 
 
 def _read_cache(repo: Repo, key: str) -> tuple[dict | None, dict[str, Entry]]:
-    data = _read_pickle(repo.cache / CACHE_FILE)
+    data = read_pickle(repo.cache / CACHE_FILE)
     if not data or data.get("key") != key:
         return None, {}
     return data["vocabulary"], {rel: _from_plain(rel, plain) for rel, plain in data["entries"].items()}
 
 
 def _to_plain(entry: Entry) -> tuple:
+    from kernelwiki.query import ranking_fields  # query builds on the index, not the other way round
+
     local = None if entry.local_problems is None else [astuple(p) for p in entry.local_problems]
-    return (entry.mtime_ns, entry.size, entry.ctime_ns, entry.sha256, entry.meta, entry.headline,
-            [astuple(p) for p in entry.read_problems], local)
+    blob = entry._blob if entry._blob is not None else pickle.dumps(entry._meta, protocol=pickle.HIGHEST_PROTOCOL)
+    return (entry.mtime_ns, entry.size, entry.ctime_ns, entry.sha256, entry.head, blob, entry.headline,
+            [astuple(p) for p in entry.read_problems], local, entry.ranking or ranking_fields(entry))
 
 
 def _from_plain(rel: str, plain: tuple) -> Entry:
-    mtime_ns, size, ctime_ns, sha256, meta, headline, read, local = plain
-    return Entry(rel, mtime_ns, size, ctime_ns, sha256, meta, headline, None, [Problem(*p) for p in read],
-                 None if local is None else [Problem(*p) for p in local])
+    mtime_ns, size, ctime_ns, sha256, head, blob, headline, read, local, ranking = plain
+    entry = Entry(rel, mtime_ns, size, ctime_ns, sha256, None, headline, None, [Problem(*p) for p in read],
+                  None if local is None else [Problem(*p) for p in local], blob=blob, head=head)
+    entry.ranking = ranking
+    return entry
 
 
-def _read_pickle(path: Path) -> dict | None:
+def read_pickle(path: Path) -> dict | None:
     try:
         with open(path, "rb") as handle:
             data = pickle.load(handle)
@@ -283,7 +339,7 @@ def _read_pickle(path: Path) -> dict | None:
         return None
 
 
-def _write_pickle(path: Path, payload: dict) -> None:
+def write_pickle(path: Path, payload: dict) -> None:
     """Atomic write: a reader never sees half a file."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
     try:

@@ -302,3 +302,21 @@ def test_parsing_shared_among_cpus_gives_the_same_answers(mini, monkeypatch):
     assert mini.run("validate", "--no-cache") == one and one[0] == 1
     assert mini.run("validate") == one  # builds the cache in parallel
     assert mini.run("validate") == one  # and reads it back
+
+
+def test_get_reads_one_page_and_trusts_no_stale_name(mini, monkeypatch):
+    import kernelwiki.index
+
+    assert "skill-example" in mini.run("get", "skill-example")[1]  # full load; writes the alias map
+    with monkeypatch.context() as patch:  # by id, alias or path: the one page file, not the index
+        patch.setattr(kernelwiki.index.Wiki, "load", None)
+        for name in ("hw-example", "skill-example", "SKILL-EXAMPLE", "wiki/hardware/example.md"):
+            code, out, _ = mini.run("get", name)
+            assert code == 0 and "id: hw-example" in out
+    # the alias moves to another page: the cached map now points at a page that no longer has it
+    mini.write("wiki/hardware/example.md", HW_PAGE.replace("- skill-example\n", "- skill-old\n"))
+    mini.write("wiki/hardware/other.md", HW_PAGE.replace("hw-example", "hw-other"))
+    code, out, _ = mini.run("get", "skill-example")
+    assert code == 0 and "id: hw-other" in out
+    code, out, _ = mini.run("get", "hw-example", "--follow-sources")  # needs every page: loads them
+    assert code == 0 and "src-example: An example source" in out
