@@ -104,6 +104,7 @@ def main() -> int:
             ("validate (warm cache)", ("validate",), args.repeat, 10.0),
             ("get_page by id", ("get", "hw-wgmma"), args.repeat, 0.2),
             ("get_page by alias", ("get", "skill-wgmma", "--claims"), args.repeat, 0.2),
+            ("query, first (builds term index)", ("query", "warpgroup", "pipeline"), 1, float("inf")),
             ("query 'warpgroup pipeline'", ("query", "warpgroup", "pipeline"), args.repeat, 0.5),
             ("query --arch H100 --tag fp8", ("query", "--arch", "H100", "--tag", "fp8"), args.repeat, 0.5),
             ("refresh --check", ("refresh", "--check"), 1, float("inf")),
