@@ -10,15 +10,17 @@ rebuilt whenever the schemas, the vocabulary or the tool version change.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import multiprocessing
 import os
 import pickle
 import re
 import tempfile
+from contextlib import contextmanager
 from dataclasses import astuple, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from kernelwiki import __version__
 from kernelwiki.pages import Page, parse_page, read_page, read_page_bytes
@@ -32,6 +34,7 @@ PARALLEL_MIN = 1000
 _SHARED: tuple | None = None
 CACHE_FILE = "index.pickle"
 TEXT_FILE = "text.pickle"  # search text, kept apart so that lookups need not load it
+META_FILE = "meta.pickle"  # the full frontmatter of each page, read only when asked for
 NAMES_FILE = "names.pickle"  # alias -> page file, so that `get ALIAS` need not load the index
 # The cache is pickled, not JSON: loading 2,000 entries is several times faster, and the file is
 # this checkout's own (ignored by git, rebuilt whenever the code or the schemas change).
@@ -69,9 +72,17 @@ class Entry:
     @property
     def meta(self) -> dict[str, Any] | None:
         """The frontmatter mapping (None when it could not be read)."""
+        if isinstance(self._blob, _MetaFile):
+            self._blob = self._blob.blob(self)
         if self._blob is not None:
             self._meta, self._blob = pickle.loads(self._blob), None
         return self._meta
+
+    def meta_blob(self) -> bytes:
+        """The frontmatter, pickled, as the cache stores it."""
+        if isinstance(self._blob, _MetaFile):
+            self._blob = self._blob.blob(self)
+        return self._blob if self._blob is not None else pickle.dumps(self._meta, protocol=pickle.HIGHEST_PROTOCOL)
 
     @property
     def id(self) -> str | None:
@@ -82,6 +93,26 @@ class Entry:
         if self.head is not None and key in HEAD_KEYS:
             return self.head.get(key, default)
         return (self.meta or {}).get(key, default)
+
+
+class _MetaFile:
+    """The frontmatter of the cached pages, in a file of its own that is read only when some
+    page's full frontmatter is asked for (listings and queries need only Entry.head)."""
+
+    def __init__(self, repo: Repo, key: str):
+        self.repo, self.key = repo, key
+        self.blobs: dict[str, tuple[str, bytes]] | None = None
+
+    def blob(self, entry: Entry) -> bytes:
+        if self.blobs is None:
+            with _collector_paused():
+                data = read_pickle(self.repo.cache / META_FILE)
+            self.blobs = data["blobs"] if data and data.get("key") == self.key else {}
+        stored = self.blobs.get(entry.rel)
+        if stored and stored[0] == entry.sha256:
+            return stored[1]
+        # Written by another save than the index (or not at all): the page file is the truth.
+        return pickle.dumps(read_page(self.repo.root / entry.rel, entry.rel).meta, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def _head(meta: dict | None) -> dict | None:
@@ -135,7 +166,8 @@ class Wiki:
         Many pages to parse are shared among the CPUs."""
         repo = repo or Repo.find()
         key = cache_key(repo)
-        cached_vocab, cached = _read_cache(repo, key) if use_cache else (None, {})
+        with _collector_paused():
+            cached_vocab, cached = _read_cache(repo, key) if use_cache else (None, {})
         wiki = cls(repo, Vocabulary(cached_vocab) if cached_vocab else Vocabulary.load(repo.schemas), key=key,
                    use_cache=use_cache)
         todo = []
@@ -229,6 +261,8 @@ class Wiki:
             texts = {rel: self.text(entry) for rel, entry in self.entries.items()}
             write_pickle(self.repo.cache / TEXT_FILE, {"key": key, "texts": texts})
             # Plain tuples and dicts unpickle several times faster than dataclass instances.
+            blobs = {rel: (entry.sha256, entry.meta_blob()) for rel, entry in self.entries.items()}
+            write_pickle(self.repo.cache / META_FILE, {"key": key, "blobs": blobs})
             entries = {rel: _to_plain(entry) for rel, entry in self.entries.items()}
             write_pickle(self.repo.cache / CACHE_FILE, {"key": key, "vocabulary": self.vocab.data, "entries": entries})
             aliases = {alias: entry.rel for alias, entry in self.aliases().items()}
@@ -310,24 +344,37 @@ def _read_cache(repo: Repo, key: str) -> tuple[dict | None, dict[str, Entry]]:
     data = read_pickle(repo.cache / CACHE_FILE)
     if not data or data.get("key") != key:
         return None, {}
-    return data["vocabulary"], {rel: _from_plain(rel, plain) for rel, plain in data["entries"].items()}
+    metas = _MetaFile(repo, key)
+    return data["vocabulary"], {rel: _from_plain(rel, plain, metas) for rel, plain in data["entries"].items()}
 
 
 def _to_plain(entry: Entry) -> tuple:
     from kernelwiki.query import ranking_fields  # query builds on the index, not the other way round
 
     local = None if entry.local_problems is None else [astuple(p) for p in entry.local_problems]
-    blob = entry._blob if entry._blob is not None else pickle.dumps(entry._meta, protocol=pickle.HIGHEST_PROTOCOL)
-    return (entry.mtime_ns, entry.size, entry.ctime_ns, entry.sha256, entry.head, blob, entry.headline,
+    return (entry.mtime_ns, entry.size, entry.ctime_ns, entry.sha256, entry.head, entry.headline,
             [astuple(p) for p in entry.read_problems], local, entry.ranking or ranking_fields(entry))
 
 
-def _from_plain(rel: str, plain: tuple) -> Entry:
-    mtime_ns, size, ctime_ns, sha256, head, blob, headline, read, local, ranking = plain
+def _from_plain(rel: str, plain: tuple, metas: _MetaFile) -> Entry:
+    mtime_ns, size, ctime_ns, sha256, head, headline, read, local, ranking = plain
     entry = Entry(rel, mtime_ns, size, ctime_ns, sha256, None, headline, None, [Problem(*p) for p in read],
-                  None if local is None else [Problem(*p) for p in local], blob=blob, head=head)
+                  None if local is None else [Problem(*p) for p in local], blob=metas, head=head)  # type: ignore[arg-type]
     entry.ranking = ranking
     return entry
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Unpickling 20,000 entries allocates millions of objects and triggers the cyclic garbage
+    collector over and over (it then takes most of the time); they hold no cycles worth finding."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def read_pickle(path: Path) -> dict | None:
@@ -361,14 +408,17 @@ def scan_pages(root: Path) -> list[tuple[str, os.stat_result]]:
         try:
             with os.scandir(stack.pop()) as it:
                 for item in it:
-                    if item.is_dir(follow_symlinks=False):
-                        stack.append(item.path)
-                    elif item.name.endswith(".md"):
+                    if item.name.endswith(".md"):
                         # Links and other non-files are listed too, so that validate names them.
-                        found.append((item.path[prefix:].replace(os.sep, "/"), item.stat(follow_symlinks=False)))
+                        found.append((item.path[prefix:], item.stat(follow_symlinks=False)))
+                    elif item.is_dir(follow_symlinks=False):
+                        stack.append(item.path)
         except OSError:  # vanished or unreadable directory: its pages are simply not there
             continue
-    return sorted(found)
+    if os.sep != "/":
+        found = [(rel.replace(os.sep, "/"), stat) for rel, stat in found]
+    found.sort(key=lambda item: item[0])
+    return found
 
 
 def _read_chunk(chunk: list[tuple[str, os.stat_result, str | None]]) -> list[tuple[str, Entry | str]]:

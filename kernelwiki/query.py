@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 import math
 from dataclasses import dataclass, field
 
@@ -58,8 +59,8 @@ def search(wiki: Wiki, words: list[str], filters: Filters, limit: int = 20) -> l
     if terms and all(TOKEN.fullmatch(term) for alternatives in terms for term in alternatives):
         index = termindex.for_wiki(wiki)
         counts = [[index.counts(term) or {} for term in alternatives] for alternatives in terms]
-    ranked = []
-    for entry in wiki.by_id().values():
+    ranked: list[tuple[float, str, int, Entry]] = []
+    for number, entry in enumerate(wiki.by_id().values()):
         if filtered and not _passes(wiki, entry, filters, wanted_archs):
             continue
         score = 0.0
@@ -73,15 +74,14 @@ def search(wiki: Wiki, words: list[str], filters: Filters, limit: int = 20) -> l
         if terms and entry.ranking is None:
             entry.ranking = ranking_fields(entry)
         for alternatives, numbers in zip(terms, found):
-            best = max(_score(entry.ranking, count, term) for term, count in zip(alternatives, numbers))
+            best = max([_score(entry.ranking, count, term) for term, count in zip(alternatives, numbers)])
             if best == 0:
                 break
             score += best
         else:
-            ranked.append((-score, entry.id or "", entry))
-    ranked.sort(key=lambda item: item[:2])
-    hits = [Hit(entry, -negative) for negative, _, entry in ranked]
-    return hits[:limit] if limit else hits
+            ranked.append((-score, entry.id or "", number, entry))  # ids are unique: entries never compared
+    best_first = heapq.nsmallest(limit, ranked) if limit else sorted(ranked)
+    return [Hit(entry, -negative) for negative, _, _, entry in best_first]
 
 
 def _passes(wiki: Wiki, entry: Entry, filters: Filters, wanted_archs: list[str]) -> bool:
