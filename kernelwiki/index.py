@@ -207,7 +207,8 @@ class Wiki:
         if known is not None and digest == known:
             return rel, digest
         page = parse_page(raw, rel) if raw is not None else read_page(self.repo.root / rel, rel)
-        entry = _entry(page, stat, digest)
+        # The search text goes only into the cache and queries; without a cache, a query makes it.
+        entry = _entry(page, stat, digest, with_text=self.use_cache)
         if check is not None:
             entry.local_problems = check(self, page)
         self.fresh[rel] = page
@@ -275,7 +276,7 @@ class Wiki:
         """The search text of a page, from the text cache when the entry came from the cache."""
         if entry.text is None:
             if self._texts is None:
-                data = read_pickle(self.repo.cache / TEXT_FILE)
+                data = read_pickle(self.repo.cache / TEXT_FILE) if self.use_cache else None
                 self._texts = data["texts"] if data and data.get("key") == self.key else {}
             cached = self._texts.get(entry.rel)
             entry.text = cached if cached is not None else _search_text(self.page(entry.rel))
@@ -428,7 +429,7 @@ def _read_chunk(chunk: list[tuple[str, os.stat_result, str | None]]) -> list[tup
     return [wiki._read(rel, stat, known, check) for rel, stat, known in chunk]
 
 
-def _entry(page: Page, stat: os.stat_result, digest: str) -> Entry:
+def _entry(page: Page, stat: os.stat_result, digest: str, with_text: bool = True) -> Entry:
     meta = page.meta
     headline = ""
     if meta and isinstance(meta.get("summary"), str):
@@ -441,7 +442,7 @@ def _entry(page: Page, stat: os.stat_result, digest: str) -> Entry:
                 break
     return Entry(
         rel=page.rel, mtime_ns=stat.st_mtime_ns, size=stat.st_size, ctime_ns=stat.st_ctime_ns, sha256=digest,
-        meta=meta, headline=headline, text=_search_text(page), read_problems=page.problems,
+        meta=meta, headline=headline, text=_search_text(page) if with_text else None, read_problems=page.problems,
     )
 
 
