@@ -17,7 +17,7 @@ import pytest
 from conftest import ROOT, MiniRepo
 from kernelwiki.repo import Repo
 from kernelwiki.runner import runner_lock
-from test_runner import FAKE_GPU, _run, add_probe, gpu, records  # noqa: F401  (gpu is a fixture)
+from test_runner import FAKE_GPU, _run, add_probe, records
 
 WRITE_OUT = "import json, os, sys, subprocess, time\nOUT = sys.argv[sys.argv.index('--out') + 1]\n"
 # A child that leaves the probe's process group and session, then sleeps; its pid goes to a file.
@@ -25,6 +25,11 @@ ESCAPE = WRITE_OUT + (
     "child = subprocess.Popen([sys.executable, '-c', 'import os, time; os.setsid(); time.sleep(300)'])\n"
     "open(os.path.join(os.path.dirname(__file__), 'pids'), 'w').write(f'{os.getpid()} {child.pid}')\n"
 )
+
+
+@pytest.fixture
+def gpu(monkeypatch):
+    monkeypatch.setenv("KERNELWIKI_FAKE_GPU", FAKE_GPU)
 
 
 def probe(mini: MiniRepo, name: str, code: str) -> str:
