@@ -40,6 +40,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except NotARepo as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C in any other command: writes are atomic, nothing is half done
+        print("interrupted", file=sys.stderr)
+        return 130
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -320,3 +320,15 @@ def test_get_reads_one_page_and_trusts_no_stale_name(mini, monkeypatch):
     assert code == 0 and "id: hw-other" in out
     code, out, _ = mini.run("get", "hw-example", "--follow-sources")  # needs every page: loads them
     assert code == 0 and "src-example: An example source" in out
+
+
+def test_ctrl_c_in_any_command_is_a_clean_exit(mini, monkeypatch, capsys):
+    import kernelwiki.validate
+    from kernelwiki.cli import main
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(kernelwiki.validate, "validate", interrupted)
+    assert main(["validate", "--root", str(mini.root)]) == 130
+    assert capsys.readouterr().err == "interrupted\n"
