@@ -102,16 +102,20 @@ def read_regular(path: str | Path, limit: int | None = None) -> bytes:
         if os.path.islink(path):
             raise UnsafeFile("is a symbolic link; the tools read only regular files inside the repository") from None
         raise UnsafeFile(f"cannot be read: {err.strerror or err}") from None
-    with os.fdopen(fd, "rb") as handle:
+    try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise UnsafeFile("is not a regular file")
         if limit is not None and info.st_size > limit:
             raise UnsafeFile(f"is {info.st_size:,} bytes; the limit is {limit:,}")
-        try:
+        with os.fdopen(fd, "rb", closefd=False) as handle:
             return handle.read()
-        except OSError as err:
-            raise UnsafeFile(f"cannot be read: {err.strerror or err}") from None
+    except UnsafeFile:
+        raise
+    except OSError as err:
+        raise UnsafeFile(f"cannot be read: {err.strerror or err}") from None
+    finally:
+        os.close(fd)
 
 
 def replace_file(path: Path, data: bytes) -> None:

@@ -207,13 +207,17 @@ def test_nan_and_unknown_probe_and_unreadable_records(mini):
     stray = dict(RECORD, probe="probe-gone", run_id="r1")
     mini.write("artifacts/evidence/probe-gone/r1.json", json.dumps(stray))
     locked = mini.write("artifacts/evidence/probe-x/20261129T120000Z-h200-run.json", json.dumps(RECORD))
+    (mini.root / "artifacts/evidence/probe-x/20261129T130000Z-h200-run.json").mkdir()  # unreadable as root too
     locked.chmod(0)
     try:
         found = messages(mini.problems())
+        code, _, err = mini.run("refresh")
     finally:
         locked.chmod(0o644)
+    assert code == 0 and "20261129T130000Z-h200-run.json:1: -: is not a regular file; not read (record ignored" in err
     assert "probe-x/20261129T110000Z-h200-run.json:1: -: not a JSON run record: NaN is not a number" in found
     assert "probe-gone/r1.json:1: probe: no probe probes/probe-gone/probe.yaml" in found
+    assert "probe-x/20261129T130000Z-h200-run.json:1: -: is not a regular file; not read" in found
     if os.geteuid() != 0:  # root reads any file
         assert "probe-x/20261129T120000Z-h200-run.json:1: -: cannot be read" in found
 
@@ -332,3 +336,12 @@ def test_ctrl_c_in_any_command_is_a_clean_exit(mini, monkeypatch, capsys):
     monkeypatch.setattr(kernelwiki.validate, "validate", interrupted)
     assert main(["validate", "--root", str(mini.root)]) == 130
     assert capsys.readouterr().err == "interrupted\n"
+
+
+def test_page_that_is_a_directory_or_a_fifo(mini):
+    (mini.root / "wiki/hardware/dir.md").mkdir()
+    os.mkfifo(mini.root / "wiki/hardware/pipe.md")  # opening it must not block
+    every_command(mini)
+    found = {p["path"]: p["message"] for p in mini.problems()}
+    assert "not a regular file" in found["wiki/hardware/dir.md"]
+    assert "not a regular file" in found["wiki/hardware/pipe.md"]
