@@ -49,11 +49,11 @@ class ProbeSpec:
         missing = [module for module in needed if not _importable(module)]
         if missing:
             return f"missing Python module {', '.join(missing)}"
+        if mode == "compile-only":
+            return None   # tools (compute-sanitizer, ncu) run kernels; compiling needs none
         absent = [tool for tool in self.data.get("tools") or [] if shutil.which(tool) is None]
         if absent:
             return f"missing tool {', '.join(absent)} (not on PATH)"
-        if mode == "compile-only":
-            return None
         if gpu is None:
             return "no GPU on this machine"
         if gpu.arch not in self.archs:

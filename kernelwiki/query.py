@@ -37,6 +37,13 @@ class Hit:
                 "summary": e.headline, "score": round(self.score, 3)}
 
 
+def unknown_tag_messages(wiki: Wiki, tags: list[str]) -> list[str]:
+    """One message per tag that is not in the vocabulary (a filter on it would match nothing)."""
+    from kernelwiki.vocab import did_you_mean
+
+    return [f"unknown tag {tag!r}{did_you_mean(tag, wiki.vocab.tags)}" for tag in tags if tag not in wiki.vocab.tags]
+
+
 def normalize_arch(wiki: Wiki, name: str) -> list[str]:
     """'B200' -> ['sm_100a'], 'sm90' -> ['sm_90'], 'sm_90a' -> ['sm_90a']."""
     lowered = name.lower()

@@ -1,8 +1,9 @@
 """`kernelwiki refresh`: rewrite the managed parts of every page from the run records.
 
 Managed: the record-backed claims (`evidence: measured` or `compiled`), `evidence_by_arch`,
-`evidence_level`, `status`, `measured_on`, `last_measured`, and the body's generated blocks
-(`<!-- kernelwiki:begin NAME -->` ... `<!-- kernelwiki:end NAME -->`, outside code fences).
+`evidence_level`, `status`, `measured_on`, `last_measured`, the body's generated blocks
+(`<!-- kernelwiki:begin NAME -->` ... `<!-- kernelwiki:end NAME -->`, outside code fences) and the
+text of inline claim spans (`<!-- claim:ID -->...<!-- /claim -->`, see kernelwiki.spans).
 Everything else — other fields, their order, the prose, its line endings — is left byte-identical.
 
 Refresh is a pure function of (pages, records, probe specs, the pins in pyproject.toml): running it
@@ -22,12 +23,13 @@ from typing import Any
 
 from kernelwiki import records as records_mod
 from kernelwiki import yamlio
-from kernelwiki.harness.env import short_gpu_name
+from kernelwiki.harness.env import is_fake, short_gpu_name
 from kernelwiki.index import scan_pages
 from kernelwiki.pages import FENCE, parse_page, read_page_bytes
 from kernelwiki.probes import ProbeSpec, load_probes
 from kernelwiki.repo import Repo, UnsafeFile, replace_file
 from kernelwiki.schema import check as schema_check
+from kernelwiki.spans import render_spans
 from kernelwiki.vocab import Vocabulary
 
 LEVELS = ["spec", "source-reported", "compiled", "measured"]
@@ -144,9 +146,15 @@ def refresh_text(raw: bytes, rel: str, vocab: Vocabulary, probes: dict[str, Prob
     changed = [k for k in set(meta) | set(implied) if meta.get(k) != implied.get(k)]
     if changed:
         header = f"{FENCE}\n{yamlio.dump(implied)}{FENCE}\n".replace("\n", newline)
-    new_body = render_blocks(body, implied, newline)
+    linked = [probes[p] for p in meta.get("probes") or [] if isinstance(p, str) and p in probes]
+    renderers = {**RENDERERS, "runs": lambda _: render_runs(linked, records, meta.get("id"))}
+    new_body = render_blocks(body, implied, newline, renderers)
     if new_body != body:
         changed.append("(generated blocks)")
+    spanned = render_spans(new_body, implied.get("claims") or [])
+    if spanned != new_body:
+        changed.append("(claim spans)")
+        new_body = spanned
     out = ("\ufeff" if bom else "") + header + new_body
     return out.encode("utf-8"), sorted(changed)
 
@@ -234,10 +242,12 @@ def _hand_level(claims: list, arch: str, vocab: Vocabulary) -> str:
 
 
 def _latest_passing_runs(records: list[Record]) -> list[Record]:
-    """Per architecture, the newest run record that passed."""
+    """Per architecture, the newest run record that passed (records made under KERNELWIKI_FAKE_GPU
+    are test fixtures, never measurements)."""
     latest: dict[str, Record] = {}
     for record in records:
-        if record.data.get("mode") == "run" and record.data.get("status") == "passed":
+        if record.data.get("mode") == "run" and record.data.get("status") == "passed" \
+                and not is_fake(record.data.get("environment")):
             latest[str(record.arch)] = record
     return list(latest.values())
 
@@ -281,6 +291,8 @@ def _measured_claims(spec: ProbeSpec, record: Record, page_id: str, hand_ids: se
         claim.update(evidence="measured", record=record.path, case=case["id"])
         if case_spec.get("claim") in hand_ids:
             claim["reproduces"] = case_spec["claim"]
+            if isinstance(case_spec.get("comparable"), bool):
+                claim["comparable"] = case_spec["comparable"]
         if "baseline" in headline and "baseline_value" in headline:
             claim["baseline"] = {"name": headline["baseline"], "value": headline["baseline_value"]}
             claim["ratio"] = headline["ratio"]
@@ -419,8 +431,9 @@ def measured_on(record: dict) -> str:
 
 
 # --- generated blocks ------------------------------------------------------------------------------
-def render_blocks(body: str, meta: dict, newline: str) -> str:
+def render_blocks(body: str, meta: dict, newline: str, renderers: dict | None = None) -> str:
     """Replace the inside of each known generated block; everything outside stays as it is."""
+    renderers = renderers or RENDERERS
     lines = body.splitlines(keepends=True)
     out: list[str] = []
     in_fence: str | None = None
@@ -431,11 +444,11 @@ def render_blocks(body: str, meta: dict, newline: str) -> str:
         if fence:
             in_fence = None if in_fence == fence.group(1) else (in_fence or fence.group(1))
         marker = None if in_fence else BLOCK.match(line.rstrip("\r\n"))
-        if marker and marker.group(1) == "begin" and marker.group(2) in RENDERERS:
+        if marker and marker.group(1) == "begin" and marker.group(2) in renderers:
             end = _find_end(lines, index + 1, marker.group(2))
             if end is not None:
                 out.append(line)
-                rendered = RENDERERS[marker.group(2)](meta)
+                rendered = renderers[marker.group(2)](meta)
                 out.append(rendered.replace("\n", newline))
                 out.append(lines[end])
                 index = end + 1
@@ -494,3 +507,33 @@ def _relative_record(path: str) -> str:
 
 
 RENDERERS = {"claims": render_claims}
+
+
+# --- run history block -----------------------------------------------------------------------------
+def render_runs(linked: list[ProbeSpec], records: dict[str, list[Record]], page_id: str | None) -> str:
+    """`<!-- kernelwiki:begin runs -->`: each case's ratio to its baseline in every passing run.
+
+    What a sentence like "below 0.9× in every run" would say, written from the records so it cannot
+    drift: one row per case of the page (cases that carry a ratio), the ratio of each passing run
+    oldest first, and their min / median / max.
+    """
+    rows = ["", "| probe | case | baseline | ratio per run, oldest first | min | median | max |",
+            "|---|---|---|---|---|---|---|"]
+    for spec in linked:
+        runs = [r for r in records.get(spec.id, []) if r.data.get("mode") == "run" and r.data.get("status") == "passed"]
+        ratios: dict[tuple[str, str], list[float]] = {}
+        for record in runs:
+            for case in record.data.get("cases") or []:
+                headline = case.get("headline") or {}
+                pages = (spec.case(case.get("id", "")) or {}).get("pages")
+                if case.get("status") != "passed" or headline.get("ratio") is None or (pages and page_id not in pages):
+                    continue
+                ratios.setdefault((case["id"], str(headline.get("baseline", ""))), []).append(float(headline["ratio"]))
+        for (case_id, baseline), values in sorted(ratios.items()):
+            cells = ", ".join(f"{v:.3g}" for v in values)
+            rows.append(f"| {spec.id} | {case_id} | {baseline} | {cells} | {min(values):.3g} | "
+                        f"{statistics.median(values):.3g} | {max(values):.3g} |")
+    if len(rows) == 3:
+        rows = ["", "No passing run of a linked probe carries a ratio to a baseline yet."]
+    rows.append("")
+    return "\n".join(rows) + "\n"

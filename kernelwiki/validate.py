@@ -6,18 +6,21 @@ Per-page checks are cached with the index (by mtime and size); cross-file checks
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
 from kernelwiki import yamlio
+from kernelwiki.harness.env import is_fake, short_gpu_name
 from kernelwiki.index import Entry, Wiki
 from kernelwiki.pages import LineMap, Page, line_of, read_page_bytes, render_page
 from kernelwiki.problems import Problem, field_path
 from kernelwiki.records import probe_ids, scan
 from kernelwiki.repo import replace_file, sha256_file
 from kernelwiki.schema import check as schema_check
+from kernelwiki.spans import body_first_line, span_problems
 from kernelwiki.vocab import did_you_mean
 
 LEVEL_RANK = {"spec": 0, "source-reported": 1, "compiled": 2, "measured": 3}
@@ -114,6 +117,9 @@ def page_problems(wiki: Wiki, page: Page) -> list[Problem]:
             add(("claims", index, "dtype"), f"unknown dtype {dtype!r}{did_you_mean(dtype, vocab.dtypes)}")
 
     problems += _evidence_problems(meta, add)
+    for path, value in _non_finite(meta):
+        add(path, f"{value} is not a finite number; write the value, or leave the field out")
+    problems += span_problems(rel, page.body, meta.get("claims") or [], body_first_line(page.frontmatter_text))
     comment = yamlio.comment_line(page.frontmatter_text)
     if comment is not None:
         problems.append(Problem(rel, comment + Page.FRONTMATTER_FIRST_LINE, "-", COMMENT_PROBLEM))
@@ -210,6 +216,9 @@ def _check_cross_references(wiki: Wiki, report: Report, probes: dict[str, Any], 
                     cases = {c.get("id") for c in records[record].get("cases", []) if isinstance(c, dict)}
                     if claim["case"] not in cases:
                         add(("claims", index, "case"), f"record {record} has no case {claim['case']!r}")
+            if claim.get("evidence") == "measured" and isinstance(record, str) and isinstance(records.get(record), dict):
+                for path, message in measured_claim_problems(claim, records[record], entry.get("probes") or []):
+                    add(("claims", index, *path), message)
         for index, claim in _dicts(entry.get("performance_claims")):
             source = claim.get("source_id")
             if isinstance(source, str) and (source not in ids or ids[source].get("type") != "source"):
@@ -232,6 +241,45 @@ def _check_cross_references(wiki: Wiki, report: Report, probes: dict[str, Any], 
             elif not any(probe_id in (e.get("probes") or []) for e in by_id_files[page_id]):
                 # any file with that id: a duplicated id is reported once, on the duplicates
                 report.problems.append(Problem(rel, 1, f"pages[{index}]", f"page {page_id} does not list {probe_id} in its probes"))
+
+
+def measured_claim_problems(claim: dict, record: dict, page_probes: list) -> list[tuple[tuple, str]]:
+    """What makes a measured claim disagree with the run record it names: (field path, message).
+
+    The record must have passed, have run (not only compiled) on the claim's GPU and architecture,
+    come from a probe the page links, and hold the claim's value (and baseline and ratio) for the
+    claim's case. `refresh` writes measured claims exactly so; anything else was typed or is stale.
+    """
+    out: list[tuple[tuple, str]] = []
+    name = f"record {record.get('run_id', '?')}"
+    if record.get("mode") != "run" or record.get("status") != "passed":
+        out.append((("record",), f"{name} is {record.get('mode')}/{record.get('status')}; a measured claim needs a passed run"))
+    env = record.get("environment") if isinstance(record.get("environment"), dict) else {}
+    if is_fake(env):
+        out.append((("record",), f"{name} was made under KERNELWIKI_FAKE_GPU (driver 'fake'); it is not a measurement"))
+    if claim.get("arch") is not None and env.get("arch") != claim.get("arch"):
+        out.append((("arch",), f"says {claim.get('arch')}, but {name} ran on {env.get('arch')}"))
+    if claim.get("gpu") is not None and short_gpu_name(env.get("gpu")) != claim.get("gpu"):
+        out.append((("gpu",), f"says {claim.get('gpu')}, but {name} ran on {short_gpu_name(env.get('gpu'))}"))
+    if record.get("probe") not in page_probes:
+        out.append((("record",), f"{name} comes from {record.get('probe')}, which this page does not list in probes"))
+    case = next((c for c in record.get("cases") or [] if isinstance(c, dict) and c.get("id") == claim.get("case")), None)
+    if case is None:
+        return out   # a missing case is reported with the record reference
+    headline = case.get("headline") if isinstance(case.get("headline"), dict) else {}
+    if case.get("status") != "passed":
+        out.append((("case",), f"case {claim.get('case')!r} of {name} is {case.get('status')}, not passed"))
+    if headline.get("value") != claim.get("value"):
+        out.append((("value",), f"{claim.get('value')!r} is not the value of case {claim.get('case')!r} in {name} "
+                                f"({headline.get('value')!r}); run `kernelwiki refresh`"))
+    baseline = claim.get("baseline") if isinstance(claim.get("baseline"), dict) else None
+    if baseline is not None and baseline.get("value") != headline.get("baseline_value"):
+        out.append((("baseline", "value"), f"{baseline.get('value')!r} is not the baseline of case "
+                                           f"{claim.get('case')!r} in {name} ({headline.get('baseline_value')!r})"))
+    if claim.get("ratio") is not None and claim.get("ratio") != headline.get("ratio"):
+        out.append((("ratio",), f"{claim.get('ratio')!r} is not the ratio of case {claim.get('case')!r} in {name} "
+                                f"({headline.get('ratio')!r})"))
+    return out
 
 
 def _check_probes(wiki: Wiki, report: Report) -> dict[str, Any]:
@@ -309,6 +357,18 @@ def _read_yaml(path: Path, rel: str, report: Report) -> tuple[Any, LineMap]:
 
 def _line(wiki: Wiki, entry: Entry, path: tuple) -> int:
     return wiki.page(entry.rel).line(path)
+
+
+def _non_finite(value: Any, path: tuple = ()) -> Iterable[tuple[tuple, float]]:
+    """Every NaN or infinity (.nan, .inf, 1e999) in the frontmatter: no JSON can carry it."""
+    if isinstance(value, float) and not math.isfinite(value):
+        yield path, value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _non_finite(item, path + (key,))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _non_finite(item, path + (index,))
 
 
 def _strings(value: Any) -> Iterable[tuple[int, str]]:

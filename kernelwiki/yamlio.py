@@ -8,8 +8,6 @@ canonical form of a page's frontmatter: `validate` compares against it and `--fi
 from __future__ import annotations
 
 import io
-import math
-import re
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +74,6 @@ MAX_INT_DIGITS = 100
 """Longer integers are refused: Python's int() refuses over 4,300 digits, and no claim needs 100."""
 _INT_TAG, _FLOAT_TAG, _STR_TAG = (f"tag:yaml.org,2002:{t}" for t in ("int", "float", "str"))
 ALIASES = "YAML anchors and aliases (&name, *name) are not allowed; write the value out"
-_NON_FINITE = re.compile(r"[-+]?\.(inf|nan)", re.IGNORECASE)
 
 
 def load(text: str) -> tuple[Any, LineMap]:
@@ -84,7 +81,7 @@ def load(text: str) -> tuple[Any, LineMap]:
 
     Values are built by one walk over the node tree that also refuses, with the line they are on,
     what would blow up while being built (aliases that expand exponentially, huge integers, deep
-    nesting) or cannot be used (non-text keys, non-finite numbers)."""
+    nesting) or cannot be used (non-text keys)."""
     loader = Loader(text)
     try:
         node = loader.get_single_node()
@@ -155,10 +152,7 @@ def _build(loader: Loader, root: yaml.Node, lines: LineMap) -> Any:
                 raise YamlProblem(line, field_path(path),
                                   f"an integer of {len(node.value)} characters; at most {MAX_INT_DIGITS} are accepted")
             value = int(node.value) if node.value.isdigit() else _construct(loader, node, path)
-        elif tag == _FLOAT_TAG:
-            if _NON_FINITE.fullmatch(node.value) or _overflows(node.value):
-                raise YamlProblem(line, field_path(path),
-                                  f"{node.value} is not a finite number; write the value, or leave the field out")
+        elif tag == _FLOAT_TAG:  # .nan and .inf are read; validate refuses them, JSON output too
             value = _construct(loader, node, path)
         elif tag == _NULL_TAG:
             value = None
@@ -202,13 +196,6 @@ def _check_tree(root: yaml.Node, path: tuple) -> None:
 def _char(character: Any) -> str:
     code = character if isinstance(character, int) else ord(character) if isinstance(character, str) and len(character) == 1 else None
     return f"U+{code:04X}" if code is not None else repr(character)
-
-
-def _overflows(value: str) -> bool:
-    try:
-        return math.isinf(float(value.replace("_", "")))
-    except ValueError:
-        return False  # YAML 1.1 sexagesimal and the like: the constructor decides
 
 
 def _key_text(node: yaml.Node) -> str:

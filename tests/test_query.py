@@ -71,7 +71,7 @@ def test_evidence_filter_is_per_arch_when_arch_given(wiki):
 
 def test_cli_json_and_unknown_tag(mini):
     code, out, _ = mini.run("query", "wgmma", "--json")
-    data = json.loads(out)
+    data = json.loads(out)["hits"]
     assert code == 0 and data[0]["id"] == "hw-example" and data[0]["summary"] == "A feature used to test the tools."
     code, _, err = mini.run("query", "--tag", "wgmmma")
     assert code == 2 and "did you mean 'wgmma'" in err
