@@ -119,7 +119,8 @@ def page_problems(wiki: Wiki, page: Page) -> list[Problem]:
     problems += _evidence_problems(meta, add)
     for path, value in _non_finite(meta):
         add(path, f"{value} is not a finite number; write the value, or leave the field out")
-    problems += span_problems(rel, page.body, meta.get("claims") or [], body_first_line(page.frontmatter_text))
+    claims = [claim for _, claim in _dicts(meta.get("claims"))]  # a non-list is the schema's problem
+    problems += span_problems(rel, page.body, claims, body_first_line(page.frontmatter_text))
     comment = yamlio.comment_line(page.frontmatter_text)
     if comment is not None:
         problems.append(Problem(rel, comment + Page.FRONTMATTER_FIRST_LINE, "-", COMMENT_PROBLEM))
