@@ -103,7 +103,7 @@ def test_any_frontmatter_gets_clean_answers(frontmatter: str, fences: tuple[str,
     mini = repo()
     page = mini.write("wiki/hardware/fuzz.md", encode(f"{fences[0]}\n{frontmatter}\n{fences[1]}\n{body}\n", encoding))
     for argv in (("validate",), ("get", "wiki/hardware/fuzz.md"), ("get", "hw-example", "--format", "json"),
-                 ("query", "example", "--json"), ("refresh", "--check"), ("validate", "--fix")):
+                 ("query", "example", "--json"), ("refresh", "--check"), ("audit",), ("validate", "--fix")):
         code, out, err = run(mini.root, *argv)
         assert code in (0, 1), (argv, code, out, err)
         if argv == ("validate",):
