@@ -289,8 +289,9 @@ class Wiki:
         out: dict[str, Entry] = {}
         for rel in sorted(self.entries):
             entry = self.entries[rel]
-            if entry.id and entry.id not in out:
-                out[entry.id] = entry
+            page_id = entry.id
+            if page_id and page_id not in out:
+                out[page_id] = entry
         return out
 
     def aliases(self) -> dict[str, Entry]:
