@@ -7,7 +7,23 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from kernelwiki.repo import OutsideRepo, Repo
+from kernelwiki.repo import NotARepo, OutsideRepo, Repo
+
+
+def _count(text: str) -> int:
+    """argparse type: an integer >= 0."""
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text} is negative; give 0 or more")
+    return value
+
+
+def _seconds(text: str) -> float:
+    """argparse type: a finite number of seconds > 0."""
+    value = float(text)
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} is not a positive number of seconds")
+    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -20,6 +36,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return args.func(args)
     except BrokenPipeError:
         return 0
+    except NotARepo as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:  # Ctrl-C in any other command: writes are atomic, nothing is half done
+        print("interrupted", file=sys.stderr)
+        return 130
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -81,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _repo(args) -> Repo:
-    return Repo(Path(args.root).resolve()) if getattr(args, "root", None) else Repo.find()
+    return Repo.at(args.root) if getattr(args, "root", None) else Repo.find()
 
 
 def _print_json(document: dict | None, where: str = "") -> int:
@@ -105,9 +127,9 @@ def add_validate_arguments(p: argparse.ArgumentParser) -> None:
 
 def cmd_validate(args) -> int:
     from kernelwiki.index import Wiki
-    from kernelwiki.validate import validate
+    from kernelwiki.validate import page_problems, validate
 
-    wiki = Wiki.load(_repo(args), use_cache=not args.no_cache)
+    wiki = Wiki.load(_repo(args), use_cache=not args.no_cache, verify=True, check=page_problems)
     report = validate(wiki, fix=args.fix)
     for rel in report.fixed:
         print(f"fixed: {rel}", file=sys.stderr)
@@ -143,11 +165,11 @@ def add_get_arguments(p: argparse.ArgumentParser) -> None:
 
 def cmd_get(args) -> int:
     from kernelwiki.get import Options, build
-    from kernelwiki.index import UnknownPage, Wiki
+    from kernelwiki.index import UnknownPage
+    from kernelwiki.lookup import open_page
 
-    wiki = Wiki.load(_repo(args))
     try:
-        entry = wiki.resolve(args.page)
+        wiki, entry = open_page(_repo(args), args.page)
     except (UnknownPage, OutsideRepo) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
@@ -177,7 +199,7 @@ def add_query_arguments(p: argparse.ArgumentParser) -> None:
                    choices=("spec", "source-reported", "compiled", "measured"))
     p.add_argument("--status", action="append", default=[], dest="statuses",
                    choices=("draft", "verified", "regressed", "stale"))
-    p.add_argument("--limit", type=int, default=20, help="at most this many results (0: all)")
+    p.add_argument("--limit", type=_count, default=20, help="at most this many results (0: all)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
 
@@ -191,6 +213,15 @@ def cmd_query(args) -> int:
         for message in unknown_tags:
             print(f"error: {message}", file=sys.stderr)
         return 2
+    from kernelwiki.query import normalize_arch
+
+    for name in args.archs:
+        known = [a for a in normalize_arch(wiki, name) if a in wiki.vocab.archs or a + "a" in wiki.vocab.archs]
+        if not known:
+            from kernelwiki.vocab import did_you_mean
+
+            print(f"error: unknown architecture {name!r}{did_you_mean(name, wiki.vocab.archs)}", file=sys.stderr)
+            return 2
     filters = Filters(args.types, args.tags, args.archs, args.evidence, args.statuses)
     hits = search(wiki, args.words, filters, args.limit)
     if args.json:
@@ -216,7 +247,9 @@ def cmd_refresh(args) -> int:
     changes = refresh(_repo(args), check=args.check)
     verb = "differs from what the records imply" if args.check else "refreshed"
     for change in changes:
-        print(f"{change.rel}: {verb} ({', '.join(change.fields)})")
+        print(change.refused or f"{change.rel}: {verb} ({', '.join(change.fields)})")
+    if any(change.refused for change in changes):
+        return 1
     if args.check and changes:
         print("run `kernelwiki refresh` and commit the result; measured values come only from run records",
               file=sys.stderr)
@@ -263,7 +296,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--compile-only", action="store_true", help="compile and scan PTX/SASS; needs no GPU")
     p.add_argument("--arch", action="append", default=[], help="compile-only: these architectures only")
     p.add_argument("--seed", type=int, help="input seed (default: a fresh random one, recorded)")
-    p.add_argument("--timeout", type=float, help="per-probe timeout in seconds (default: the probe's own)")
+    p.add_argument("--timeout", type=_seconds, help="per-probe timeout in seconds (default: the probe's own)")
     p.add_argument("--no-refresh", action="store_true", help="write records but leave the pages alone")
     p.add_argument("--no-record", action="store_true", help="run and report only; write no record (implies --no-refresh)")
 
@@ -282,17 +315,30 @@ def cmd_probe_run(args) -> int:
     except UnknownProbe as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    from kernelwiki.vocab import Vocabulary, did_you_mean
+
+    archs = Vocabulary.load(repo.schemas).archs
+    for arch in args.arch:
+        if arch not in archs:
+            print(f"error: unknown architecture {arch!r}{did_you_mean(arch, archs)}", file=sys.stderr)
+            return 2
     options = Options(mode="compile-only" if args.compile_only else "run", cases=args.case, archs=args.arch,
                       seed=args.seed, timeout_s=args.timeout, write=not args.no_record)
+    from kernelwiki.processes import Interrupted, interruptible
+
     try:
-        with runner_lock(repo):
+        with interruptible(), runner_lock(repo):
             outcomes = run_probes(repo, specs, options)
             if options.write and not args.no_refresh:
                 for change in refresh(repo):
-                    print(f"refreshed {change.rel} ({', '.join(change.fields)})", file=sys.stderr)
+                    print(change.refused or f"refreshed {change.rel} ({', '.join(change.fields)})", file=sys.stderr)
     except RunnerBusy as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except Interrupted as err:
+        print(f"interrupted by {err}: the running probe and everything it started were killed; records already "
+              "written are kept and the pages were not refreshed (run `kernelwiki refresh`)", file=sys.stderr)
+        return 128 + err.signum
     print(summary_table(outcomes))
     bad = [o for o in outcomes if o.status not in ("passed", "compiled", "skipped")]
     return 1 if bad else 0

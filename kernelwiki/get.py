@@ -3,15 +3,15 @@ sources, claims, artifact code, probe code and the latest run record of each pro
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kernelwiki.index import Entry, Wiki
-from kernelwiki.pages import split_page
-from kernelwiki.repo import sha256_file
+from kernelwiki.records import order_key, probe_ids
+from kernelwiki.records import scan as scan_records
+from kernelwiki.repo import UnsafeFile, read_regular, sha256_file
 
 LANGUAGES = {".py": "python", ".cu": "cuda", ".cuh": "cuda", ".cpp": "cpp", ".h": "cpp", ".hpp": "cpp",
              ".yaml": "yaml", ".yml": "yaml", ".json": "json", ".sh": "bash", ".md": "markdown", ".ptx": "ptx"}
@@ -60,6 +60,7 @@ def get_page(wiki: Wiki, entry: Entry, options: Options) -> str:
 
 
 def build(wiki: Wiki, entry: Entry, options: Options) -> Result:
+    entry = wiki.current(entry)  # the page as the file is now, whatever the cache says
     meta = entry.meta or {}
     frontmatter_text, body = _split(wiki, entry)
     result: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "id": entry.id, "path": entry.rel,
@@ -81,13 +82,9 @@ def build(wiki: Wiki, entry: Entry, options: Options) -> Result:
 
 
 def _split(wiki: Wiki, entry: Entry) -> tuple[str, str]:
-    """Frontmatter text and body, straight from the file (the parsed frontmatter is in the index)."""
-    text = (wiki.repo.root / entry.rel).read_text(encoding="utf-8-sig").replace("\r\n", "\n")
-    parts = split_page(text)
-    if parts is None:
-        page = wiki.page(entry.rel)
-        return page.frontmatter_text, page.body
-    return parts
+    """Frontmatter text and body as read (LF line endings); the parsed frontmatter is in the index."""
+    page = wiki.page(entry.rel)
+    return page.frontmatter_text, page.body
 
 
 def all_claims(meta: dict) -> list[dict]:
@@ -126,12 +123,12 @@ def artifact_bundle(wiki: Wiki, meta: dict, fetch_upstream: bool = False) -> dic
         from kernelwiki import yamlio
 
         try:
-            provenance, _ = yamlio.load(provenance_path.read_text(encoding="utf-8"))
-        except (yamlio.YamlProblem, UnicodeDecodeError):
+            provenance, _ = yamlio.load(read_regular(provenance_path, MAX_FILE_BYTES).decode("utf-8"))
+        except (yamlio.YamlProblem, UnicodeDecodeError, UnsafeFile):
             provenance = {}
         provenance = provenance if isinstance(provenance, dict) else {}
     files = []
-    for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+    for path in _listing(root):
         files.append(_file_item(wiki, path))
     files += _shared_items(wiki, root, provenance)
     upstream = provenance.get("upstream") or {}
@@ -141,13 +138,19 @@ def artifact_bundle(wiki: Wiki, meta: dict, fetch_upstream: bool = False) -> dic
     return {"dir": directory, "provenance": provenance or None, "files": files}
 
 
+def _listing(root: Path) -> list[Path]:
+    """Files under an artifact or probe directory; symbolic links are listed (and refused by
+    _file_item), never followed."""
+    return sorted(p for p in root.rglob("*")
+                  if (p.is_symlink() or p.is_file()) and "__pycache__" not in p.parts)
+
+
 def _file_item(wiki: Wiki, path: Path) -> dict:
-    rel = wiki.repo.rel(path)
-    size = path.stat().st_size
-    if size > MAX_FILE_BYTES:
-        return {"path": rel, "origin": "own", "note": f"{size} bytes; too large to print"}
+    rel = wiki.repo.rel(path.parent) + "/" + path.name  # the link's own path, not its target's
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_regular(path, MAX_FILE_BYTES).decode("utf-8")
+    except UnsafeFile as err:
+        return {"path": rel, "origin": "own", "note": f"{err}; not printed"}
     except UnicodeDecodeError:
         return {"path": rel, "origin": "own", "note": "binary file; not printed"}
     return {"path": rel, "origin": "own", "text": text}
@@ -229,21 +232,17 @@ def probe_bundle(wiki: Wiki, probe_id: str) -> dict:
     directory = wiki.repo.probes / probe_id
     if not re.fullmatch(r"probe-[a-z0-9-]+", probe_id) or not directory.is_dir():
         return {"id": probe_id, "files": [], "note": f"no probe directory probes/{probe_id}"}
-    files = [_file_item(wiki, p) for p in sorted(directory.rglob("*"))
-             if p.is_file() and "__pycache__" not in p.parts]
+    files = [_file_item(wiki, p) for p in _listing(directory)]
     return {"id": probe_id, "files": files, "latest_record": latest_record(wiki, probe_id)}
 
 
 def latest_record(wiki: Wiki, probe_id: str) -> dict | None:
-    """Summary of the newest run record of a probe (by started_at), or None."""
-    newest: tuple[str, Path, dict] | None = None
-    for path in (wiki.repo.evidence / probe_id).glob("*.json"):
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if isinstance(data, dict) and (newest is None or str(data.get("started_at")) > newest[0]):
-            newest = (str(data.get("started_at")), path, data)
+    """Summary of the newest run record of a probe that validate accepts, or None."""
+    newest: tuple[tuple, Path, dict] | None = None
+    for record in scan_records(wiki.repo, probe_ids(wiki.repo), probe=probe_id):
+        key = order_key(record.data.get("started_at"), record.rel) if record.ok else None
+        if key and (newest is None or key > newest[0]):
+            newest = (key, record.path, record.data)
     if newest is None:
         return None
     _, path, data = newest

@@ -13,19 +13,22 @@ repository, not the wall clock, so the result does not depend on when it runs.
 
 from __future__ import annotations
 
-import json
 import re
 import statistics
+import sys
 import tomllib
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from kernelwiki import records as records_mod
 from kernelwiki import yamlio
 from kernelwiki.harness.env import is_fake, short_gpu_name
-from kernelwiki.pages import FENCE, parse_page
+from kernelwiki.index import scan_pages
+from kernelwiki.pages import FENCE, parse_page, read_page_bytes
 from kernelwiki.probes import ProbeSpec, load_probes
-from kernelwiki.repo import Repo
+from kernelwiki.repo import Repo, UnsafeFile, replace_file
+from kernelwiki.schema import check as schema_check
 from kernelwiki.spans import render_spans
 from kernelwiki.vocab import Vocabulary
 
@@ -59,22 +62,24 @@ class Record:
 class Change:
     rel: str
     fields: list[str]
+    refused: str = ""
+    """Why the page was left as it is although the records imply a change ('' when written)."""
 
 
 def load_records(repo: Repo) -> dict[str, list[Record]]:
-    """probe id -> its records, oldest first."""
+    """probe id -> its records, oldest first; only records that validate accepts (the others are
+    named on stderr, so that a refused record is never silently ignored)."""
     out: dict[str, list[Record]] = {}
-    if not repo.evidence.is_dir():
-        return out
-    for path in sorted(repo.evidence.glob("*/*.json")):
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if isinstance(data, dict):
-            out.setdefault(path.parent.name, []).append(Record(repo.rel(path), data))
+    refused = []
+    for record in records_mod.scan(repo, records_mod.probe_ids(repo)):
+        if record.ok:
+            out.setdefault(record.path.parent.name, []).append(Record(record.rel, record.data))
+        else:
+            refused.append(record)
+    for record in refused:
+        print(f"{record.problems[0]} (record ignored; see kernelwiki validate)", file=sys.stderr)
     for records in out.values():
-        records.sort(key=lambda r: (r.started, r.path))
+        records.sort(key=lambda r: records_mod.order_key(r.started, r.path))
     return out
 
 
@@ -87,22 +92,38 @@ def load_pins(repo: Repo) -> dict:
 
 
 def refresh(repo: Repo, check: bool = False) -> list[Change]:
-    """Rewrite (or with check=True only compare) every page; return the pages that change."""
+    """Rewrite (or with check=True only compare) every page; return the pages that change.
+    A page whose frontmatter would change but holds YAML comments is not written (the rewrite
+    would drop them): its Change carries `refused`."""
     vocab = Vocabulary.load(repo.schemas)
     probes = load_probes(repo)
     records = load_records(repo)
     settings = load_pins(repo)
     newest = max((r.started for rs in records.values() for r in rs), default="")
     changes = []
-    for path in sorted(repo.wiki.rglob("*.md")):
-        rel = repo.rel(path)
-        raw = path.read_bytes()
+    for rel, _ in scan_pages(repo.root):
+        path = repo.root / rel
+        try:
+            raw = read_page_bytes(path)
+        except UnsafeFile:
+            continue  # a link or an unreadable file: validate names it, refresh never writes through it
+        page = parse_page(raw, rel)
+        if page.meta is not None and schema_check(repo.schemas, "page", page.meta, rel, page.line):
+            # Refresh relies on the shapes the schema guarantees; validate says what is wrong.
+            changes.append(Change(rel, [], refused=f"{rel}:1: -: not refreshed: the frontmatter fails the page "
+                                  "schema; run kernelwiki validate"))
+            continue
         new = refresh_text(raw, rel, vocab, probes, records, settings, newest)
         if new is None or new[0] == raw:
             continue
+        comment = yamlio.comment_line(page.frontmatter_text)
+        if comment is not None and any(not f.startswith("(") for f in new[1]):
+            changes.append(Change(rel, new[1], refused=f"{rel}:{comment + 2}: -: not refreshed: its frontmatter "
+                                  "holds a YAML comment, which the rewrite would drop; move it into the prose"))
+            continue
         changes.append(Change(rel, new[1]))
         if not check:
-            path.write_bytes(new[0])
+            replace_file(path, new[0])
     return changes
 
 
@@ -118,7 +139,7 @@ def refresh_text(raw: bytes, rel: str, vocab: Vocabulary, probes: dict[str, Prob
     text = raw.decode("utf-8-sig")
     newline = "\r\n" if "\r\n" in text.split("\n", 1)[0] + "\n" else "\n"
     lines = text.splitlines(keepends=True)
-    close = next(i for i in range(1, len(lines)) if lines[i].rstrip("\r\n") == FENCE)
+    close = next(i for i in range(1, len(lines)) if lines[i].rstrip() == FENCE)
     header, body = "".join(lines[:close + 1]), "".join(lines[close + 1:])
 
     implied = implied_meta(meta, vocab, probes, records, settings, newest)

@@ -115,15 +115,16 @@ def _nan_record(mini) -> None:
     page.write_text(page.read_text().replace("summary:", "probes:\n- probe-example\nsummary:"))
 
 
-def test_nan_in_a_record_is_an_error_not_output(mini):
+def test_nan_in_a_record_is_never_output(mini):
+    # A record with NaN is not standard JSON: validate refuses it, and every reader of records
+    # (get, probe list/show, refresh) passes it over as if it were absent.
     _nan_record(mini)
+    assert any("r1.json" in p["path"] and "NaN is not a number" in p["message"] for p in mini.problems())
     code, out, err = mini.run("get", "hw-example", "--include-code", "--format", "json")
-    assert code == 1 and out == ""
-    assert "probes[0].latest_record.cases[0].value: is nan" in err and "Traceback" not in err
-    code, out, err = run("probe", "list", "--json", root=mini.root)
-    assert code == 1 and out == "" and "probes[0].latest_record.cases[0].value: is nan" in err
-    code, out, err = run("probe", "show", "probe-example", "--json", root=mini.root)
-    assert code == 1 and out == "" and "latest_record.cases[0].value: is nan" in err
+    assert code == 0 and json.loads(out)["probes"][0]["latest_record"] is None and "Traceback" not in err
+    for argv in (("probe", "list", "--json"), ("probe", "show", "probe-example", "--json")):
+        code, out, err = run(*argv, root=mini.root)
+        assert code == 0 and "NaN" not in out and "Traceback" not in err
 
 
 def test_nan_in_frontmatter_is_an_error_not_output(mini):
@@ -135,7 +136,7 @@ def test_nan_in_frontmatter_is_an_error_not_output(mini):
     assert code == 0 and "value: .inf" in out
 
 
-def test_nan_is_an_mcp_error_result_too(mini):
+def test_nan_record_is_never_an_mcp_result_either(mini):
     pytest.importorskip("mcp")
     from kernelwiki.mcp_server import call
 
@@ -143,5 +144,4 @@ def test_nan_is_an_mcp_error_result_too(mini):
     for name, arguments in (("get_page", {"page": "hw-example", "include_code": True}), ("list_probes", {}),
                             ("latest_record", {"probe": "probe-example"})):
         result = call(Repo(mini.root), name, arguments)
-        assert result.is_error and result.structured_content is None, name
-        assert "latest_record.cases[0].value: is nan" in result.content[0].text
+        assert "NaN" not in result.content[0].text, name

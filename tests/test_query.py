@@ -77,3 +77,16 @@ def test_cli_json_and_unknown_tag(mini):
     assert code == 2 and "did you mean 'wgmma'" in err
     code, _, err = mini.run("query", "nothing-matches-this")
     assert code == 0 and "no pages match" in err
+
+
+@pytest.mark.parametrize("words", [["wgmma"], ["tma", "multicast"], ["UMMA"], ["b200", "gemm"], ["sm_90a"],
+                                   ["fp8", "block"], ["a"], ["zzzz-nothing"], ["swizzle", "128b"]])
+def test_term_index_ranks_exactly_like_scanning_the_text(wiki, monkeypatch, tmp_path, words):
+    import re
+
+    import kernelwiki.query
+
+    indexed = [(h.entry.id, h.score) for h in search(wiki, words, Filters(), 0)]
+    monkeypatch.setattr(kernelwiki.query, "TOKEN", re.compile(r"(?!)"))  # no term is a plain word
+    scanned = [(h.entry.id, h.score) for h in search(wiki, words, Filters(), 0)]
+    assert indexed == scanned

@@ -108,7 +108,12 @@ def test_failed_latest_record_regresses_but_keeps_last_good_numbers(mini):
 
 def test_old_evidence_is_stale(mini):
     page = setup(mini)
-    other = dict(RECORD, probe="probe-y", run_id="r9", started_at="2027-06-01T00:00:00Z")
+    # "Now" is the newest record of any probe: here a later, unrelated one (a real probe, and
+    # dated in the past, or validate and refresh would refuse it).
+    mini.write("probes/probe-y/probe.yaml", "id: probe-y\n")
+    old = dict(RECORD, started_at="2025-06-01T00:00:00Z")
+    mini.write("artifacts/evidence/probe-x/r1.json", json.dumps(old))
+    other = dict(RECORD, probe="probe-y", run_id="r9", started_at="2026-06-01T00:00:00Z")
     mini.write("artifacts/evidence/probe-y/r9.json", json.dumps(other))
     (mini.root / "pyproject.toml").write_text("[tool.kernelwiki]\nfreshness_days = 90\n")
     mini.run("refresh")
