@@ -58,14 +58,19 @@ def test_partial_tiles_and_grouped_layouts_are_accepted():
     GEMM.can_implement("masked", 1, 4096, 7168, 4, tile_m=256, cluster_mn=(1, 2))
 
 
-@pytest.mark.parametrize("rows, n, tile_n", [
-    (4096, 2112, 192),    # 11 tiles of 192 per row of tiles: 3 waves on 132 SMs instead of 5 at 128
-    (4096, 24576, 192),
-    (128, 2112, 64),      # one row of tiles: narrower tiles put more SMs to work
-    (64, 32768, 128),
+@pytest.mark.parametrize("rows, n, tile_m, tile_n", [
+    (4096, 2112, 128, 192),   # 11 tiles of 192 per row of tiles: 3 waves on 132 SMs instead of 5 at 128
+    (4096, 4096, 256, 128),   # 256-row tiles: 4 waves of cheaper-per-area tiles instead of 6 of 128 x 192
+    (128, 2112, 64, 32),      # few rows: 64 x 32 tiles put 132 SMs to work instead of 33
+    (64, 4096, 64, 32),
 ])
-def test_choose_tiling(rows, n, tile_n):
-    assert kernel.choose_tiling("normal", rows, n, 132) == {"tile_m": 128, "tile_n": tile_n, "cluster_mn": (1, 2)}
+def test_choose_tiling(rows, n, tile_m, tile_n):
+    assert kernel.choose_tiling("normal", rows, n, 132) == {"tile_m": tile_m, "tile_n": tile_n, "cluster_mn": (1, 2)}
+
+
+def test_grouped_layouts_keep_128_row_tiles():
+    for layout, groups in (("contiguous", 4), ("masked", 4)):
+        assert kernel.choose_tiling(layout, 64, 2112, 132, groups)["tile_m"] == 128
 
 
 @pytest.mark.parametrize("tile_m, tile_n", [(64, 32), (128, 64), (128, 128), (128, 192), (256, 128)])

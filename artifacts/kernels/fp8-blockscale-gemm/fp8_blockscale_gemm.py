@@ -86,6 +86,7 @@ EPI_STAGES = 2        # two epilogue buffers leave room for one more mainloop st
 # least 0.8 x the tile's area for the tensor core (256x128).
 TILE_COST = {(64, 32): 0.375, (64, 64): 0.5, (64, 128): 0.75, (64, 192): 1.0,
              (128, 64): 0.75, (128, 128): 1.0, (128, 192): 1.3, (256, 128): 1.6}
+MEASURED_OTHER_TILES = ((64, 32), (256, 128))   # non-128-row tiles checked and timed on the H200 (tiling cases)
 TURN_BARRIER = 2       # named barriers 2 and 3 (0: syncthreads, 1: the epilogue)
 LAYOUTS = ("normal", "contiguous", "masked")
 CLUSTERS = ((1, 1), (2, 1), (1, 2))
@@ -514,15 +515,20 @@ def compile_gemm(a, sfa, b, sfb, layout: str = "normal", group_info=None, tile_n
 
 def choose_tiling(layout: str, m: int, n: int, sms: int, groups: int = 1) -> dict:
     """{tile_m, tile_n, cluster_mn} for an M x N output (M: rows per group for masked, all rows
-    otherwise): 128-row tiles, the tile N with the lowest estimated time (waves of tiles on `sms` SMs
-    times TILE_COST), and a 1x2 cluster (two N tiles sharing A), which timed at least as fast as 2x1
-    on most shapes and suits every layout."""
-    def estimate(tile_n: int) -> float:
-        tiles = -(-m // MMA_M) * (groups if layout == "masked" else 1) * -(-n // tile_n)
-        return -(-tiles // sms) * TILE_COST[(MMA_M, tile_n)]
+    otherwise): the tile with the lowest estimated time (waves of tiles on `sms` SMs times
+    TILE_COST) among the 128-row tiles and, for the normal layout, the other tiles the H200 has run
+    (MEASURED_OTHER_TILES: in the 2026-12-01 run 64x32 beat the 128-row choice at M = 64 and 128 with
+    N = 2112, and 256x128 beat it at 4096 x 4096 x 7168; the grouped layouts' groups are 128-row
+    aligned); and a 1x2 cluster (two N tiles sharing A), which timed at least as fast as 2x1 on most
+    shapes and suits every layout."""
+    def estimate(tile: tuple[int, int]) -> float:
+        tile_m, tile_n = tile
+        tiles = -(-m // tile_m) * (groups if layout == "masked" else 1) * -(-n // tile_n)
+        return -(-tiles // sms) * TILE_COST[tile]
 
-    tile_n = min((tn for tm, tn in TILE_COST if tm == MMA_M), key=estimate)
-    return {"tile_m": MMA_M, "tile_n": tile_n, "cluster_mn": (1, 2)}
+    candidates = [t for t in TILE_COST if t[0] == MMA_M or (layout == "normal" and t in MEASURED_OTHER_TILES)]
+    tile_m, tile_n = min(candidates, key=lambda t: (estimate(t), -t[0] * t[1]))
+    return {"tile_m": tile_m, "tile_n": tile_n, "cluster_mn": (1, 2)}
 
 
 def gemm(a, sfa, b, sfb, layout: str = "normal", group_info=None):
