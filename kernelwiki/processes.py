@@ -69,21 +69,19 @@ def kill_tree(pgid: int, run_token: str) -> list[int]:
         os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-    killed = []
-    for pid in tagged(RUN_VAR, run_token):
-        try:
-            os.kill(pid, signal.SIGKILL)
-            killed.append(pid)
-        except (ProcessLookupError, PermissionError):
-            pass
-    return killed
+    return _kill_all(tagged(RUN_VAR, run_token))
 
 
 def kill_stale(root: Path) -> list[int]:
     """Kill probe processes of this checkout left by an earlier runner. Only call while holding the
     runner lock: then no live runner owns them."""
+    return _kill_all(tagged(OF_VAR, str(root)))
+
+
+def _kill_all(pids: list[int]) -> list[int]:
+    """SIGKILL each pid; the ones that were still there to kill."""
     killed = []
-    for pid in tagged(OF_VAR, str(root)):
+    for pid in pids:
         try:
             os.kill(pid, signal.SIGKILL)
             killed.append(pid)
