@@ -58,14 +58,25 @@ def test_partial_tiles_and_grouped_layouts_are_accepted():
     GEMM.can_implement("masked", 1, 4096, 7168, 4, tile_m=256, cluster_mn=(1, 2))
 
 
-@pytest.mark.parametrize("rows, n, tile_n", [
-    (4096, 2112, 192),    # 11 tiles of 192 per row of tiles: 3 waves on 132 SMs instead of 5 at 128
-    (4096, 24576, 192),
-    (128, 2112, 64),      # one row of tiles: narrower tiles put more SMs to work
-    (64, 32768, 128),
+@pytest.mark.parametrize("layout, m, n, groups, tile", [
+    ("normal", 4096, 2112, 1, (128, 192)),   # 11 tiles of 192 per row of tiles: 3 waves; 256x128 also needs 3
+    ("normal", 4096, 7168, 1, (256, 128)),   # 7 waves of 256x128 instead of 10 of 128x192
+    ("normal", 4096, 4096, 1, (256, 128)),
+    ("normal", 64, 2112, 1, (64, 32)),       # 66 CTAs at work instead of 33
+    ("normal", 1, 8, 1, (64, 32)),
+    ("normal", 128, 7168, 1, (128, 64)),     # a tie with 64x128 goes to two consumer warpgroups
+    ("normal", 64, 32768, 1, (64, 128)),
+    ("contiguous", 32768, 4096, 4, (128, 192)),   # 256-row tiles could span two groups
+    ("masked", 256, 4096, 4, (256, 128)),
 ])
-def test_choose_tiling(rows, n, tile_n):
-    assert kernel.choose_tiling("normal", rows, n, 132) == {"tile_m": 128, "tile_n": tile_n, "cluster_mn": (1, 2)}
+def test_choose_tiling(layout, m, n, groups, tile):
+    chosen = kernel.choose_tiling(layout, m, n, 132, groups)
+    assert (chosen["tile_m"], chosen["tile_n"]) == tile and chosen["cluster_mn"] == (1, 2)
+
+
+def test_choose_tiling_within_given_heights():
+    assert kernel.choose_tiling("normal", 4096, 7168, 132, tile_ms=(128,))["tile_m"] == 128
+    assert kernel.choose_tiling("normal", 4096, 7168, 132, tile_ms=(128,))["tile_n"] == 192
 
 
 @pytest.mark.parametrize("tile_m, tile_n", [(64, 32), (128, 64), (128, 128), (128, 192), (256, 128)])
@@ -172,14 +183,14 @@ def test_probe_marks_bit_exact_only_where_cublas_matched_before():
 
 def test_probe_summary_table(capsys):
     _probe_module().print_summary([
-        {"case": "normal-4096x4096x7168", "ours": 1100.0, "DeepGEMM": 1375.0, "cuBLAS": 1300.0, "differing": 0,
-         "differing_deepgemm": 0, "passed": True},
+        {"case": "normal-4096x4096x7168", "ours": 1100.0, "tall": 1000.0, "DeepGEMM": 1375.0, "cuBLAS": 1300.0,
+         "differing": 0, "differing_deepgemm": 0, "passed": True},
         {"case": "normal-1x8x128", "ours": 0.01, "DeepGEMM": None, "cuBLAS": None, "differing": None,
          "differing_deepgemm": None, "passed": False}])
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split()[:5] == ["case", "ours", "DeepGEMM", "cuBLAS", "ours/DG"]
-    assert lines[1].split() == ["normal-4096x4096x7168", "1100", "1375", "1300", "0.800", "0", "0", "yes"]
-    assert lines[2].split() == ["normal-1x8x128", "0", "-", "-", "-", "-", "-", "NO"]
+    assert lines[0].split()[:6] == ["case", "ours", "128-row", "DeepGEMM", "cuBLAS", "ours/DG"]
+    assert lines[1].split() == ["normal-4096x4096x7168", "1100", "1000", "1375", "1300", "0.800", "0", "0", "yes"]
+    assert lines[2].split() == ["normal-1x8x128", "0", "-", "-", "-", "-", "-", "-", "NO"]
 
 
 def test_naive_variant_checks_and_compiles():

@@ -28,7 +28,8 @@ The negative control reads A's scales from the next K block and must fail each o
 
 Compile-only mode compiles the three layouts (dynamic shapes: one kernel per layout and tiling)
 and the teaching variant for sm_90a with fake tensors and scans PTX and SASS. A run ends by
-printing a table per case (ours, DeepGEMM, cuBLAS blockwise, ours/DeepGEMM, differing elements).
+printing a table per case (ours, ours with 128-row tiles where the kernel chose 64 or 256 rows,
+DeepGEMM, cuBLAS blockwise, ours/DeepGEMM, differing elements).
 
 Run through the runner: kernelwiki probe run --probe probe-fp8-blockscale-gemm [--compile-only]
 """
@@ -55,6 +56,7 @@ ROUNDING_FACTOR = 1.25   # allowed relative error / the bf16 rounding error of t
 ALLOWED_DIFFERING = 0    # elements that may differ from cuBLAS blockwise on `bit_exact` shapes
 CUBLAS = "cuBLAS blockwise FP8"
 CUBLAS_GROUPS = "cuBLAS blockwise FP8, per group, CUDA graph"
+TALL = "ours, 128-row tiles"
 PROBE = Probe(__file__)
 SUMMARY: list[dict] = []  # one row per case for the table printed at the end of a run
 
@@ -176,9 +178,11 @@ def _normal(params: dict, ctx: Context) -> dict:
     same = torch.equal(kernel.gemm(a, sfa, b, sfb), d)   # the one-call API reuses the kernel: same bits
     correctness.update(gemm_api_matches=same, passed=correctness["passed"] and same)
 
-    candidates, extra = {"ours": run}, []
+    candidates, extra, metrics = {"ours": run}, [], {}
     if tiling != chosen:
         candidates["ours, chosen tiling"] = kernel.compile_gemm(a, sfa, b, sfb, **chosen)[0]
+    _tall_tiles_ab("normal", m, n, 1, [tiling, chosen], lambda t: kernel.compile_gemm(a, sfa, b, sfb, **t),
+                   reference, exact, correctness, candidates, metrics)
     if params.get("ablation"):   # the same kernel without the warpgroups' turn-taking, checked too
         run_free, d_free = kernel.compile_gemm(a, sfa, b, sfb, **tiling, order_warpgroups=False)
         run_free()
@@ -209,7 +213,7 @@ def _normal(params: dict, ctx: Context) -> dict:
     timing = ctx.timer(warmup=5, iters=30, order="shuffled").compare(candidates)
     tflops = _tflops(2 * m * n * k, timing)
     baseline = CUBLAS if CUBLAS in tflops else "cuBLAS bf16"
-    return _result(ctx, correctness, timing, tflops, baseline, tiling, extra)
+    return _result(ctx, correctness, timing, tflops, baseline, tiling, extra, metrics)
 
 
 def _naive(params: dict, ctx: Context) -> dict:
@@ -356,7 +360,10 @@ def _masked(params: dict, ctx: Context) -> dict:
     masked_m.fill_(m_max)
     correctness = {**full, "passed": full["passed"] and mixed["passed"], "graph_replay_mixed_counts": mixed}
 
-    candidates, extra, notes = {"ours": run}, [], {}
+    candidates, extra, notes, metrics = {"ours": run}, [], {}, {}
+    _tall_tiles_ab("masked", m_max, n, groups, [tiling],
+                   lambda t: kernel.compile_gemm(a, sfa, b, sfb, "masked", masked_m, **t), reference, None,
+                   correctness, candidates, metrics)
     calls = [_cublas_blockwise(a[grp], sfa[grp], b[grp], sfb[grp]) for grp in range(groups)]
     if all(callable(c) for c, _ in calls):
         _graph(CUBLAS_GROUPS, lambda: [c() for c, _ in calls], candidates, notes)
@@ -371,18 +378,39 @@ def _masked(params: dict, ctx: Context) -> dict:
     timing = ctx.timer(warmup=5, iters=30, order="shuffled").compare(candidates)
     tflops = _tflops(2 * groups * m_max * n * k, timing)
     return _result(ctx, correctness, timing, tflops, CUBLAS_GROUPS if CUBLAS_GROUPS in tflops else None,
-                   tiling, extra)
+                   tiling, extra, metrics)
 
 
-def _tiling(layout: str, m: int, n: int, groups: int = 1) -> dict:
+def _tiling(layout: str, m: int, n: int, groups: int = 1, tile_ms: tuple[int, ...] = kernel.TILE_MS) -> dict:
     """The kernel's own choice of tiles and cluster for this GPU, passed explicitly so the record names it."""
     import torch
 
-    return kernel.choose_tiling(layout, m, n, torch.cuda.get_device_properties(0).multi_processor_count, groups)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    return kernel.choose_tiling(layout, m, n, sms, groups, tile_ms)
+
+
+def _tall_tiles_ab(layout: str, m: int, n: int, groups: int, tilings: list, launch, reference, exact,
+                   correctness: dict, candidates: dict, metrics: dict) -> None:
+    """Where the kernel chose 64- or 256-row tiles, also check and time its best 128-row tile (the
+    tiling before those heights existed) as "ours, 128-row tiles", so every run shows what they bring.
+    launch(tiling) -> (run, d); tilings: those already timed."""
+    import torch
+
+    previous = _tiling(layout, m, n, groups, tile_ms=(kernel.MMA_M,))
+    if previous in tilings:
+        return
+    run, d = launch(previous)
+    gates.poison(d)
+    run()
+    torch.cuda.synchronize()
+    correctness["tiles_128_rows"] = _check(d, reference, exact)
+    correctness["passed"] = correctness["passed"] and correctness["tiles_128_rows"]["passed"]
+    candidates[TALL] = run
+    metrics["tile_128_rows"] = f"{previous['tile_m']}x{previous['tile_n']}x128"
 
 
 def _result(ctx: Context, correctness: dict, timing: dict, tflops: dict, baseline: str | None,
-            tiling: dict, extra: list | None = None) -> dict:
+            tiling: dict, extra: list | None = None, metrics: dict | None = None) -> dict:
     extra = extra or []
     annotations = {entry["name"]: entry for entry in extra}
     baselines = [{**annotations.get(name, {}), "name": name, "value": round(v, 2),
@@ -391,7 +419,7 @@ def _result(ctx: Context, correctness: dict, timing: dict, tflops: dict, baselin
     baselines += [entry for entry in extra if entry["name"] not in tflops]
     return {"correctness": correctness, "timing": timing,
             "metrics": {"tile": f"{tiling['tile_m']}x{tiling['tile_n']}x128",
-                        "cluster": "x".join(map(str, tiling["cluster_mn"]))},
+                        "cluster": "x".join(map(str, tiling["cluster_mn"])), **(metrics or {})},
             "baselines": baselines,
             "headline": ctx.headline("tflops", tflops["ours"], "TFLOP/s", peak_key="e4m3",
                                      baseline=(baseline, tflops[baseline]) if baseline else None)}
@@ -442,7 +470,8 @@ def run_case(case: dict, ctx: Context) -> dict:
 def _summary_row(case_id: str, result: dict) -> dict:
     values = {entry["name"]: entry.get("value") for entry in result["baselines"]}
     correctness = result["correctness"]
-    return {"case": case_id, "ours": result["headline"]["value"], "DeepGEMM": values.get(deepgemm.NAME),
+    return {"case": case_id, "ours": result["headline"]["value"], "tall": values.get(TALL),
+            "DeepGEMM": values.get(deepgemm.NAME),
             "cuBLAS": values.get(CUBLAS, values.get(CUBLAS_GROUPS)),
             "differing": correctness.get("elements_differing_from_cublas_blockwise"),
             "differing_deepgemm": correctness.get("elements_differing_from_deepgemm"), "passed": correctness["passed"]}
@@ -502,10 +531,11 @@ def print_summary(rows: list[dict]) -> None:
     if not rows:
         return
     fmt = lambda v, spec=".0f": "-" if v is None else format(v, spec)  # noqa: E731
-    print(f"{'case':<34} {'ours':>6} {'DeepGEMM':>8} {'cuBLAS':>6} {'ours/DG':>7} {'diff cuBLAS':>11} {'diff DG':>7} ok")
+    print(f"{'case':<34} {'ours':>6} {'128-row':>7} {'DeepGEMM':>8} {'cuBLAS':>6} {'ours/DG':>7} {'diff cuBLAS':>11} "
+          f"{'diff DG':>7} ok")
     for r in rows:
         ratio = r["ours"] / r["DeepGEMM"] if r["DeepGEMM"] else None
-        print(f"{r['case']:<34} {fmt(r['ours']):>6} {fmt(r['DeepGEMM']):>8} {fmt(r['cuBLAS']):>6} "
+        print(f"{r['case']:<34} {fmt(r['ours']):>6} {fmt(r.get('tall')):>7} {fmt(r['DeepGEMM']):>8} {fmt(r['cuBLAS']):>6} "
               f"{fmt(ratio, '.3f'):>7} {fmt(r['differing'], 'd'):>11} {fmt(r['differing_deepgemm'], 'd'):>7} "
               f"{'yes' if r['passed'] else 'NO'}", flush=True)
 

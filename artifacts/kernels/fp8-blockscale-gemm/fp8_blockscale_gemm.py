@@ -77,8 +77,8 @@ MAX_STAGES = 16       # small tiles: more loads in flight for the memory-bound s
 EPI_TILE_N = 32       # epilogue slice: (128, 32) columns at a time through shared memory
 EPI_STAGES = 2        # two epilogue buffers leave room for one more mainloop stage
 # Estimated time per output tile relative to 128x128, for choose_tiling: the bytes a K tile brings
-# into shared memory, (tile_m + tile_n) x 128 (the 128-row widths timed at 0.75 / 1.0 / 1.3), and at
-# least 0.8 x the tile's area for the tensor core (256x128).
+# into shared memory, (tile_m + tile_n) x 128 / 256 (the 128-row widths timed at about 0.75 / 1.0 /
+# 1.3), and at least 0.8 x the tile's area for the tensor core (256x128).
 TILE_COST = {(64, 32): 0.375, (64, 64): 0.5, (64, 128): 0.75, (64, 192): 1.0,
              (128, 64): 0.75, (128, 128): 1.0, (128, 192): 1.3, (256, 128): 1.6}
 TURN_BARRIER = 2       # named barriers 2 and 3 (0: syncthreads, 1: the epilogue)
@@ -529,17 +529,21 @@ def compile_gemm(a, sfa, b, sfb, layout: str = "normal", group_info=None, tile_n
     return (lambda: kernel(*views, _current_stream())), d
 
 
-def choose_tiling(layout: str, m: int, n: int, sms: int, groups: int = 1) -> dict:
+def choose_tiling(layout: str, m: int, n: int, sms: int, groups: int = 1, tile_ms: tuple[int, ...] = TILE_MS) -> dict:
     """{tile_m, tile_n, cluster_mn} for an M x N output (M: rows per group for masked, all rows
-    otherwise): 128-row tiles, the tile N with the lowest estimated time (waves of tiles on `sms` SMs
-    times TILE_COST), and a 1x2 cluster (two N tiles sharing A), which timed at least as fast as 2x1
-    on most shapes and suits every layout."""
-    def estimate(tile_n: int) -> float:
-        tiles = -(-m // MMA_M) * (groups if layout == "masked" else 1) * -(-n // tile_n)
-        return -(-tiles // sms) * TILE_COST[(MMA_M, tile_n)]
+    otherwise): the tile with the lowest estimated time, waves of tiles on `sms` SMs times TILE_COST
+    (ties go to the taller tile: two consumer warpgroups overlap promotion with the other's MMAs),
+    and a 1x2 cluster (two N tiles sharing A), which timed at least as fast as 2x1 on most shapes and
+    suits every layout. The contiguous layout keeps tiles inside its 128-row group segments.
+    tile_ms: the tile heights to choose from (the probe times the best 128-row tile beside)."""
+    def estimate(tile: tuple[int, int]) -> tuple[float, int]:
+        tile_m, tile_n = tile
+        tiles = -(-m // tile_m) * (groups if layout == "masked" else 1) * -(-n // tile_n)
+        return -(-tiles // sms) * TILE_COST[tile], -tile_m
 
-    tile_n = min((tn for tm, tn in TILE_COST if tm == MMA_M), key=estimate)
-    return {"tile_m": MMA_M, "tile_n": tile_n, "cluster_mn": (1, 2)}
+    tiles = [t for t in TILE_COST if t[0] in tile_ms and not (layout == "contiguous" and t[0] > MMA_M)]
+    tile_m, tile_n = min(tiles, key=estimate)
+    return {"tile_m": tile_m, "tile_n": tile_n, "cluster_mn": (1, 2)}
 
 
 def gemm(a, sfa, b, sfb, layout: str = "normal", group_info=None):
