@@ -79,14 +79,19 @@ def test_choose_tiling_within_given_heights():
     assert kernel.choose_tiling("normal", 4096, 7168, 132, tile_ms=(128,))["tile_n"] == 192
 
 
-@pytest.mark.parametrize("tile_m, tile_n", [(64, 32), (128, 64), (128, 128), (128, 192), (256, 128)])
-def test_stages_fill_shared_memory(tile_m, tile_n):
+@pytest.mark.parametrize("tile_m, tile_n, stages, epi_stages", [
+    (64, 32, 16, 2), (128, 64, 8, 2), (128, 128, 6, 3), (128, 192, 5, 2), (256, 128, 4, 3)])
+def test_stages_fill_shared_memory(tile_m, tile_n, stages, epi_stages):
     op = GEMM(tile_n=tile_n, tile_m=tile_m)
-    stage = (tile_m + tile_n) * kernel.BLOCK + tile_m * 4
-    epilogue = kernel.EPI_STAGES * min(tile_m, 128) * min(32, tile_n) * 2
-    assert 4 <= op.stages <= kernel.MAX_STAGES
-    assert op.stages * stage + epilogue <= kernel.SMEM_BYTES
-    assert op.stages == kernel.MAX_STAGES or kernel.SMEM_BYTES < (op.stages + 1) * (stage + 16) + epilogue + 1024
+    assert (op.stages, op.epi_stages) == (stages, epi_stages)
+    assert op.smem_bytes(op.stages, op.epi_stages) <= kernel.SMEM_BYTES
+    slice_bytes = min(tile_m, 128) * min(32, tile_n) * 2
+    stage_bytes = (tile_m + tile_n) * kernel.BLOCK + tile_m * 4
+    # nothing that fits is left out: another stage, or (below one per slice) another epilogue buffer
+    assert op.stages == kernel.MAX_STAGES or op.smem_bytes(op.stages + 1, 2) > kernel.SMEM_BYTES
+    slices = tile_m // min(tile_m, 128) * tile_n // min(32, tile_n)
+    assert op.epi_stages == max(2, slices) or op.smem_bytes(op.stages, op.epi_stages + 1) > kernel.SMEM_BYTES
+    assert op.smem_bytes(op.stages, 2) >= op.stages * stage_bytes + 2 * slice_bytes
 
 
 @pytest.mark.parametrize("layout, tile_m, tile_n, cluster", [

@@ -75,7 +75,7 @@ TILE_NS = (32, 64, 128, 192)  # a tile meets at most two 128-wide B scale blocks
 MMA_M = 128            # rows of one half: what the consumer warpgroups cover with one round of wgmmas
 MAX_STAGES = 16       # small tiles: more loads in flight for the memory-bound small-M shapes
 EPI_TILE_N = 32       # epilogue slice: (128, 32) columns at a time through shared memory
-EPI_STAGES = 2        # two epilogue buffers leave room for one more mainloop stage
+EPI_STAGES = 2        # epilogue buffers at least; more where the mainloop stages leave room
 # Estimated time per output tile relative to 128x128, for choose_tiling: the bytes a K tile brings
 # into shared memory, (tile_m + tile_n) x 128 / 256 (the 128-row widths timed at about 0.75 / 1.0 /
 # 1.3), and at least 0.8 x the tile's area for the tensor core (256x128).
@@ -115,8 +115,21 @@ class Fp8BlockScaleGemm:
         self.sfa_k_shift = sfa_k_shift
         self.epi_tile = (self.mma_m, min(EPI_TILE_N, tile_n))
         stage_bytes = (tile_m + tile_n) * BLOCK + tile_m * 4   # A, B (1 byte each), A scales (fp32)
-        epi_bytes = EPI_STAGES * self.epi_tile[0] * self.epi_tile[1] * 2
-        self.stages = min(MAX_STAGES, (SMEM_BYTES - epi_bytes - 1024) // (stage_bytes + 16))
+        # as many mainloop stages as fit beside two epilogue buffers, then as many more epilogue
+        # buffers as the rest holds (up to one per slice of a tile): a TMA store is waited for only
+        # when its buffer comes round again, so more buffers mean fewer waits in the epilogue
+        self.stages = max(s for s in range(1, MAX_STAGES + 1) if self.smem_bytes(s, EPI_STAGES) <= SMEM_BYTES)
+        slices = self.halves * tile_n // self.epi_tile[1]
+        self.epi_stages = max(e for e in range(EPI_STAGES, max(EPI_STAGES, slices) + 1)
+                              if self.smem_bytes(self.stages, e) <= SMEM_BYTES)
+
+    def smem_bytes(self, stages: int, epi_stages: int) -> int:
+        """Shared memory of SharedStorage (in __call__) with these stage counts, alignment included."""
+        align = lambda offset, to: -(-offset // to) * to  # noqa: E731
+        offset = align(stages * 2 * 8, 1024) + stages * self.tile_m * BLOCK            # barriers, A
+        offset = align(offset, 1024) + stages * self.tile_n * BLOCK                     # B
+        offset = align(offset, 128) + stages * self.tile_m * 4                          # A scales
+        return align(offset, 1024) + epi_stages * self.epi_tile[0] * self.epi_tile[1] * 2   # D slices
 
     @staticmethod
     def can_implement(layout: str, m: int, n: int, k: int, groups: int = 1, tile_n: int = 128,
@@ -166,7 +179,7 @@ class Fp8BlockScaleGemm:
         assert cute.cosize(sA_layout) == cute.cosize(sA_mma_layout)
         sB_layout = sm90_utils.make_smem_layout_b(LayoutEnum.ROW_MAJOR, self.tile_mnk, self.ab_dtype, self.stages)
         sSFA_layout = cute.make_layout((self.tile_m, 1, self.stages))   # the tile's A scales of one K block
-        sD_layout = sm90_utils.make_smem_layout_epi(self.d_dtype, LayoutEnum.ROW_MAJOR, self.epi_tile, EPI_STAGES)
+        sD_layout = sm90_utils.make_smem_layout_epi(self.d_dtype, LayoutEnum.ROW_MAJOR, self.epi_tile, self.epi_stages)
 
         cluster_m, cluster_n = self.cluster_mn
         tma_a, gA_tma = self._load_atom(mA, cute.slice_(sA_layout, (None, None, 0)), (self.tile_m, BLOCK), cluster_n)
@@ -223,7 +236,7 @@ class Fp8BlockScaleGemm:
         sA_mma = storage.sA.get_tensor(sA_mma_layout.outer, swizzle=sA_mma_layout.inner)  # (mma_m, 128, stages*halves)
         sB = storage.sB.get_tensor(sB_layout.outer, swizzle=sB_layout.inner)   # (tile_n, 128, stages) e4m3
         sSFA = storage.sSFA.get_tensor(sSFA_layout)                            # (tile_m, 1, stages) fp32
-        sD = storage.sD.get_tensor(sD_layout.outer, swizzle=sD_layout.inner)   # (mma_m, 32, EPI_STAGES) bf16
+        sD = storage.sD.get_tensor(sD_layout.outer, swizzle=sD_layout.inner)   # (mma_m, 32, epi_stages) bf16
 
         stage_bytes = (cute.size_in_bytes(self.ab_dtype, cute.slice_(sA_layout, (None, None, 0)))
                        + cute.size_in_bytes(self.ab_dtype, cute.slice_(sB_layout, (None, None, 0)))
@@ -335,7 +348,7 @@ class Fp8BlockScaleGemm:
         stmatrix = cute.make_copy_atom(cute.nvgpu.warp.StMatrix8x8x16bOp(False, 4), self.d_dtype)
         r2s = cute.make_tiled_copy_S(r2s_atom, cute.make_tiled_copy_C_atom(stmatrix, tiled_mma))
         thr_r2s = r2s.get_slice(consumer_tidx)
-        tRS_sD = thr_r2s.partition_D(sD)                      # (R2S, R2S_M, R2S_N, EPI_STAGES)
+        tRS_sD = thr_r2s.partition_D(sD)                      # (R2S, R2S_M, R2S_N, epi_stages)
         tRS_accs = [r2s.retile(acc) for acc in accs]
         slice_shape = cute.shape(thr_r2s.partition_S(sD))[:3]
         rSlice_out = cute.make_rmem_tensor(slice_shape, self.d_dtype)
@@ -343,7 +356,7 @@ class Fp8BlockScaleGemm:
         consumers = self.warpgroups * WARPGROUP_THREADS
         epilogue_barrier = pipeline.NamedBarrier(barrier_id=1, num_threads=consumers)
         store_pipeline = pipeline.PipelineTmaStore.create(
-            num_stages=EPI_STAGES, producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, consumers))
+            num_stages=self.epi_stages, producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, consumers))
         store_warp = WARPGROUP_THREADS // 32   # the first consumer warp issues the TMA stores
         # Turn-taking: the two consumer warpgroups issue their wgmmas one after the other
         # (barrier 2 = warpgroup 0's turn, 3 = warpgroup 1's), so the tensor core runs one's half
@@ -396,7 +409,7 @@ class Fp8BlockScaleGemm:
                         self._retire(accs[h], rTmp, scale_a0, scale_a1, sfb_lo, sfb_hi, split, k_tile)
                     state.advance()
 
-                # epilogue: each half (mma_m, tile_n) in (mma_m, 32) slices through an EPI_STAGES ring
+                # epilogue: each half (mma_m, tile_n) in (mma_m, 32) slices through a ring of epi_stages
                 gD_slices = cute.zipped_divide(gD[(None, None, tile_m, tile_n, l_a)], self.epi_tile)
                 bSG_sD, bSG_gD = cpasync.tma_partition(tma_d, 0, cute.make_layout(1), cute.group_modes(sD, 0, 2),
                                                        gD_slices)
@@ -405,7 +418,7 @@ class Fp8BlockScaleGemm:
                     for s in cutlass.range_constexpr(slices):
                         for v in cutlass.range_constexpr(slice_size):
                             rSlice_out[v] = tRS_accs[h][s * slice_size + v].to(self.d_dtype)
-                        buffer = (slices_done + h * slices + s) % EPI_STAGES
+                        buffer = (slices_done + h * slices + s) % self.epi_stages
                         cute.copy(r2s, rSlice_out, tRS_sD[(None, None, None, buffer)])
                         cute.arch.fence_proxy("async.shared", space="cta")   # stmatrix writes -> TMA reads
                         epilogue_barrier.arrive_and_wait()
