@@ -79,6 +79,12 @@ def test_choose_tiling_within_given_heights():
     assert kernel.choose_tiling("normal", 4096, 7168, 132, tile_ms=(128,))["tile_n"] == 192
 
 
+def test_whole_tile_epilogue_trades_stages_for_a_buffer_per_slice():
+    op = GEMM(tile_n=128, tile_m=256, whole_tile_epilogue=True)
+    assert (op.stages, op.epi_stages) == (3, 8)                  # DeepGEMM's 256x128: 3 stages, all of D in smem
+    assert op.smem_bytes(op.stages, op.epi_stages) <= kernel.SMEM_BYTES
+
+
 @pytest.mark.parametrize("tile_m, tile_n, stages, epi_stages", [
     (64, 32, 16, 2), (128, 64, 8, 2), (128, 128, 6, 3), (128, 192, 5, 2), (256, 128, 4, 3)])
 def test_stages_fill_shared_memory(tile_m, tile_n, stages, epi_stages):
@@ -193,9 +199,9 @@ def test_probe_summary_table(capsys):
         {"case": "normal-1x8x128", "ours": 0.01, "DeepGEMM": None, "cuBLAS": None, "differing": None,
          "differing_deepgemm": None, "passed": False}])
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split()[:6] == ["case", "ours", "128-row", "DeepGEMM", "cuBLAS", "ours/DG"]
-    assert lines[1].split() == ["normal-4096x4096x7168", "1100", "1000", "1375", "1300", "0.800", "0", "0", "yes"]
-    assert lines[2].split() == ["normal-1x8x128", "0", "-", "-", "-", "-", "-", "-", "NO"]
+    assert lines[0].split()[:7] == ["case", "ours", "128-row", "wholeEpi", "DeepGEMM", "cuBLAS", "ours/DG"]
+    assert lines[1].split() == ["normal-4096x4096x7168", "1100", "1000", "-", "1375", "1300", "0.800", "0", "0", "yes"]
+    assert lines[2].split() == ["normal-1x8x128", "0", "-", "-", "-", "-", "-", "-", "-", "NO"]
 
 
 def test_naive_variant_checks_and_compiles():

@@ -29,7 +29,8 @@ The negative control reads A's scales from the next K block and must fail each o
 Compile-only mode compiles the three layouts (dynamic shapes: one kernel per layout and tiling)
 and the teaching variant for sm_90a with fake tensors and scans PTX and SASS. A run ends by
 printing a table per case (ours, ours with 128-row tiles where the kernel chose 64 or 256 rows,
-DeepGEMM, cuBLAS blockwise, ours/DeepGEMM, differing elements).
+ours with the whole-tile epilogue at M >= 1024, DeepGEMM, cuBLAS blockwise, ours/DeepGEMM,
+differing elements).
 
 Run through the runner: kernelwiki probe run --probe probe-fp8-blockscale-gemm [--compile-only]
 """
@@ -57,6 +58,8 @@ ALLOWED_DIFFERING = 0    # elements that may differ from cuBLAS blockwise on `bi
 CUBLAS = "cuBLAS blockwise FP8"
 CUBLAS_GROUPS = "cuBLAS blockwise FP8, per group, CUDA graph"
 TALL = "ours, 128-row tiles"
+WHOLE = "ours, whole-tile epilogue"
+WHOLE_TILE_EPILOGUE_FROM_M = 1024   # where the epilogue variant is timed: many tiles per SM
 PROBE = Probe(__file__)
 SUMMARY: list[dict] = []  # one row per case for the table printed at the end of a run
 
@@ -183,6 +186,14 @@ def _normal(params: dict, ctx: Context) -> dict:
         candidates["ours, chosen tiling"] = kernel.compile_gemm(a, sfa, b, sfb, **chosen)[0]
     _tall_tiles_ab("normal", m, n, 1, [tiling, chosen], lambda t: kernel.compile_gemm(a, sfa, b, sfb, **t),
                    reference, exact, correctness, candidates, metrics)
+    if m >= WHOLE_TILE_EPILOGUE_FROM_M:   # DeepGEMM's whole-tile epilogue (fewer stages), checked and timed beside
+        run_whole, d_whole = kernel.compile_gemm(a, sfa, b, sfb, **tiling, whole_tile_epilogue=True)
+        gates.poison(d_whole)
+        run_whole()
+        torch.cuda.synchronize()
+        correctness["whole_tile_epilogue"] = _check(d_whole, reference, exact)
+        correctness["passed"] = correctness["passed"] and correctness["whole_tile_epilogue"]["passed"]
+        candidates[WHOLE] = run_whole
     if params.get("ablation"):   # the same kernel without the warpgroups' turn-taking, checked too
         run_free, d_free = kernel.compile_gemm(a, sfa, b, sfb, **tiling, order_warpgroups=False)
         run_free()
@@ -470,7 +481,7 @@ def run_case(case: dict, ctx: Context) -> dict:
 def _summary_row(case_id: str, result: dict) -> dict:
     values = {entry["name"]: entry.get("value") for entry in result["baselines"]}
     correctness = result["correctness"]
-    return {"case": case_id, "ours": result["headline"]["value"], "tall": values.get(TALL),
+    return {"case": case_id, "ours": result["headline"]["value"], "tall": values.get(TALL), "whole": values.get(WHOLE),
             "DeepGEMM": values.get(deepgemm.NAME),
             "cuBLAS": values.get(CUBLAS, values.get(CUBLAS_GROUPS)),
             "differing": correctness.get("elements_differing_from_cublas_blockwise"),
@@ -531,11 +542,11 @@ def print_summary(rows: list[dict]) -> None:
     if not rows:
         return
     fmt = lambda v, spec=".0f": "-" if v is None else format(v, spec)  # noqa: E731
-    print(f"{'case':<34} {'ours':>6} {'128-row':>7} {'DeepGEMM':>8} {'cuBLAS':>6} {'ours/DG':>7} {'diff cuBLAS':>11} "
-          f"{'diff DG':>7} ok")
+    print(f"{'case':<34} {'ours':>6} {'128-row':>7} {'wholeEpi':>8} {'DeepGEMM':>8} {'cuBLAS':>6} {'ours/DG':>7} "
+          f"{'diff cuBLAS':>11} {'diff DG':>7} ok")
     for r in rows:
         ratio = r["ours"] / r["DeepGEMM"] if r["DeepGEMM"] else None
-        print(f"{r['case']:<34} {fmt(r['ours']):>6} {fmt(r.get('tall')):>7} {fmt(r['DeepGEMM']):>8} {fmt(r['cuBLAS']):>6} "
+        print(f"{r['case']:<34} {fmt(r['ours']):>6} {fmt(r.get('tall')):>7} {fmt(r.get('whole')):>8} {fmt(r['DeepGEMM']):>8} {fmt(r['cuBLAS']):>6} "
               f"{fmt(ratio, '.3f'):>7} {fmt(r['differing'], 'd'):>11} {fmt(r['differing_deepgemm'], 'd'):>7} "
               f"{'yes' if r['passed'] else 'NO'}", flush=True)
 

@@ -94,7 +94,8 @@ os.makedirs(DUMP_DIR, exist_ok=True)
 
 class Fp8BlockScaleGemm:
     def __init__(self, layout: str = "normal", tile_n: int = 128, cluster_mn: tuple[int, int] = (2, 1), swizzle: int = 1,
-                 tile_m: int = 128, order_warpgroups: bool = True, unscaled_k_tile: int = -1, sfa_k_shift: int = 0):
+                 tile_m: int = 128, order_warpgroups: bool = True, unscaled_k_tile: int = -1, sfa_k_shift: int = 0,
+                 whole_tile_epilogue: bool = False):
         self.layout = layout
         self.ab_dtype, self.sf_dtype, self.d_dtype, self.acc_dtype = (
             cutlass.Float8E4M3FN, cutlass.Float32, cutlass.BFloat16, cutlass.Float32)
@@ -117,9 +118,12 @@ class Fp8BlockScaleGemm:
         stage_bytes = (tile_m + tile_n) * BLOCK + tile_m * 4   # A, B (1 byte each), A scales (fp32)
         # as many mainloop stages as fit beside two epilogue buffers, then as many more epilogue
         # buffers as the rest holds (up to one per slice of a tile): a TMA store is waited for only
-        # when its buffer comes round again, so more buffers mean fewer waits in the epilogue
-        self.stages = max(s for s in range(1, MAX_STAGES + 1) if self.smem_bytes(s, EPI_STAGES) <= SMEM_BYTES)
+        # when its buffer comes round again, so more buffers mean fewer waits in the epilogue.
+        # whole_tile_epilogue: a buffer for every slice (DeepGEMM's whole-tile smem_d, whose stores
+        # are waited for only by the next tile's epilogue), at the cost of mainloop stages
         slices = self.halves * tile_n // self.epi_tile[1]
+        least = max(EPI_STAGES, slices) if whole_tile_epilogue else EPI_STAGES
+        self.stages = max(s for s in range(1, MAX_STAGES + 1) if self.smem_bytes(s, least) <= SMEM_BYTES)
         self.epi_stages = max(e for e in range(EPI_STAGES, max(EPI_STAGES, slices) + 1)
                               if self.smem_bytes(self.stages, e) <= SMEM_BYTES)
 
