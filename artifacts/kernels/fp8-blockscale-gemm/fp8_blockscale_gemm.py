@@ -7,20 +7,30 @@ What it does
     Each 128-element K tile is one scale block: the consumers run its four wgmma k32 steps into a
     short-lived FP32 accumulator (the tensor core's own FP8 accumulation is not full FP32), wait for
     them, and promote: acc += tmp * sfa[row] * sfb[block], in FP32 FFMA, once per K tile.
-    Output tiles are 128 x tile_n, tile_n in {64, 128, 192}; a 192-wide tile can straddle two B
-    scale blocks, so its promotion takes the second block's scale from the split column on.
-    384 threads per CTA, one CTA per SM, persistent:
+    Output tiles are tile_m x tile_n, tile_m in {64, 128, 256}, tile_n in {32, 64, 128, 192} (256
+    rows with at most 128 columns); a 192-wide tile can straddle two B scale blocks, so its
+    promotion takes the second block's scale from the split column on.
+    One CTA per SM, persistent, a producer warpgroup and one (64-row tiles) or two consumer
+    warpgroups (384 threads):
       warpgroup 0  producer (setmaxnreg down): its warp 0 TMA-loads the A tile, the B tile and the
-                   tile's 128 A scales of each K tile into one stage of a shared-memory ring
+                   tile's A scales of each K tile into one stage of a shared-memory ring
                    (one mbarrier transaction covers all three); A or B multicast inside a cluster;
-      warpgroups 1-2 consumers (setmaxnreg up), 64 rows each: per K tile wait for the stage,
+      consumers    (setmaxnreg up), 64 rows each: per K tile wait for the stage,
                    fence / 4 x wgmma / commit, read the rows' A scales from shared memory and the
                    B scale(s) from global memory while the MMAs run, wait_group 0, release the
                    stage, promote. The two warpgroups take turns issuing (two named barriers), so
                    the tensor core runs one's K tile while the other promotes; without the turns
                    both tend to promote at the same time and the tensor core idles meanwhile.
-      epilogue     stmatrix into shared memory, TMA store in (128, 32) slices.
-    `choose_tiling` picks the tile by waves of tiles on the GPU and a 1x2 cluster (A multicast).
+                   A 256-row tile is two 128-row halves (DeepGEMM's WAVE_BLOCK_M): per K tile the
+                   consumers run the halves one after the other through the same temporary, each
+                   promoted into its own accumulator, so a B tile in shared memory serves 256 rows
+                   and a K tile brings 3/4 of the bytes per FLOP of a 128x128 tile.
+      epilogue     stmatrix into shared memory, TMA store in (128, 32) slices (64 rows for 64-row
+                   tiles) through as many buffers as the mainloop stages leave room for; a store
+                   is waited for only when its buffer comes round again. whole_tile_epilogue
+                   gives every slice of a tile a buffer (DeepGEMM's smem_d) at the cost of stages.
+    `choose_tiling` picks the tile by waves of tiles on the GPU (TILE_COST) and a 1x2 cluster (A
+    multicast): 256x128 at large M, 64-row tiles for M <= 64 (with narrow tiles, more SMs at work).
     Shapes and strides are dynamic (compiled once per layout, tiling and variant): with a static
     extent of 1 (M = 1) CuTe drops that mode when it builds the TMA atoms, and A's load and D's
     store became 1-D copies of the wrong box (a crash); with dynamic extents every copy is 3-D.
@@ -40,11 +50,11 @@ Layouts (DeepGEMM's names)
     rows is one K block's scales; its K-block stride must be a multiple of 4 floats (16 bytes),
     which `quantize.per_token_cast` guarantees by padding.
 
-Constraints (can_implement): K a multiple of 128; N a multiple of 8 (TMA rows of D); tile_n in
-    {64, 128, 192}; any M >= 1; A and B may be views with any 16-byte-multiple row and group
+Constraints (can_implement): K a multiple of 128; N a multiple of 8 (TMA rows of D); tile_m in
+    {64, 128, 256}, tile_n in {32, 64, 128, 192}, tile_n <= 128 for 256 rows; any M >= 1; A and B may be views with any 16-byte-multiple row and group
     strides, sfa any M-major view with K-block and group strides that are multiples of 4 floats,
     all starting on 16-byte boundaries (`compile_gemm` checks the torch tensors);
-    contiguous: M a multiple of 128; cluster_mn in {(1,1), (2,1), (1,2)}, and (1,1) or (1,2) for
+    contiguous: M a multiple of 128, tile_m <= 128; cluster_mn in {(1,1), (2,1), (1,2)}, and (1,1) or (1,2) for
     the grouped layouts: the two CTAs of a 2x1 cluster may belong to different groups, so they
     cannot share B.
 
