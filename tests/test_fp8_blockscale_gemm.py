@@ -183,7 +183,7 @@ def test_probe_precompiles_each_deepgemm_configuration_once():
     assert {"layout": "masked", "m": 256, "n": 4096, "k": 7168, "groups": 4} in shapes
     assert {"layout": "contiguous", "m": 32768, "n": 4096, "k": 7168, "groups": 8} in shapes
     assert not any(s["layout"] == "contiguous" and s["m"] == 1536 for s in shapes)  # padding rows: DeepGEMM skipped
-    assert len([s for s in shapes if s["layout"] == "normal"]) == 20                # 18 DeepGEMM shapes + two M = 1
+    assert len([s for s in shapes if s["layout"] == "normal"]) == 21   # 18 DeepGEMM shapes, two M = 1, the views case
 
 
 def test_probe_marks_bit_exact_only_where_cublas_matched_before():

@@ -155,6 +155,24 @@ def _deepgemm(launch_out, d, reference, rows, correctness: dict, candidates: dic
     extra.append({"name": deepgemm.NAME, **deepgemm.provenance(), **notes})
 
 
+def _strided(a, sfa, b, sfb) -> tuple:
+    """The same operands as views into larger buffers, 16 bytes past each buffer's start: rows of A
+    and B 144 bytes longer than K, sfa's K-block stride 8 floats past its padded M, sfb's rows 4
+    floats longer. Only our kernel takes them; the baselines get the compact originals."""
+    import torch
+
+    views = []
+    for t, pad in ((a, 144), (b, 144)):
+        big = torch.empty(t.shape[0], t.shape[1] + pad, dtype=t.dtype, device=t.device)
+        views.append(big[:, 16:16 + t.shape[1]])
+    storage = torch.empty(sfa.shape[1], sfa.stride(1) + 8, device=sfa.device)
+    views.insert(1, storage[:, 4:4 + sfa.shape[0]].t())
+    views.append(torch.empty(sfb.shape[0], sfb.shape[1] + 4, device=sfb.device)[:, :sfb.shape[1]])
+    for view, t in zip(views, (a, sfa, b, sfb)):
+        view.copy_(t)
+    return tuple(views)
+
+
 def _normal(params: dict, ctx: Context) -> dict:
     import torch
 
@@ -164,12 +182,13 @@ def _normal(params: dict, ctx: Context) -> dict:
     a, sfa = quantize.per_token_cast(x)
     b, sfb = quantize.per_block_cast(w)
     reference = quantize.reference(a, sfa, b, sfb)
+    ops = _strided(a, sfa, b, sfb) if params.get("views") else (a, sfa, b, sfb)   # what our kernel takes
     chosen = _tiling("normal", m, n)
     # a tiling case overrides the kernel's choice and times the choice beside it
     tiling = {"tile_m": params.get("tile_m", chosen["tile_m"]), "tile_n": params.get("tile_n", chosen["tile_n"]),
               "cluster_mn": tuple(int(c) for c in params["cluster"].split("x")) if "cluster" in params
               else chosen["cluster_mn"]}
-    run, d = kernel.compile_gemm(a, sfa, b, sfb, **tiling)
+    run, d = kernel.compile_gemm(*ops, **tiling)
     gates.poison(d)
     run()
     torch.cuda.synchronize()
@@ -178,16 +197,16 @@ def _normal(params: dict, ctx: Context) -> dict:
     correctness = _check(d, reference, exact)
     if params.get("bit_exact") and exact is None:
         correctness.update(passed=False, bit_exact_gate={"against": CUBLAS, "refused": cublas})
-    same = torch.equal(kernel.gemm(a, sfa, b, sfb), d)   # the one-call API reuses the kernel: same bits
+    same = torch.equal(kernel.gemm(*ops), d)   # the one-call API reuses the kernel: same bits
     correctness.update(gemm_api_matches=same, passed=correctness["passed"] and same)
 
     candidates, extra, metrics = {"ours": run}, [], {}
     if tiling != chosen:
-        candidates["ours, chosen tiling"] = kernel.compile_gemm(a, sfa, b, sfb, **chosen)[0]
-    _tall_tiles_ab("normal", m, n, 1, [tiling, chosen], lambda t: kernel.compile_gemm(a, sfa, b, sfb, **t),
+        candidates["ours, chosen tiling"] = kernel.compile_gemm(*ops, **chosen)[0]
+    _tall_tiles_ab("normal", m, n, 1, [tiling, chosen], lambda t: kernel.compile_gemm(*ops, **t),
                    reference, exact, correctness, candidates, metrics)
     if m >= WHOLE_TILE_EPILOGUE_FROM_M:   # DeepGEMM's whole-tile epilogue (fewer stages), checked and timed beside
-        run_whole, d_whole = kernel.compile_gemm(a, sfa, b, sfb, **tiling, whole_tile_epilogue=True)
+        run_whole, d_whole = kernel.compile_gemm(*ops, **tiling, whole_tile_epilogue=True)
         gates.poison(d_whole)
         run_whole()
         torch.cuda.synchronize()
@@ -195,7 +214,7 @@ def _normal(params: dict, ctx: Context) -> dict:
         correctness["passed"] = correctness["passed"] and correctness["whole_tile_epilogue"]["passed"]
         candidates[WHOLE] = run_whole
     if params.get("ablation"):   # the same kernel without the warpgroups' turn-taking, checked too
-        run_free, d_free = kernel.compile_gemm(a, sfa, b, sfb, **tiling, order_warpgroups=False)
+        run_free, d_free = kernel.compile_gemm(*ops, **tiling, order_warpgroups=False)
         run_free()
         correctness["without_turns"] = _check(d_free, reference)
         correctness["passed"] = correctness["passed"] and correctness["without_turns"]["passed"]
