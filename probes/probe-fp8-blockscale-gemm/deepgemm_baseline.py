@@ -4,9 +4,9 @@ The GPU machine's bundle (`source .device/deepgemm.sh`) puts DeepGEMM 340d988 on
 JIT-compiled with nvcc per shape class on first use (10-20 s each), so `precompile` builds every
 configuration the selected cases need in parallel threads before anything is timed. It takes our
 tensors as they are: quantize.py's sfa is already DeepGEMM's TMA-aligned, M-major layout, so its
-wrapper launches no transposition kernel. Each candidate is timed as a one-launch CUDA graph: the
-wrapper's Python work (checks, config lookup, ctypes) is not the kernel's, and the graph replay
-launches the very kernel the wrapper would.
+wrapper launches no transposition kernel. The probe times every candidate as a CUDA-graph replay,
+so the wrapper's Python work (checks, config lookup, ctypes) is not timed: the replay launches the
+very kernel the wrapper would.
 
 When `deep_gemm` cannot be imported, or refuses a shape (its normal layout needs N % 64 == 0), the
 candidate is skipped and the reason goes into the record.
@@ -50,7 +50,7 @@ def provenance() -> dict:
     # DeepGEMM rewrites the SASS of its promotion FFMAs only for nvcc <= 12.8 (jit/compiler.py)
     ffma = (f"FFMA-interleave SASS pass off: nvcc {nvcc} > 12.8 (DeepGEMM runs it only for nvcc <= 12.8)"
             if nvcc > "12.8" else f"FFMA-interleave SASS pass on (nvcc {nvcc})")
-    return {"revision": revision, "note": ffma, "timed_as": "one-launch CUDA graph"}
+    return {"revision": revision, "note": ffma}
 
 
 def normal(a, sfa, b, sfb) -> tuple[Callable[[], object] | None, object]:
