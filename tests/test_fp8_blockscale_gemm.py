@@ -32,7 +32,7 @@ GEMM = kernel.Fp8BlockScaleGemm
 
 @pytest.mark.parametrize("args, kwargs, message", [
     (("dense", 256, 256, 256), {}, "layout 'dense' unsupported"),
-    (("normal", 256, 256, 256), {"tile_n": 256}, r"tile_n=256 unsupported; use one of \(32, 64, 128, 192\)"),
+    (("normal", 256, 256, 256), {"tile_n": 256}, r"tile_n=256 unsupported; use one of \(16, 32, 64, 128, 192\)"),
     (("normal", 256, 256, 256), {"tile_m": 192}, r"tile_m=192 unsupported; use one of \(64, 128, 256\)"),
     (("normal", 256, 256, 256), {"tile_m": 256, "tile_n": 192}, "a 256-row tile takes tile_n <= 128"),
     (("contiguous", 256, 256, 256, 2), {"tile_m": 256, "cluster_mn": (1, 2)},
@@ -62,8 +62,9 @@ def test_partial_tiles_and_grouped_layouts_are_accepted():
     ("normal", 4096, 2112, 1, (128, 192)),   # 11 tiles of 192 per row of tiles: 3 waves; 256x128 also needs 3
     ("normal", 4096, 7168, 1, (256, 128)),   # 7 waves of 256x128 instead of 10 of 128x192
     ("normal", 4096, 4096, 1, (256, 128)),
-    ("normal", 64, 2112, 1, (64, 32)),       # 66 CTAs at work instead of 33
-    ("normal", 1, 8, 1, (64, 32)),
+    ("normal", 64, 2112, 1, (64, 16)),       # 132 CTAs at work instead of 33 (DeepGEMM's choice too)
+    ("normal", 1, 8, 1, (64, 16)),
+    ("normal", 1, 4096, 1, (64, 32)),        # 128 tiles: one wave
     ("normal", 128, 7168, 1, (128, 64)),     # a tie with 64x128 goes to two consumer warpgroups
     ("normal", 64, 32768, 1, (64, 128)),
     ("contiguous", 32768, 4096, 4, (128, 192)),   # 256-row tiles could span two groups
@@ -105,6 +106,7 @@ def test_stages_fill_shared_memory(tile_m, tile_n, stages, epi_stages):
     ("masked", 128, 64, (1, 2)),
     ("contiguous", 128, 128, (1, 2)),
     ("normal", 64, 32, (1, 2)),          # one consumer warpgroup
+    ("normal", 64, 16, (1, 2)),          # the narrowest tile: one stmatrix.x4 and one TMA store per tile
     ("masked", 256, 128, (1, 2)),        # two halves through one temporary
 ])
 def test_every_layout_compiles_to_unserialized_qgmma(layout, tile_m, tile_n, cluster):

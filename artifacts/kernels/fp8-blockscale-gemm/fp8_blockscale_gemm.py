@@ -7,7 +7,7 @@ What it does
     Each 128-element K tile is one scale block: the consumers run its four wgmma k32 steps into a
     short-lived FP32 accumulator (the tensor core's own FP8 accumulation is not full FP32), wait for
     them, and promote: acc += tmp * sfa[row] * sfb[block], in FP32 FFMA, once per K tile.
-    Output tiles are tile_m x tile_n, tile_m in {64, 128, 256}, tile_n in {32, 64, 128, 192} (256
+    Output tiles are tile_m x tile_n, tile_m in {64, 128, 256}, tile_n in {16, 32, 64, 128, 192} (256
     rows with at most 128 columns); a 192-wide tile can straddle two B scale blocks, so its
     promotion takes the second block's scale from the split column on.
     One CTA per SM, persistent, a producer warpgroup and one (64-row tiles) or two consumer
@@ -26,7 +26,7 @@ What it does
                    promoted into its own accumulator, so a B tile in shared memory serves 256 rows
                    and a K tile brings 3/4 of the bytes per FLOP of a 128x128 tile.
       epilogue     stmatrix into shared memory, TMA store in (128, 32) slices (64 rows for 64-row
-                   tiles) through as many buffers as the mainloop stages leave room for; a store
+                   tiles, 16 columns for 16-wide ones) through as many buffers as the mainloop stages leave room for; a store
                    is waited for only when its buffer comes round again. whole_tile_epilogue
                    gives every slice of a tile a buffer (DeepGEMM's smem_d) at the cost of stages.
     `choose_tiling` picks the tile by waves of tiles on the GPU (TILE_COST) and a 1x2 cluster (A
@@ -51,7 +51,7 @@ Layouts (DeepGEMM's names)
     which `quantize.per_token_cast` guarantees by padding.
 
 Constraints (can_implement): K a multiple of 128; N a multiple of 8 (TMA rows of D); tile_m in
-    {64, 128, 256}, tile_n in {32, 64, 128, 192}, tile_n <= 128 for 256 rows; any M >= 1; A and B may be views with any 16-byte-multiple row and group
+    {64, 128, 256}, tile_n in {16, 32, 64, 128, 192}, tile_n <= 128 for 256 rows; any M >= 1; A and B may be views with any 16-byte-multiple row and group
     strides, sfa any M-major view with K-block and group strides that are multiples of 4 floats,
     all starting on 16-byte boundaries (`compile_gemm` checks the torch tensors);
     contiguous: M a multiple of 128, tile_m <= 128; cluster_mn in {(1,1), (2,1), (1,2)}, and (1,1) or (1,2) for
@@ -81,7 +81,7 @@ WARPGROUP_THREADS = 128
 PRODUCER_REGISTERS, CONSUMER_REGISTERS = 40, 232   # setmaxnreg targets (multiples of 8, sum fits 64K)
 BLOCK = 128            # scale granularity along K (and along N for B): one K tile = one scale block
 TILE_MS = (64, 128, 256)  # 64: one consumer warpgroup; 256: two 128-row halves sharing B and the temporary
-TILE_NS = (32, 64, 128, 192)  # a tile meets at most two 128-wide B scale blocks
+TILE_NS = (16, 32, 64, 128, 192)  # a tile meets at most two 128-wide B scale blocks
 MMA_M = 128            # rows of one half: what the consumer warpgroups cover with one round of wgmmas
 MAX_STAGES = 16       # small tiles: more loads in flight for the memory-bound small-M shapes
 EPI_TILE_N = 32       # epilogue slice: (128, 32) columns at a time through shared memory
@@ -89,7 +89,7 @@ EPI_STAGES = 2        # epilogue buffers at least; more where the mainloop stage
 # Estimated time per output tile relative to 128x128, for choose_tiling: the bytes a K tile brings
 # into shared memory, (tile_m + tile_n) x 128 / 256 (the 128-row widths timed at about 0.75 / 1.0 /
 # 1.3), and at least 0.8 x the tile's area for the tensor core (256x128).
-TILE_COST = {(64, 32): 0.375, (64, 64): 0.5, (64, 128): 0.75, (64, 192): 1.0,
+TILE_COST = {(64, 16): 0.3125, (64, 32): 0.375, (64, 64): 0.5, (64, 128): 0.75, (64, 192): 1.0,
              (128, 64): 0.75, (128, 128): 1.0, (128, 192): 1.3, (256, 128): 1.6}
 TURN_BARRIER = 2       # named barriers 2 and 3 (0: syncthreads, 1: the epilogue)
 SMEM_BYTES = 232448    # 227 KiB usable per CTA on sm_90
