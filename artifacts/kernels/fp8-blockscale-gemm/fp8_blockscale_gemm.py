@@ -565,7 +565,9 @@ def choose_tiling(layout: str, m: int, n: int, sms: int, groups: int = 1, tile_m
     tile_ms: the tile heights to choose from (the probe times the best 128-row tile beside)."""
     def estimate(tile: tuple[int, int]) -> tuple[float, int]:
         tile_m, tile_n = tile
-        tiles = -(-m // tile_m) * (groups if layout == "masked" else 1) * -(-n // tile_n)
+        tiles_n = -(-n // tile_n)
+        tiles_n += tiles_n % 2     # a 1x2 cluster also runs (and discards) a tile past an odd count
+        tiles = -(-m // tile_m) * (groups if layout == "masked" else 1) * tiles_n
         return -(-tiles // sms) * TILE_COST[tile], -tile_m
 
     tiles = [t for t in TILE_COST if t[0] in tile_ms and not (layout == "contiguous" and t[0] > MMA_M)]
