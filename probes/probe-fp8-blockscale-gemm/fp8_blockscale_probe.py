@@ -349,6 +349,8 @@ def _contiguous(params: dict, ctx: Context) -> dict:
     b, sfb = quantize.per_block_cast(w)
     reference = quantize.reference(a, sfa, b, sfb, "contiguous", m_indices)
     tiling = _tiling("contiguous", m, n)
+    if "tile_m" in params:   # a tiling case: the forced tile, the kernel's choice timed beside
+        tiling = {**tiling, "tile_m": params["tile_m"], "tile_n": params["tile_n"]}
     run, d = kernel.compile_gemm(a, sfa, b, sfb, "contiguous", m_indices, **tiling)
     gates.poison(d)
     run()
@@ -361,7 +363,13 @@ def _contiguous(params: dict, ctx: Context) -> dict:
 
     # the normal layout on the same rows (B = group 0): the grouped layout's own cost at equal FLOPs
     run_normal, _ = kernel.compile_gemm(a, sfa, b[0], sfb[0], tile_m=tiling["tile_m"], tile_n=tiling["tile_n"])
-    candidates, extra = {"ours": run, "ours, normal layout": run_normal}, []
+    candidates, extra, metrics = {"ours": run, "ours, normal layout": run_normal}, [], {}
+    chosen = _tiling("contiguous", m, n)
+    if chosen != tiling:
+        candidates["ours, chosen tiling"] = kernel.compile_gemm(a, sfa, b, sfb, "contiguous", m_indices, **chosen)[0]
+    _tall_tiles_ab("contiguous", m, n, 1, [tiling, chosen],
+                   lambda t: kernel.compile_gemm(a, sfa, b, sfb, "contiguous", m_indices, **t), reference[valid], None,
+                   correctness, candidates, metrics, rows=valid)
     per_group, cublas_d = [], torch.full_like(d, float("nan"))
     for grp in range(groups):
         rows = (m_indices == grp).nonzero().flatten()
@@ -381,7 +389,7 @@ def _contiguous(params: dict, ctx: Context) -> dict:
     timing = _time(ctx, candidates)
     tflops = _tflops(2 * int(valid.sum()) * n * k, timing)
     tflops["ours, normal layout"] = 2 * m * n * k / (timing["ours, normal layout"]["median_ms"] * 1e-3) / 1e12
-    return _result(ctx, correctness, timing, tflops, "ours, normal layout", tiling, extra)
+    return _result(ctx, correctness, timing, tflops, "ours, normal layout", tiling, extra, metrics)
 
 
 def _mixed_counts(groups: int, m_max: int) -> list[int]:
@@ -468,10 +476,11 @@ def _tiling(layout: str, m: int, n: int, groups: int = 1, tile_ms: tuple[int, ..
 
 
 def _tall_tiles_ab(layout: str, m: int, n: int, groups: int, tilings: list, launch, reference, exact,
-                   correctness: dict, candidates: dict, metrics: dict) -> None:
+                   correctness: dict, candidates: dict, metrics: dict, rows=None) -> None:
     """Where the kernel chose 64- or 256-row tiles, also check and time its best 128-row tile (the
     tiling before those heights existed) as "ours, 128-row tiles", so every run shows what they bring.
-    launch(tiling) -> (run, d); tilings: those already timed."""
+    launch(tiling) -> (run, d); tilings: those already timed; rows: the rows of d to check (None: all;
+    reference holds those rows only)."""
     import torch
 
     previous = _tiling(layout, m, n, groups, tile_ms=(kernel.MMA_M,))
@@ -481,7 +490,7 @@ def _tall_tiles_ab(layout: str, m: int, n: int, groups: int, tilings: list, laun
     gates.poison(d)
     run()
     torch.cuda.synchronize()
-    correctness["tiles_128_rows"] = _check(d, reference, exact)
+    correctness["tiles_128_rows"] = _check(d if rows is None else d[rows], reference, exact)
     correctness["passed"] = correctness["passed"] and correctness["tiles_128_rows"]["passed"]
     candidates[TALL] = run
     metrics["tile_128_rows"] = f"{previous['tile_m']}x{previous['tile_n']}x128"

@@ -39,8 +39,9 @@ Layouts (DeepGEMM's names)
     normal      A (M, K), sfa (M, K/128), B (N, K), sfb (ceil(N/128), K/128), D (M, N).
     contiguous  m-grouped, experts concatenated along M: A (M, K) as above; B (G, N, K), sfb
                 (G, ceil(N/128), K/128); m_indices (M,) int32 gives each row's group. Every
-                128-row tile must lie in one group (segments aligned to 128 rows); a tile whose
-                first row has index -1 (padding) is skipped and its rows of D are left as they were.
+                128 rows lie in one group (segments aligned to 128 rows); 128 rows whose first row
+                has index -1 (padding) are skipped and their rows of D are left as they were. A
+                256-row tile whose halves belong to two groups runs K once per group.
     masked      m-grouped with a fixed M_max: A (G, M_max, K), sfa (G, M_max, K/128), B and sfb as
                 for contiguous, D (G, M_max, N); masked_m (G,) int32 on the device gives each group's
                 valid rows, so the launch does not depend on host-side counts (CUDA-graph safe).
@@ -54,7 +55,8 @@ Constraints (can_implement): K a multiple of 128; N a multiple of 8 (TMA rows of
     {64, 128, 256}, tile_n in {16, 32, 64, 128, 192}, tile_n <= 128 for 256 rows; any M >= 1; A and B may be views with any 16-byte-multiple row and group
     strides, sfa any M-major view with K-block and group strides that are multiples of 4 floats,
     all starting on 16-byte boundaries (`compile_gemm` checks the torch tensors);
-    contiguous: M a multiple of 128, tile_m <= 128; cluster_mn in {(1,1), (2,1), (1,2)}, and (1,1) or (1,2) for
+    contiguous: M a multiple of 128 (a 256-row tile whose halves belong to two groups runs K twice,
+    once per group, each pass computing its own half; padding halves are skipped); cluster_mn in {(1,1), (2,1), (1,2)}, and (1,1) or (1,2) for
     the grouped layouts: the two CTAs of a 2x1 cluster may belong to different groups, so they
     cannot share B.
 
@@ -120,6 +122,8 @@ class Fp8BlockScaleGemm:
         self.cluster_mn = cluster_mn
         self.swizzle = swizzle
         self.order_warpgroups = order_warpgroups and self.warpgroups == 2
+        # contiguous layout with 256-row tiles: the two halves may belong to different groups
+        self.split_groups = layout == "contiguous" and self.halves == 2
         # the negative control: this K tile is accumulated without its scales (sfa * sfb taken as 1)
         self.unscaled_k_tile = unscaled_k_tile
         # the realistic negative control: A's scales read from K block (k + shift) mod K blocks
@@ -158,9 +162,6 @@ class Fp8BlockScaleGemm:
         if tile_m > MMA_M and tile_n > BLOCK:
             raise ValueError(f"tile {tile_m}x{tile_n}: a {tile_m}-row tile takes tile_n <= {BLOCK} (two halves' "
                              "accumulators and the temporary must fit in 232 registers a thread)")
-        if tile_m > MMA_M and layout == "contiguous":
-            raise ValueError(f"tile_m={tile_m}: the contiguous layout takes tile_m <= {MMA_M} (groups are aligned "
-                             f"to {MMA_M} rows, so a larger tile could span two groups)")
         if tuple(cluster_mn) not in CLUSTERS:
             raise ValueError(f"cluster_mn={tuple(cluster_mn)} unsupported; use one of {CLUSTERS}")
         if layout != "normal" and cluster_mn[0] != 1:
@@ -320,27 +321,63 @@ class Fp8BlockScaleGemm:
         state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
         while work.is_valid_tile:
             tile_m, tile_n, l = work.tile_idx
-            runs, l_a, l_b = self._work(mGroup, m_rows, tile_m, l)
-            if runs:
-                tAgA_tile = tAgA[(None, tile_m, None, l_a)]     # (TMA, k_tiles)
-                tBgB_tile = tBgB[(None, tile_n, None, l_b)]
-                tSgSFA_tile = tSgSFA[(None, tile_m, None, l_a)]
-                for k_tile in cutlass.range(k_tiles, unroll=1):
-                    ab_pipeline.producer_acquire(state)
-                    barrier = ab_pipeline.producer_get_barrier(state)
-                    cute.copy(tma_a, tAgA_tile[(None, k_tile)], tAsA[(None, state.index)], tma_bar_ptr=barrier,
-                              mcast_mask=a_mask)
-                    cute.copy(tma_b, tBgB_tile[(None, k_tile)], tBsB[(None, state.index)], tma_bar_ptr=barrier,
-                              mcast_mask=b_mask)
-                    sfa_k = k_tile
-                    if cutlass.const_expr(self.sfa_k_shift != 0):
-                        sfa_k = (k_tile + self.sfa_k_shift) % k_tiles
-                    cute.copy(tma_sfa, tSgSFA_tile[(None, sfa_k)], tSsSFA[(None, state.index)], tma_bar_ptr=barrier)
-                    ab_pipeline.producer_commit(state)
-                    state.advance()
+            loads = (tma_a, tAgA, tAsA, a_mask, tma_b, tBgB, tBsB, b_mask, tma_sfa, tSgSFA, tSsSFA)
+            if cutlass.const_expr(self.split_groups):
+                first, second, _, _ = self._half_groups(mGroup, m_rows, tile_m)
+                if first >= 0:
+                    state = self._load(ab_pipeline, state, k_tiles, *loads, tile_m, tile_n, l, first)
+                if second >= 0:   # halves of two groups: a second pass over K with the second group's B
+                    state = self._load(ab_pipeline, state, k_tiles, *loads, tile_m, tile_n, l, second)
+            else:
+                runs, l_a, l_b = self._work(mGroup, m_rows, tile_m, l)
+                if runs:
+                    state = self._load(ab_pipeline, state, k_tiles, *loads, tile_m, tile_n, l_a, l_b)
             scheduler.advance_to_next_work()
             work = scheduler.get_current_work()
         ab_pipeline.producer_tail(state)  # do not exit while a consumer in the cluster may still signal us
+
+    @cute.jit
+    def _load(self, ab_pipeline, state, k_tiles, tma_a, tAgA, tAsA, a_mask, tma_b, tBgB, tBsB, b_mask, tma_sfa,
+              tSgSFA, tSsSFA, tile_m, tile_n, l_a, l_b):
+        """TMA-load one tile's K tiles (A, B of group l_b, A's scales) into the ring. Returns the
+        advanced state: the caller rebinds it (the tracer carries locals, not a helper's changes)."""
+        tAgA_tile = tAgA[(None, tile_m, None, l_a)]     # (TMA, k_tiles)
+        tBgB_tile = tBgB[(None, tile_n, None, l_b)]
+        tSgSFA_tile = tSgSFA[(None, tile_m, None, l_a)]
+        for k_tile in cutlass.range(k_tiles, unroll=1):
+            ab_pipeline.producer_acquire(state)
+            barrier = ab_pipeline.producer_get_barrier(state)
+            cute.copy(tma_a, tAgA_tile[(None, k_tile)], tAsA[(None, state.index)], tma_bar_ptr=barrier,
+                      mcast_mask=a_mask)
+            cute.copy(tma_b, tBgB_tile[(None, k_tile)], tBsB[(None, state.index)], tma_bar_ptr=barrier,
+                      mcast_mask=b_mask)
+            sfa_k = k_tile
+            if cutlass.const_expr(self.sfa_k_shift != 0):
+                sfa_k = (k_tile + self.sfa_k_shift) % k_tiles
+            cute.copy(tma_sfa, tSgSFA_tile[(None, sfa_k)], tSsSFA[(None, state.index)], tma_bar_ptr=barrier)
+            ab_pipeline.producer_commit(state)
+            state.advance()
+        return state
+
+    @cute.jit
+    def _half_groups(self, mGroup, m_rows, tile_m):
+        """Contiguous layout, 256-row tiles: (first, second, g0, g1). g0, g1: the groups of the tile's
+        two 128-row halves (-1: padding rows or past M); first: the group of the first pass over K
+        (g0, or g1 when the first half is padding); second: the group of a second pass when the
+        halves belong to two groups, else -1. A pass computes the halves of its group only."""
+        row = tile_m * self.tile_m
+        g0, g1 = cutlass.Int32(-1), cutlass.Int32(-1)
+        if row < m_rows:
+            g0 = mGroup[row]
+        if row + MMA_M < m_rows:
+            g1 = mGroup[row + MMA_M]
+        first = g0
+        if g0 < 0:
+            first = g1
+        second = cutlass.Int32(-1)
+        if g0 >= 0 and g1 >= 0 and g1 != g0:
+            second = g1
+        return first, second, g0, g1
 
     @cute.jit
     def _consume(self, ab_pipeline, scheduler_params, mGroup, m_rows, k_tiles, tiled_mma, sA, sB, sSFA, mSFB, sD,
@@ -390,7 +427,11 @@ class Fp8BlockScaleGemm:
         slices_done = cutlass.Int32(0)
         while work.is_valid_tile:
             tile_m, tile_n, l = work.tile_idx
-            runs, l_a, l_b = self._work(mGroup, m_rows, tile_m, l)
+            if cutlass.const_expr(self.split_groups):
+                first, second, g0, g1 = self._half_groups(mGroup, m_rows, tile_m)
+                runs, l_a = first >= 0, l
+            else:
+                runs, l_a, l_b = self._work(mGroup, m_rows, tile_m, l)
             if runs:
                 # The tile's columns [n0, n0 + tile_n) meet at most two B scale blocks: lo up to
                 # local column `split`, hi after it (a 192-wide tile at n0 % 128 == 64 splits at 64).
@@ -401,27 +442,17 @@ class Fp8BlockScaleGemm:
                 split = BLOCK - n0 % BLOCK
                 for h in cutlass.range_constexpr(self.halves):
                     accs[h].fill(0.0)
-                for k_tile in cutlass.range(k_tiles, unroll=1):
-                    # B scales: plain loads issued before the wgmmas, consumed after them
-                    sfb_lo = mSFB[block_lo, k_tile, l_b]
-                    sfb_hi = sfb_lo
-                    if cutlass.const_expr(self.tile_n > BLOCK):
-                        sfb_hi = mSFB[block_hi, k_tile, l_b]
-                    ab_pipeline.consumer_wait(state)
-                    for h in cutlass.range_constexpr(self.halves):
-                        if cutlass.const_expr(self.order_warpgroups):
-                            my_turn.arrive_and_wait()
-                        tiled_mma = self._mma(tiled_mma, rTmp, tCrA, tCrB, state.index * self.halves + h,
-                                              state.index)
-                        if cutlass.const_expr(self.order_warpgroups):
-                            other_turn.arrive()
-                        scale_a0 = sSFA[h * self.mma_m + row0, 0, state.index]
-                        scale_a1 = sSFA[h * self.mma_m + row0 + 8, 0, state.index]
-                        warpgroup.wait_group(0)
-                        if cutlass.const_expr(h == self.halves - 1):
-                            ab_pipeline.consumer_release(state)   # every half of the stage has been read
-                        self._retire(accs[h], rTmp, scale_a0, scale_a1, sfb_lo, sfb_hi, split, k_tile)
-                    state.advance()
+                loop = (ab_pipeline, k_tiles, tCrA, tCrB, sSFA, mSFB, accs, rTmp, row0, my_turn, other_turn,
+                        block_lo, block_hi, split)
+                stores = (True,) * self.halves
+                if cutlass.const_expr(self.split_groups):
+                    if first >= 0:
+                        tiled_mma, state = self._mainloop(*loop, tiled_mma, state, first, g0 == first, g1 == first)
+                    if second >= 0:
+                        tiled_mma, state = self._mainloop(*loop, tiled_mma, state, second, False, True)
+                    stores = (g0 >= 0, g1 >= 0)   # padding halves are left as they were
+                else:
+                    tiled_mma, state = self._mainloop(*loop, tiled_mma, state, l_b, True, True)
 
                 # epilogue: each half (mma_m, tile_n) in (mma_m, 32) slices through a ring of epi_stages
                 gD_slices = cute.zipped_divide(gD[(None, None, tile_m, tile_n, l_a)], self.epi_tile)
@@ -429,25 +460,61 @@ class Fp8BlockScaleGemm:
                                                        gD_slices)
                 slices = self.tile_n // self.epi_tile[1]
                 for h in cutlass.range_constexpr(self.halves):
-                    for s in cutlass.range_constexpr(slices):
-                        for v in cutlass.range_constexpr(slice_size):
-                            rSlice_out[v] = tRS_accs[h][s * slice_size + v].to(self.d_dtype)
-                        buffer = (slices_done + h * slices + s) % self.epi_stages
-                        cute.copy(r2s, rSlice_out, tRS_sD[(None, None, None, buffer)])
-                        cute.arch.fence_proxy("async.shared", space="cta")   # stmatrix writes -> TMA reads
-                        epilogue_barrier.arrive_and_wait()
-                        if warp == store_warp:
-                            cute.copy(tma_d, bSG_sD[(None, buffer)], bSG_gD[(None, (h, s))])
-                            store_pipeline.producer_commit()
-                            store_pipeline.producer_acquire()
-                        epilogue_barrier.arrive_and_wait()
-                slices_done += self.halves * slices
+                    if stores[h]:
+                        for s in cutlass.range_constexpr(slices):
+                            for v in cutlass.range_constexpr(slice_size):
+                                rSlice_out[v] = tRS_accs[h][s * slice_size + v].to(self.d_dtype)
+                            # the ring advances by stores made: a buffer comes round only after the
+                            # epi_stages - 1 stores the acquire below leaves in flight
+                            buffer = slices_done % self.epi_stages
+                            cute.copy(r2s, rSlice_out, tRS_sD[(None, None, None, buffer)])
+                            cute.arch.fence_proxy("async.shared", space="cta")   # stmatrix writes -> TMA reads
+                            epilogue_barrier.arrive_and_wait()
+                            if warp == store_warp:
+                                cute.copy(tma_d, bSG_sD[(None, buffer)], bSG_gD[(None, (h, s))])
+                                store_pipeline.producer_commit()
+                                store_pipeline.producer_acquire()
+                            epilogue_barrier.arrive_and_wait()
+                            slices_done += 1
             scheduler.advance_to_next_work()
             work = scheduler.get_current_work()
         if cutlass.const_expr(self.order_warpgroups):
             if wg == 0:
                 my_turn.arrive_and_wait()   # take warpgroup 1's last hand-over: every arrival is matched
         store_pipeline.producer_tail()
+
+    @cute.jit
+    def _mainloop(self, ab_pipeline, k_tiles, tCrA, tCrB, sSFA, mSFB, accs, tmp, row0, my_turn, other_turn, block_lo,
+                  block_hi, split, tiled_mma, state, l_b, active0, active1):
+        """One pass over K for the tile: per K tile, the wgmmas of each active half (B of group l_b)
+        into tmp, then its promotion into that half's accumulator. active0/1: Python True for every
+        layout but the contiguous one with 256-row tiles, where a pass computes the halves of its
+        group only. Returns the MMA and the advanced state for the caller to rebind."""
+        active = (active0, active1)
+        for k_tile in cutlass.range(k_tiles, unroll=1):
+            # B scales: plain loads issued before the wgmmas, consumed after them
+            sfb_lo = mSFB[block_lo, k_tile, l_b]
+            sfb_hi = sfb_lo
+            if cutlass.const_expr(self.tile_n > BLOCK):
+                sfb_hi = mSFB[block_hi, k_tile, l_b]
+            ab_pipeline.consumer_wait(state)
+            for h in cutlass.range_constexpr(self.halves):
+                if active[h]:
+                    if cutlass.const_expr(self.order_warpgroups):
+                        my_turn.arrive_and_wait()
+                    tiled_mma = self._mma(tiled_mma, tmp, tCrA, tCrB, state.index * self.halves + h, state.index)
+                    if cutlass.const_expr(self.order_warpgroups):
+                        other_turn.arrive()
+                    scale_a0 = sSFA[h * self.mma_m + row0, 0, state.index]
+                    scale_a1 = sSFA[h * self.mma_m + row0 + 8, 0, state.index]
+                    warpgroup.wait_group(0)
+                    if cutlass.const_expr(h == self.halves - 1 and not self.split_groups):
+                        ab_pipeline.consumer_release(state)   # every half of the stage has been read
+                    self._retire(accs[h], tmp, scale_a0, scale_a1, sfb_lo, sfb_hi, split, k_tile)
+            if cutlass.const_expr(self.split_groups):
+                ab_pipeline.consumer_release(state)   # after the last active half, whichever it was
+            state.advance()
+        return tiled_mma, state
 
     @cute.jit
     def _mma(self, tiled_mma, tmp, tCrA, tCrB, a_stage, b_stage):
@@ -561,8 +628,8 @@ def choose_tiling(layout: str, m: int, n: int, sms: int, groups: int = 1, tile_m
     otherwise): the tile with the lowest estimated time, waves of tiles on `sms` SMs times TILE_COST
     (ties go to the taller tile: two consumer warpgroups overlap promotion with the other's MMAs),
     and a 1x2 cluster (two N tiles sharing A), which timed at least as fast as 2x1 on most shapes and
-    suits every layout. The contiguous layout keeps tiles inside its 128-row group segments.
-    tile_ms: the tile heights to choose from (the probe times the best 128-row tile beside)."""
+    suits every layout. tile_ms: the tile heights to choose from (the probe times the best 128-row
+    tile beside)."""
     def estimate(tile: tuple[int, int]) -> tuple[float, int]:
         tile_m, tile_n = tile
         tiles_n = -(-n // tile_n)
@@ -570,7 +637,7 @@ def choose_tiling(layout: str, m: int, n: int, sms: int, groups: int = 1, tile_m
         tiles = -(-m // tile_m) * (groups if layout == "masked" else 1) * tiles_n
         return -(-tiles // sms) * TILE_COST[tile], -tile_m
 
-    tiles = [t for t in TILE_COST if t[0] in tile_ms and not (layout == "contiguous" and t[0] > MMA_M)]
+    tiles = [t for t in TILE_COST if t[0] in tile_ms]
     tile_m, tile_n = min(tiles, key=estimate)
     return {"tile_m": tile_m, "tile_n": tile_n, "cluster_mn": (1, 2)}
 
