@@ -10,7 +10,7 @@ export NO_MKDOCS_2_WARNING := 1
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev,compile,site]'
+	$(PY) -m pip install -q -e '.[dev,compile,site,mcp]'
 	$(PY) -m compileall -q kernelwiki
 	touch $(STAMP)
 
@@ -31,6 +31,7 @@ browser:
 test: $(STAMP) browser
 	$(PY) -m kernelwiki validate
 	$(PY) -m kernelwiki refresh --check
+	$(PY) -m kernelwiki audit
 	$(PY) -m kernelwiki probe run --all --compile-only --no-record
 	$(PY) -m pytest -q
 

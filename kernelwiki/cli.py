@@ -1,14 +1,29 @@
-"""The `kernelwiki` command: validate, get, query."""
+"""The `kernelwiki` command: validate, get, query, refresh, site, probe, mcp."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Sequence
 
-from kernelwiki.repo import OutsideRepo, Repo
+from kernelwiki.repo import NotARepo, OutsideRepo, Repo
+
+
+def _count(text: str) -> int:
+    """argparse type: an integer >= 0."""
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text} is negative; give 0 or more")
+    return value
+
+
+def _seconds(text: str) -> float:
+    """argparse type: a finite number of seconds > 0."""
+    value = float(text)
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} is not a positive number of seconds")
+    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -21,6 +36,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return args.func(args)
     except BrokenPipeError:
         return 0
+    except NotARepo as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:  # Ctrl-C in any other command: writes are atomic, nothing is half done
+        print("interrupted", file=sys.stderr)
+        return 130
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,6 +66,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--check", action="store_true", help="change nothing; exit 1 if any page differs from what the records imply")
     p.set_defaults(func=cmd_refresh)
 
+    p = sub.add_parser("audit", parents=[common], help="find performance numbers in prose that no claim span backs")
+    p.add_argument("--sources", action="store_true",
+                   help="instead: check the quotes of spec and source-reported claims against the pinned upstream files")
+    p.add_argument("--wheels", action="append", default=None, metavar="DIR",
+                   help="--sources: a directory of downloaded wheels (repeatable; default $KERNELWIKI_WHEELS)")
+    p.add_argument("--mirror", action="append", default=None, metavar="DIR",
+                   help="--sources: a directory of git mirrors <owner>+<name>/repo (repeatable; default $KERNELWIKI_MIRRORS)")
+    p.add_argument("--references", action="append", default=None, metavar="DIR",
+                   help="--sources: a directory of files the project was given (repeatable; default $KERNELWIKI_REFERENCES)")
+    p.set_defaults(func=cmd_audit)
+
     site = sub.add_parser("site", help="build or serve the docs site").add_subparsers(dest="site_command")
     p = site.add_parser("build", parents=[common], help="mkdocs build --strict into site/ (or --out)")
     p.add_argument("--out", help="output directory (default: site/)")
@@ -55,18 +87,35 @@ def build_parser() -> argparse.ArgumentParser:
 
     probe = sub.add_parser("probe", help="list, show and run probes").add_subparsers(dest="probe_command")
     p = probe.add_parser("list", parents=[common], help="every probe with its latest record")
+    p.add_argument("--json", action="store_true", help="machine-readable output (schemas/output/probe-list.v1)")
     p.set_defaults(func=cmd_probe_list)
     p = probe.add_parser("show", parents=[common], help="one probe's spec and latest record")
     p.add_argument("probe_id")
+    p.add_argument("--json", action="store_true", help="machine-readable output (schemas/output/probe-show.v1)")
     p.set_defaults(func=cmd_probe_show)
     p = probe.add_parser("run", parents=[common], help="run probes and write run records")
     add_run_arguments(p)
     p.set_defaults(func=cmd_probe_run)
+
+    p = sub.add_parser("mcp", parents=[common], help="serve the lookups to coding agents over MCP (stdio)")
+    p.set_defaults(func=cmd_mcp)
     return parser
 
 
 def _repo(args) -> Repo:
-    return Repo(Path(args.root).resolve()) if getattr(args, "root", None) else Repo.find()
+    return Repo.at(args.root) if getattr(args, "root", None) else Repo.find()
+
+
+def _print_json(document: dict | None, where: str = "") -> int:
+    """Standard JSON on stdout (0), or a message naming the NaN/infinity that prevents it (1)."""
+    from kernelwiki.output import NotJson, dumps
+
+    try:
+        sys.stdout.write(dumps(document))
+    except NotJson as err:
+        print(f"error: {where}{err}", file=sys.stderr)
+        return 1
+    return 0
 
 
 # --- validate ------------------------------------------------------------------------------------
@@ -78,16 +127,17 @@ def add_validate_arguments(p: argparse.ArgumentParser) -> None:
 
 def cmd_validate(args) -> int:
     from kernelwiki.index import Wiki
-    from kernelwiki.validate import validate
+    from kernelwiki.validate import page_problems, validate
 
-    wiki = Wiki.load(_repo(args), use_cache=not args.no_cache)
+    wiki = Wiki.load(_repo(args), use_cache=not args.no_cache, verify=True, check=page_problems)
     report = validate(wiki, fix=args.fix)
     for rel in report.fixed:
         print(f"fixed: {rel}", file=sys.stderr)
     if args.fmt == "json":
-        print(json.dumps({"ok": report.ok, "problems": [p.to_json() for p in report.problems],
-                          "counts": {"pages": report.pages, "probes": report.probes,
-                                     "provenance": report.provenance, "records": report.records}}, indent=2))
+        from kernelwiki.output import validate_document
+
+        code = _print_json(validate_document(report))
+        return code or (0 if report.ok else 1)
     else:
         for problem in report.problems:
             print(problem)
@@ -106,22 +156,36 @@ def add_get_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--follow-sources", action="store_true", help="append the source pages the page cites")
     p.add_argument("--include-code", action="store_true",
                    help="append the artifact bundle, the probe code and the latest run record of each probe")
-    p.add_argument("--format", choices=("md", "json"), default="md", dest="fmt")
+    p.add_argument("--fetch-upstream", action="store_true",
+                   help="with --include-code: download pinned upstream files that are not installed "
+                        "($KERNELWIKI_UPSTREAM_URL), check their SHA-256, cache them in the user cache")
+    p.add_argument("--format", choices=("md", "json"), default="md", dest="fmt",
+                   help="md, or json (schemas/output/get.v1)")
 
 
 def cmd_get(args) -> int:
-    from kernelwiki.get import Options, get_page
-    from kernelwiki.index import UnknownPage, Wiki
+    from kernelwiki.get import Options, build
+    from kernelwiki.index import UnknownPage
+    from kernelwiki.lookup import open_page
 
-    wiki = Wiki.load(_repo(args))
     try:
-        entry = wiki.resolve(args.page)
+        wiki, entry = open_page(_repo(args), args.page)
     except (UnknownPage, OutsideRepo) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
+    if args.fetch_upstream and not args.include_code:
+        print("error: --fetch-upstream works with --include-code", file=sys.stderr)
+        return 2
     part = "frontmatter" if args.frontmatter_only else "body" if args.body_only else "claims" if args.claims else "page"
-    sys.stdout.write(get_page(wiki, entry, Options(part, args.follow_sources, args.include_code, args.fmt)))
-    return 0
+    result = build(wiki, entry, Options(part, args.follow_sources, args.include_code, args.fmt, args.fetch_upstream))
+    if args.fmt == "json":
+        if _print_json(result.document, f"{entry.rel}: "):
+            return 1
+    else:
+        sys.stdout.write(result.markdown())
+    for message in result.errors:
+        print(f"error: {message}", file=sys.stderr)
+    return 1 if result.errors else 0
 
 
 # --- query ---------------------------------------------------------------------------------------
@@ -135,27 +199,35 @@ def add_query_arguments(p: argparse.ArgumentParser) -> None:
                    choices=("spec", "source-reported", "compiled", "measured"))
     p.add_argument("--status", action="append", default=[], dest="statuses",
                    choices=("draft", "verified", "regressed", "stale"))
-    p.add_argument("--limit", type=int, default=20, help="at most this many results (0: all)")
+    p.add_argument("--limit", type=_count, default=20, help="at most this many results (0: all)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
 
 def cmd_query(args) -> int:
     from kernelwiki.index import Wiki
-    from kernelwiki.query import Filters, search
+    from kernelwiki.query import Filters, search, unknown_tag_messages
 
     wiki = Wiki.load(_repo(args))
-    unknown_tags = [t for t in args.tags if t not in wiki.vocab.tags]
+    unknown_tags = unknown_tag_messages(wiki, args.tags)
     if unknown_tags:
-        from kernelwiki.vocab import did_you_mean
-
-        for tag in unknown_tags:
-            print(f"error: unknown tag {tag!r}{did_you_mean(tag, wiki.vocab.tags)}", file=sys.stderr)
+        for message in unknown_tags:
+            print(f"error: {message}", file=sys.stderr)
         return 2
+    from kernelwiki.query import normalize_arch
+
+    for name in args.archs:
+        known = [a for a in normalize_arch(wiki, name) if a in wiki.vocab.archs or a + "a" in wiki.vocab.archs]
+        if not known:
+            from kernelwiki.vocab import did_you_mean
+
+            print(f"error: unknown architecture {name!r}{did_you_mean(name, wiki.vocab.archs)}", file=sys.stderr)
+            return 2
     filters = Filters(args.types, args.tags, args.archs, args.evidence, args.statuses)
     hits = search(wiki, args.words, filters, args.limit)
     if args.json:
-        print(json.dumps([h.to_json() for h in hits], indent=2, ensure_ascii=False))
-        return 0
+        from kernelwiki.output import query_document
+
+        return _print_json(query_document(hits))
     if not hits:
         print("no pages match", file=sys.stderr)
         return 0
@@ -175,7 +247,9 @@ def cmd_refresh(args) -> int:
     changes = refresh(_repo(args), check=args.check)
     verb = "differs from what the records imply" if args.check else "refreshed"
     for change in changes:
-        print(f"{change.rel}: {verb} ({', '.join(change.fields)})")
+        print(change.refused or f"{change.rel}: {verb} ({', '.join(change.fields)})")
+    if any(change.refused for change in changes):
+        return 1
     if args.check and changes:
         print("run `kernelwiki refresh` and commit the result; measured values come only from run records",
               file=sys.stderr)
@@ -183,6 +257,35 @@ def cmd_refresh(args) -> int:
     if not changes:
         print("every page matches its records", file=sys.stderr)
     return 0
+
+
+def cmd_audit(args) -> int:
+    from kernelwiki.audit import audit
+
+    if args.sources:
+        return cmd_audit_sources(args)
+    result = audit(_repo(args))
+    for problem in result.problems:
+        print(problem)
+    share = f"{100 * result.unclaimed / result.total:.1f}%" if result.total else "0%"
+    print(f"{result.total} performance numbers in prose: {result.spans} in claim spans, "
+          f"{result.unclaimed} marked unclaimed ({share}), {result.bare} bare", file=sys.stderr)
+    return 1 if result.problems else 0
+
+
+def cmd_audit_sources(args) -> int:
+    from kernelwiki.citations import check_citations, default_dirs
+
+    wheels = [Path(d) for d in args.wheels] if args.wheels else default_dirs("KERNELWIKI_WHEELS")
+    mirrors = [Path(d) for d in args.mirror] if args.mirror else default_dirs("KERNELWIKI_MIRRORS")
+    references = [Path(d) for d in args.references] if args.references else default_dirs("KERNELWIKI_REFERENCES")
+    result = check_citations(_repo(args), wheels, mirrors, references)
+    for problem in result.problems:
+        print(problem)
+    share = f"{100 * result.quoted / result.claims:.0f}%" if result.claims else "-"
+    print(f"{result.claims} spec/source-reported claims: {result.quoted} with a quote ({share}), "
+          f"{result.checkable} checkable here, {result.matched} matched", file=sys.stderr)
+    return 1 if result.problems else 0
 
 
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
@@ -193,7 +296,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--compile-only", action="store_true", help="compile and scan PTX/SASS; needs no GPU")
     p.add_argument("--arch", action="append", default=[], help="compile-only: these architectures only")
     p.add_argument("--seed", type=int, help="input seed (default: a fresh random one, recorded)")
-    p.add_argument("--timeout", type=float, help="per-probe timeout in seconds (default: the probe's own)")
+    p.add_argument("--timeout", type=_seconds, help="per-probe timeout in seconds (default: the probe's own)")
     p.add_argument("--no-refresh", action="store_true", help="write records but leave the pages alone")
     p.add_argument("--no-record", action="store_true", help="run and report only; write no record (implies --no-refresh)")
 
@@ -212,17 +315,30 @@ def cmd_probe_run(args) -> int:
     except UnknownProbe as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    from kernelwiki.vocab import Vocabulary, did_you_mean
+
+    archs = Vocabulary.load(repo.schemas).archs
+    for arch in args.arch:
+        if arch not in archs:
+            print(f"error: unknown architecture {arch!r}{did_you_mean(arch, archs)}", file=sys.stderr)
+            return 2
     options = Options(mode="compile-only" if args.compile_only else "run", cases=args.case, archs=args.arch,
                       seed=args.seed, timeout_s=args.timeout, write=not args.no_record)
+    from kernelwiki.processes import Interrupted, interruptible
+
     try:
-        with runner_lock(repo):
+        with interruptible(), runner_lock(repo):
             outcomes = run_probes(repo, specs, options)
             if options.write and not args.no_refresh:
                 for change in refresh(repo):
-                    print(f"refreshed {change.rel} ({', '.join(change.fields)})", file=sys.stderr)
+                    print(change.refused or f"refreshed {change.rel} ({', '.join(change.fields)})", file=sys.stderr)
     except RunnerBusy as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except Interrupted as err:
+        print(f"interrupted by {err}: the running probe and everything it started were killed; records already "
+              "written are kept and the pages were not refreshed (run `kernelwiki refresh`)", file=sys.stderr)
+        return 128 + err.signum
     print(summary_table(outcomes))
     bad = [o for o in outcomes if o.status not in ("passed", "compiled", "skipped")]
     return 1 if bad else 0
@@ -235,6 +351,10 @@ def cmd_probe_list(args) -> int:
 
     repo = _repo(args)
     wiki = Wiki.load(repo)
+    if args.json:
+        from kernelwiki.output import probe_list_document
+
+        return _print_json(probe_list_document(wiki, load_probes(repo)))
     for spec in load_probes(repo).values():
         latest = latest_record(wiki, spec.id)
         state = f"{latest['status']} ({latest['mode']}, {latest['started_at']})" if latest else "never run"
@@ -254,10 +374,25 @@ def cmd_probe_show(args) -> int:
         print(f"error: no probe {args.probe_id!r}{did_you_mean(args.probe_id, probes)}", file=sys.stderr)
         return 1
     spec = probes[args.probe_id]
+    if args.json:
+        from kernelwiki.output import probe_show_document
+
+        return _print_json(probe_show_document(Wiki.load(repo), spec))
     print((spec.directory / "probe.yaml").read_text(encoding="utf-8"), end="")
     bundle = probe_bundle(Wiki.load(repo), spec.id)
-    print(json.dumps(bundle.get("latest_record"), indent=2))
-    return 0
+    return _print_json(bundle.get("latest_record"))
+
+
+def cmd_mcp(args) -> int:
+    try:
+        from kernelwiki.mcp_server import serve
+    except ImportError as err:
+        if not (err.name or "").startswith(("mcp", "anyio")):
+            raise
+        print(f"error: the MCP server needs the mcp package ({err}); install it with: pip install 'kernelwiki[mcp]'",
+              file=sys.stderr)
+        return 1
+    return serve(_repo(args))
 
 
 # --- site ------------------------------------------------------------------------------------------

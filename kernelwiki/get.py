@@ -3,19 +3,21 @@ sources, claims, artifact code, probe code and the latest run record of each pro
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from kernelwiki.index import Entry, Wiki
-from kernelwiki.pages import split_page
-from kernelwiki.repo import sha256_file
+from kernelwiki.records import order_key, probe_ids
+from kernelwiki.records import scan as scan_records
+from kernelwiki.repo import UnsafeFile, read_regular, sha256_file
 
 LANGUAGES = {".py": "python", ".cu": "cuda", ".cuh": "cuda", ".cpp": "cpp", ".h": "cpp", ".hpp": "cpp",
              ".yaml": "yaml", ".yml": "yaml", ".json": "json", ".sh": "bash", ".md": "markdown", ".ptx": "ptx"}
 MAX_FILE_BYTES = 256 * 1024
+SCHEMA_VERSION = "get.v1"
+"""The JSON document follows schemas/output/get.v1.schema.json."""
 
 
 @dataclass
@@ -25,12 +27,44 @@ class Options:
     follow_sources: bool = False
     include_code: bool = False
     fmt: str = "md"
+    fetch_upstream: bool = False
+    """--include-code: download pinned upstream files that are not installed (kernelwiki.upstream)."""
+
+
+@dataclass
+class Result:
+    """One page as the get.v1 JSON document, plus what the Markdown rendering needs."""
+
+    document: dict[str, Any]
+    frontmatter_text: str
+    body: str
+    options: Options
+
+    @property
+    def errors(self) -> list[str]:
+        """Upstream files that could not be shown (download failed or hash mismatch): exit 1."""
+        files = (self.document.get("artifacts") or {}).get("files") or []
+        return [item["note"] for item in files if item.get("error")]
+
+    def markdown(self) -> str:
+        return _markdown(self.frontmatter_text, self.body, self.document, self.options)
 
 
 def get_page(wiki: Wiki, entry: Entry, options: Options) -> str:
+    result = build(wiki, entry, options)
+    if options.fmt == "json":
+        from kernelwiki.output import dumps
+
+        return dumps(result.document)
+    return result.markdown()
+
+
+def build(wiki: Wiki, entry: Entry, options: Options) -> Result:
+    entry = wiki.current(entry)  # the page as the file is now, whatever the cache says
     meta = entry.meta or {}
     frontmatter_text, body = _split(wiki, entry)
-    result: dict[str, Any] = {"id": entry.id, "path": entry.rel}
+    result: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "id": entry.id, "path": entry.rel,
+                              "part": options.part}
     if options.part in ("page", "frontmatter"):
         result["frontmatter"] = meta
     if options.part in ("page", "body"):
@@ -42,21 +76,15 @@ def get_page(wiki: Wiki, entry: Entry, options: Options) -> str:
         result["sources"] = [_source_summary(ids[s]) if s in ids else {"id": s, "missing": True}
                              for s in meta.get("sources") or [] if isinstance(s, str)]
     if options.include_code:
-        result["artifacts"] = artifact_bundle(wiki, meta)
+        result["artifacts"] = artifact_bundle(wiki, meta, fetch_upstream=options.fetch_upstream)
         result["probes"] = [probe_bundle(wiki, p) for p in meta.get("probes") or [] if isinstance(p, str)]
-    if options.fmt == "json":
-        return json.dumps(result, indent=2, ensure_ascii=False, default=str) + "\n"
-    return _markdown(frontmatter_text, body, result, options)
+    return Result(result, frontmatter_text, body, options)
 
 
 def _split(wiki: Wiki, entry: Entry) -> tuple[str, str]:
-    """Frontmatter text and body, straight from the file (the parsed frontmatter is in the index)."""
-    text = (wiki.repo.root / entry.rel).read_text(encoding="utf-8-sig").replace("\r\n", "\n")
-    parts = split_page(text)
-    if parts is None:
-        page = wiki.page(entry.rel)
-        return page.frontmatter_text, page.body
-    return parts
+    """Frontmatter text and body as read (LF line endings); the parsed frontmatter is in the index."""
+    page = wiki.page(entry.rel)
+    return page.frontmatter_text, page.body
 
 
 def all_claims(meta: dict) -> list[dict]:
@@ -76,9 +104,10 @@ def _source_summary(entry: Entry) -> dict:
 
 
 # --- code bundles --------------------------------------------------------------------------------
-def artifact_bundle(wiki: Wiki, meta: dict) -> dict:
+def artifact_bundle(wiki: Wiki, meta: dict, fetch_upstream: bool = False) -> dict:
     """The page's artifact directory: PROVENANCE, our files' text, upstream files from the installed
-    package after their hashes check out (or how to get them)."""
+    package after their hashes check out, else fetched at the pinned commit when asked (or how to
+    get them)."""
     directory = meta.get("artifact_dir")
     if not isinstance(directory, str):
         return {"dir": None, "files": [], "note": "this page has no artifact_dir"}
@@ -94,80 +123,126 @@ def artifact_bundle(wiki: Wiki, meta: dict) -> dict:
         from kernelwiki import yamlio
 
         try:
-            provenance, _ = yamlio.load(provenance_path.read_text(encoding="utf-8"))
-        except (yamlio.YamlProblem, UnicodeDecodeError):
+            provenance, _ = yamlio.load(read_regular(provenance_path, MAX_FILE_BYTES).decode("utf-8"))
+        except (yamlio.YamlProblem, UnicodeDecodeError, UnsafeFile):
             provenance = {}
         provenance = provenance if isinstance(provenance, dict) else {}
     files = []
-    for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+    for path in _listing(root):
         files.append(_file_item(wiki, path))
+    files += _shared_items(wiki, root, provenance)
     upstream = provenance.get("upstream") or {}
     for item in provenance.get("files") or []:
         if isinstance(item, dict) and item.get("origin") == "upstream":
-            files.append(_upstream_item(item, upstream))
+            files.append(_upstream_item(wiki, item, upstream, fetch_upstream))
     return {"dir": directory, "provenance": provenance or None, "files": files}
 
 
+def _listing(root: Path) -> list[Path]:
+    """Files under an artifact or probe directory; symbolic links are listed (and refused by
+    _file_item), never followed."""
+    return sorted(p for p in root.rglob("*")
+                  if (p.is_symlink() or p.is_file()) and "__pycache__" not in p.parts)
+
+
 def _file_item(wiki: Wiki, path: Path) -> dict:
-    rel = wiki.repo.rel(path)
-    size = path.stat().st_size
-    if size > MAX_FILE_BYTES:
-        return {"path": rel, "origin": "own", "note": f"{size} bytes; too large to print"}
+    rel = wiki.repo.rel(path.parent) + "/" + path.name  # the link's own path, not its target's
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_regular(path, MAX_FILE_BYTES).decode("utf-8")
+    except UnsafeFile as err:
+        return {"path": rel, "origin": "own", "note": f"{err}; not printed"}
     except UnicodeDecodeError:
         return {"path": rel, "origin": "own", "note": "binary file; not printed"}
     return {"path": rel, "origin": "own", "text": text}
 
 
-def _upstream_item(item: dict, upstream: dict) -> dict:
+def _upstream_item(wiki: Wiki, item: dict, upstream: dict, fetch_upstream: bool) -> dict:
     package, version = upstream.get("package"), upstream.get("version")
     install = upstream.get("install") or (f"pip install {package}=={version}" if package else None)
     out = {"path": item.get("path"), "origin": "upstream", "package": package, "version": version,
-           "sha256": item.get("sha256")}
-    if not package:
-        out["note"] = f"pinned at {upstream.get('repo')}@{upstream.get('commit')}; not installable as a package"
+           "repo": upstream.get("repo"), "commit": upstream.get("commit"), "sha256": item.get("sha256")}
+    if package:
+        _from_installed(out, item, package, version, install)
+        if "text" in out:
+            return out
+    elif not fetch_upstream:
+        out["note"] = (f"pinned at {upstream.get('repo')}@{upstream.get('commit')}; not installable as a "
+                       "package; add --fetch-upstream (MCP: fetch_upstream) to download it and check its SHA-256")
         return out
+    if not fetch_upstream:
+        return out
+    if not (upstream.get("repo") and upstream.get("commit")):
+        # A wheel pin names no commit: the wheel, not a repository file, is what the hashes describe.
+        why = (f"{package} {version} is pinned by its wheel, not by a repository commit" if package
+               else "PROVENANCE.yaml names no upstream repo and commit")
+        out["note"] = f"{out.get('note', 'not shown')}; --fetch-upstream cannot help: {why}"
+        return out
+    from kernelwiki.upstream import UpstreamError, fetch
+
+    try:
+        text, url, cached = fetch(str(upstream["repo"]), str(upstream["commit"]), str(item.get("path")),
+                                  str(item.get("sha256")), wiki.repo.root)
+    except UpstreamError as err:
+        out["note"], out["error"] = str(err), True
+        return out
+    out.pop("note", None)
+    out.update(text=text, fetched_from=url, cached_at=str(cached))
+    return out
+
+
+def _from_installed(out: dict, item: dict, package: str, version: Any, install: str | None) -> None:
+    """Fill `out` with the installed copy's text when its hash matches the pin, else a note saying why not."""
     from importlib import metadata  # slow to import; only --include-code with upstream files needs it
 
     try:
         dist = metadata.distribution(package)
     except metadata.PackageNotFoundError:
         out["note"] = f"not installed; get it with: {install}"
-        return out
+        return
     located = Path(str(dist.locate_file(item.get("path", ""))))
     if not located.is_file():
         out["note"] = f"{package} {dist.version} is installed but has no {item.get('path')}; the pin is {version}: {install}"
-        return out
+        return
     actual = sha256_file(located)
     if actual != item.get("sha256"):
         out["note"] = (f"{located} has SHA-256 {actual}, not the pinned {item.get('sha256')} "
                        f"(installed {package} {dist.version}, pinned {version}); not printed. Pin: {install}")
-        return out
+        return
     out["text"] = located.read_text(encoding="utf-8")
     out["installed_at"] = str(located)
-    return out
+
+
+def _shared_items(wiki: Wiki, root, provenance: dict) -> list[dict]:
+    """Our own files the bundle uses from another bundle (PROVENANCE `files` with an own path outside
+    the directory, e.g. ../hopper-gemm/sm90_common.py), so the printed bundle is complete."""
+    items = []
+    for item in provenance.get("files") or []:
+        if not (isinstance(item, dict) and item.get("origin") == "own" and isinstance(item.get("path"), str)):
+            continue
+        try:
+            path = wiki.repo.inside(root / item["path"])
+        except ValueError:
+            continue
+        if path.is_file() and root not in path.parents:
+            items.append(_file_item(wiki, path))
+    return items
 
 
 def probe_bundle(wiki: Wiki, probe_id: str) -> dict:
     directory = wiki.repo.probes / probe_id
     if not re.fullmatch(r"probe-[a-z0-9-]+", probe_id) or not directory.is_dir():
         return {"id": probe_id, "files": [], "note": f"no probe directory probes/{probe_id}"}
-    files = [_file_item(wiki, p) for p in sorted(directory.rglob("*"))
-             if p.is_file() and "__pycache__" not in p.parts]
+    files = [_file_item(wiki, p) for p in _listing(directory)]
     return {"id": probe_id, "files": files, "latest_record": latest_record(wiki, probe_id)}
 
 
 def latest_record(wiki: Wiki, probe_id: str) -> dict | None:
-    """Summary of the newest run record of a probe (by started_at), or None."""
-    newest: tuple[str, Path, dict] | None = None
-    for path in (wiki.repo.evidence / probe_id).glob("*.json"):
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if isinstance(data, dict) and (newest is None or str(data.get("started_at")) > newest[0]):
-            newest = (str(data.get("started_at")), path, data)
+    """Summary of the newest run record of a probe that validate accepts, or None."""
+    newest: tuple[tuple, Path, dict] | None = None
+    for record in scan_records(wiki.repo, probe_ids(wiki.repo), probe=probe_id):
+        key = order_key(record.data.get("started_at"), record.rel) if record.ok else None
+        if key and (newest is None or key > newest[0]):
+            newest = (key, record.path, record.data)
     if newest is None:
         return None
     _, path, data = newest
@@ -232,6 +307,8 @@ def _code_block(item: dict) -> str:
     header = f"#### {item['path']} ({item['origin']}"
     if item.get("package"):
         header += f", {item['package']} {item.get('version')}, sha256 {str(item.get('sha256'))[:12]}…"
+    elif item.get("origin") == "upstream":
+        header += f", {item.get('repo')}@{str(item.get('commit'))[:12]}, sha256 {str(item.get('sha256'))[:12]}…"
     header += ")\n"
     if "text" not in item:
         return header + f"\n{item.get('note', '')}\n"

@@ -12,11 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from kernelwiki.problems import Problem
+from kernelwiki.repo import UnsafeFile, read_regular
 
 LineMap = dict[tuple, int]
 
 BOM = b"\xef\xbb\xbf"
 FENCE = "---"
+MAX_PAGE_BYTES = 1 << 20
+"""The largest page read (the largest real one is ~50 kB); a bigger file is refused unread."""
 
 
 @dataclass
@@ -49,8 +52,18 @@ class Page:
 
 
 def read_page(path: Path, rel: str) -> Page:
-    """Read and parse one page; never raises for bad content (only for an unreadable file)."""
-    return parse_page(path.read_bytes(), rel)
+    """Read and parse one page; never raises: a symbolic link, a file too large or one that cannot
+    be read is a page without frontmatter whose problem says so."""
+    try:
+        raw = read_page_bytes(path)
+    except UnsafeFile as err:
+        return Page(rel, None, "", problems=[Problem(rel, 1, "-", f"{err}; not read")])
+    return parse_page(raw, rel)
+
+
+def read_page_bytes(path: Path) -> bytes:
+    """The bytes of a page file: a regular file, not a symbolic link, at most MAX_PAGE_BYTES."""
+    return read_regular(path, MAX_PAGE_BYTES)
 
 
 def parse_page(raw: bytes, rel: str) -> Page:
@@ -87,6 +100,11 @@ def parse_page(raw: bytes, rel: str) -> Page:
     except StopIteration:
         problem(1, "-", "frontmatter is never closed: add a '---' line after it")
         return Page(rel, None, "", problems=problems)
+    # Every other tool (refresh, get, the site) splits at a line that is exactly '---'.
+    for index in (0, close):
+        if lines[index] != FENCE:
+            problem(index + 1, "-", f"fence {lines[index]!r} has trailing whitespace; it must be exactly '---' "
+                                    "(validate --fix rewrites it)")
 
     fm_text = "\n".join(lines[1:close]) + ("\n" if close > 1 else "")
     body = "\n".join(lines[close + 1:])
@@ -109,16 +127,6 @@ def render_page(meta: dict[str, Any], body: str) -> str:
     from kernelwiki import yamlio
 
     return f"{FENCE}\n{yamlio.dump(meta)}{FENCE}\n{body}"
-
-
-def split_page(text: str) -> tuple[str, str] | None:
-    """(frontmatter text, body) of a well-formed page, without parsing the YAML."""
-    if not text.startswith(FENCE + "\n"):
-        return None
-    end = text.find("\n" + FENCE + "\n", len(FENCE))
-    if end < 0:
-        return None
-    return text[len(FENCE) + 1:end + 1], text[end + len(FENCE) + 2:]
 
 
 def line_of(lines: LineMap, path: tuple) -> int:

@@ -10,6 +10,7 @@ from pathlib import Path
 from kernelwiki import yamlio
 from kernelwiki.harness.env import Gpu
 from kernelwiki.repo import Repo
+from kernelwiki.schema import check as schema_check
 from kernelwiki.vocab import closest
 
 
@@ -48,11 +49,11 @@ class ProbeSpec:
         missing = [module for module in needed if not _importable(module)]
         if missing:
             return f"missing Python module {', '.join(missing)}"
+        if mode == "compile-only":
+            return None   # tools (compute-sanitizer, ncu) run kernels; compiling needs none
         absent = [tool for tool in self.data.get("tools") or [] if shutil.which(tool) is None]
         if absent:
             return f"missing tool {', '.join(absent)} (not on PATH)"
-        if mode == "compile-only":
-            return None
         if gpu is None:
             return "no GPU on this machine"
         if gpu.arch not in self.archs:
@@ -73,17 +74,19 @@ class UnknownProbe(LookupError):
 
 
 def load_probes(repo: Repo) -> dict[str, ProbeSpec]:
-    """Every readable probe.yaml (validate reports the unreadable ones)."""
+    """Every probe.yaml that passes its schema (validate reports the others), so that the runner
+    and refresh never meet a spec of the wrong shape; probe directories that are symbolic links
+    are not probes (their code would run from anywhere)."""
     probes = {}
     if not repo.probes.is_dir():
         return probes
-    for directory in sorted(p for p in repo.probes.iterdir() if (p / "probe.yaml").is_file()):
-        try:
-            data, _ = yamlio.load((directory / "probe.yaml").read_text(encoding="utf-8"))
-        except (yamlio.YamlProblem, UnicodeDecodeError):
+    for directory in sorted(p for p in repo.probes.iterdir() if not p.is_symlink() and (p / "probe.yaml").is_file()):
+        data, _, problem = yamlio.read_mapping(directory / "probe.yaml")
+        if problem or data is None or data.get("id") != directory.name or not isinstance(data.get("entry"), str):
             continue
-        if isinstance(data, dict) and data.get("id") == directory.name and data.get("entry"):
-            probes[directory.name] = ProbeSpec(directory.name, directory, data)
+        if schema_check(repo.schemas, "probe", data, directory.name, lambda p: 1):
+            continue
+        probes[directory.name] = ProbeSpec(directory.name, directory, data)
     return probes
 
 

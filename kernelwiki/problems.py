@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 
@@ -19,10 +20,19 @@ class Problem:
     """What is wrong, and where useful, what to do about it."""
 
     def __str__(self) -> str:
-        return f"{self.path}:{self.line}: {self.field}: {self.message}"
+        return f"{_one_line(self.path)}:{self.line}: {_one_line(self.field)}: {_one_line(self.message)}"
 
     def to_json(self) -> dict:
         return {"path": self.path, "line": self.line, "field": self.field, "message": self.message}
+
+
+_UNPRINTABLE = re.compile(r"[^\S ]|[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _one_line(text: str) -> str:
+    """Text quoted from a page may hold line breaks (\\n, \\x1e, \\u2028, ...) or escape
+    sequences; shown escaped, a problem stays one line and cannot drive the terminal."""
+    return _UNPRINTABLE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
 def field_path(parts: tuple) -> str:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import heapq
 import math
 from dataclasses import dataclass, field
 
+from kernelwiki import termindex
 from kernelwiki.index import Entry, Wiki
+from kernelwiki.termindex import TOKEN
 from kernelwiki.vocab import QUERY_ALIASES
 
 # Where a query word is found, and what that is worth.
@@ -34,6 +37,13 @@ class Hit:
                 "summary": e.headline, "score": round(self.score, 3)}
 
 
+def unknown_tag_messages(wiki: Wiki, tags: list[str]) -> list[str]:
+    """One message per tag that is not in the vocabulary (a filter on it would match nothing)."""
+    from kernelwiki.vocab import did_you_mean
+
+    return [f"unknown tag {tag!r}{did_you_mean(tag, wiki.vocab.tags)}" for tag in tags if tag not in wiki.vocab.tags]
+
+
 def normalize_arch(wiki: Wiki, name: str) -> list[str]:
     """'B200' -> ['sm_100a'], 'sm90' -> ['sm_90'], 'sm_90a' -> ['sm_90a']."""
     lowered = name.lower()
@@ -50,20 +60,35 @@ def _arch_matches(page_arch: str, wanted: str) -> bool:
 def search(wiki: Wiki, words: list[str], filters: Filters, limit: int = 20) -> list[Hit]:
     wanted_archs = [a for name in filters.archs for a in normalize_arch(wiki, name)]
     terms = [[w.lower() for w in wiki.expand_aliases(word)] for word in words for word in [word.strip()] if word]
-    hits = []
-    for entry in wiki.by_id().values():
-        if not _passes(wiki, entry, filters, wanted_archs):
+    filtered = any((filters.types, filters.tags, filters.archs, filters.evidence, filters.statuses))
+    # Word counts from the term index where every term is a plain word, else from each page's text.
+    counts = None
+    if terms and all(TOKEN.fullmatch(term) for alternatives in terms for term in alternatives):
+        index = termindex.for_wiki(wiki)
+        counts = [[index.counts(term) or {} for term in alternatives] for alternatives in terms]
+    ranked: list[tuple[float, str, int, Entry]] = []
+    for number, entry in enumerate(wiki.by_id().values()):
+        if filtered and not _passes(wiki, entry, filters, wanted_archs):
             continue
         score = 0.0
-        for alternatives in terms:
-            best = max(_score(entry, wiki.text(entry), term) for term in alternatives)
+        if counts is not None:
+            found = [[by_page.get(entry.rel, 0) for by_page in group] for group in counts]
+            if not all(any(group) for group in found):
+                continue  # a word occurs nowhere in the page: no field can hold it either
+        else:
+            text = wiki.text(entry) if terms else ""
+            found = [[text.count(term) for term in alternatives] for alternatives in terms]
+        if terms and entry.ranking is None:
+            entry.ranking = ranking_fields(entry)
+        for alternatives, numbers in zip(terms, found):
+            best = max([_score(entry.ranking, count, term) for term, count in zip(alternatives, numbers)])
             if best == 0:
                 break
             score += best
         else:
-            hits.append(Hit(entry, score))
-    hits.sort(key=lambda h: (-h.score, h.entry.id or ""))
-    return hits[:limit] if limit else hits
+            ranked.append((-score, entry.id or "", number, entry))  # ids are unique: entries never compared
+    best_first = heapq.nsmallest(limit, ranked) if limit else sorted(ranked)
+    return [Hit(entry, -negative) for negative, _, _, entry in best_first]
 
 
 def _passes(wiki: Wiki, entry: Entry, filters: Filters, wanted_archs: list[str]) -> bool:
@@ -86,24 +111,36 @@ def _passes(wiki: Wiki, entry: Entry, filters: Filters, wanted_archs: list[str])
     return True
 
 
-def _score(entry: Entry, text: str, term: str) -> float:
+def ranking_fields(entry: Entry) -> tuple:
+    """(id, id without its prefix, aliases, title, tags and architectures, headline), lower-cased."""
+    page_id = (entry.id or "").lower()
+    # Tuples, not sets: a page has a few of each, and tuples unpickle several times faster.
+    return (page_id, page_id.split("-", 1)[-1], tuple(str(a).lower() for a in entry.get("aliases") or []),
+            str(entry.get("title") or "").lower(),
+            tuple(str(t).lower() for t in (entry.get("tags") or []) + (entry.get("architectures") or [])),
+            entry.headline.lower())
+
+
+def _score(fields: tuple, count: int, term: str) -> float:
+    """`count`: occurrences of the term in the page's search text."""
     if not term:
         return 0.0
-    score = 0.0
-    page_id = (entry.id or "").lower()
-    if term == page_id or page_id.split("-", 1)[-1] == term:
+    if not count and not any(c.isspace() for c in term):
+        # The text holds the id, title, aliases, tags and headline; only a phrase can match the
+        # headline (whitespace normalized) without matching the text.
+        return 0.0
+    page_id, short_id, aliases, title, tags, headline = fields
+    score = 1.0 + math.log(count) if count else 0.0
+    if term == page_id or short_id == term:
         score += WEIGHTS["id"]
     elif term in page_id:
         score += WEIGHTS["id"] / 2
-    if any(term == str(a).lower() for a in entry.get("aliases") or []):
+    if term in aliases:
         score += WEIGHTS["alias"]
-    if term in str(entry.get("title") or "").lower():
+    if term in title:
         score += WEIGHTS["title"]
-    if any(term == str(t).lower() for t in (entry.get("tags") or []) + (entry.get("architectures") or [])):
+    if term in tags:
         score += WEIGHTS["tag"]
-    if term in entry.headline.lower():
+    if term in headline:
         score += WEIGHTS["summary"]
-    count = text.count(term)
-    if count:
-        score += 1.0 + math.log(count)
     return score

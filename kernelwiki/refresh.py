@@ -1,8 +1,9 @@
 """`kernelwiki refresh`: rewrite the managed parts of every page from the run records.
 
 Managed: the record-backed claims (`evidence: measured` or `compiled`), `evidence_by_arch`,
-`evidence_level`, `status`, `measured_on`, `last_measured`, and the body's generated blocks
-(`<!-- kernelwiki:begin NAME -->` ... `<!-- kernelwiki:end NAME -->`, outside code fences).
+`evidence_level`, `status`, `measured_on`, `last_measured`, the body's generated blocks
+(`<!-- kernelwiki:begin NAME -->` ... `<!-- kernelwiki:end NAME -->`, outside code fences) and the
+text of inline claim spans (`<!-- claim:ID -->...<!-- /claim -->`, see kernelwiki.spans).
 Everything else — other fields, their order, the prose, its line endings — is left byte-identical.
 
 Refresh is a pure function of (pages, records, probe specs, the pins in pyproject.toml): running it
@@ -12,19 +13,23 @@ repository, not the wall clock, so the result does not depend on when it runs.
 
 from __future__ import annotations
 
-import json
 import re
 import statistics
+import sys
 import tomllib
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from kernelwiki import records as records_mod
 from kernelwiki import yamlio
-from kernelwiki.harness.env import short_gpu_name
-from kernelwiki.pages import FENCE, parse_page
+from kernelwiki.harness.env import is_fake, short_gpu_name
+from kernelwiki.index import scan_pages
+from kernelwiki.pages import FENCE, parse_page, read_page_bytes
 from kernelwiki.probes import ProbeSpec, load_probes
-from kernelwiki.repo import Repo
+from kernelwiki.repo import Repo, UnsafeFile, replace_file
+from kernelwiki.schema import check as schema_check
+from kernelwiki.spans import render_spans
 from kernelwiki.vocab import Vocabulary
 
 LEVELS = ["spec", "source-reported", "compiled", "measured"]
@@ -57,22 +62,24 @@ class Record:
 class Change:
     rel: str
     fields: list[str]
+    refused: str = ""
+    """Why the page was left as it is although the records imply a change ('' when written)."""
 
 
 def load_records(repo: Repo) -> dict[str, list[Record]]:
-    """probe id -> its records, oldest first."""
+    """probe id -> its records, oldest first; only records that validate accepts (the others are
+    named on stderr, so that a refused record is never silently ignored)."""
     out: dict[str, list[Record]] = {}
-    if not repo.evidence.is_dir():
-        return out
-    for path in sorted(repo.evidence.glob("*/*.json")):
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if isinstance(data, dict):
-            out.setdefault(path.parent.name, []).append(Record(repo.rel(path), data))
+    refused = []
+    for record in records_mod.scan(repo, records_mod.probe_ids(repo)):
+        if record.ok:
+            out.setdefault(record.path.parent.name, []).append(Record(record.rel, record.data))
+        else:
+            refused.append(record)
+    for record in refused:
+        print(f"{record.problems[0]} (record ignored; see kernelwiki validate)", file=sys.stderr)
     for records in out.values():
-        records.sort(key=lambda r: (r.started, r.path))
+        records.sort(key=lambda r: records_mod.order_key(r.started, r.path))
     return out
 
 
@@ -85,22 +92,38 @@ def load_pins(repo: Repo) -> dict:
 
 
 def refresh(repo: Repo, check: bool = False) -> list[Change]:
-    """Rewrite (or with check=True only compare) every page; return the pages that change."""
+    """Rewrite (or with check=True only compare) every page; return the pages that change.
+    A page whose frontmatter would change but holds YAML comments is not written (the rewrite
+    would drop them): its Change carries `refused`."""
     vocab = Vocabulary.load(repo.schemas)
     probes = load_probes(repo)
     records = load_records(repo)
     settings = load_pins(repo)
     newest = max((r.started for rs in records.values() for r in rs), default="")
     changes = []
-    for path in sorted(repo.wiki.rglob("*.md")):
-        rel = repo.rel(path)
-        raw = path.read_bytes()
+    for rel, _ in scan_pages(repo.root):
+        path = repo.root / rel
+        try:
+            raw = read_page_bytes(path)
+        except UnsafeFile:
+            continue  # a link or an unreadable file: validate names it, refresh never writes through it
+        page = parse_page(raw, rel)
+        if page.meta is not None and schema_check(repo.schemas, "page", page.meta, rel, page.line):
+            # Refresh relies on the shapes the schema guarantees; validate says what is wrong.
+            changes.append(Change(rel, [], refused=f"{rel}:1: -: not refreshed: the frontmatter fails the page "
+                                  "schema; run kernelwiki validate"))
+            continue
         new = refresh_text(raw, rel, vocab, probes, records, settings, newest)
         if new is None or new[0] == raw:
             continue
+        comment = yamlio.comment_line(page.frontmatter_text)
+        if comment is not None and any(not f.startswith("(") for f in new[1]):
+            changes.append(Change(rel, new[1], refused=f"{rel}:{comment + 2}: -: not refreshed: its frontmatter "
+                                  "holds a YAML comment, which the rewrite would drop; move it into the prose"))
+            continue
         changes.append(Change(rel, new[1]))
         if not check:
-            path.write_bytes(new[0])
+            replace_file(path, new[0])
     return changes
 
 
@@ -116,16 +139,22 @@ def refresh_text(raw: bytes, rel: str, vocab: Vocabulary, probes: dict[str, Prob
     text = raw.decode("utf-8-sig")
     newline = "\r\n" if "\r\n" in text.split("\n", 1)[0] + "\n" else "\n"
     lines = text.splitlines(keepends=True)
-    close = next(i for i in range(1, len(lines)) if lines[i].rstrip("\r\n") == FENCE)
+    close = next(i for i in range(1, len(lines)) if lines[i].rstrip() == FENCE)
     header, body = "".join(lines[:close + 1]), "".join(lines[close + 1:])
 
     implied = implied_meta(meta, vocab, probes, records, settings, newest)
     changed = [k for k in set(meta) | set(implied) if meta.get(k) != implied.get(k)]
     if changed:
         header = f"{FENCE}\n{yamlio.dump(implied)}{FENCE}\n".replace("\n", newline)
-    new_body = render_blocks(body, implied, newline)
+    linked = [probes[p] for p in meta.get("probes") or [] if isinstance(p, str) and p in probes]
+    renderers = {**RENDERERS, "runs": lambda _: render_runs(linked, records, meta.get("id"))}
+    new_body = render_blocks(body, implied, newline, renderers)
     if new_body != body:
         changed.append("(generated blocks)")
+    spanned = render_spans(new_body, implied.get("claims") or [])
+    if spanned != new_body:
+        changed.append("(claim spans)")
+        new_body = spanned
     out = ("\ufeff" if bom else "") + header + new_body
     return out.encode("utf-8"), sorted(changed)
 
@@ -213,10 +242,12 @@ def _hand_level(claims: list, arch: str, vocab: Vocabulary) -> str:
 
 
 def _latest_passing_runs(records: list[Record]) -> list[Record]:
-    """Per architecture, the newest run record that passed."""
+    """Per architecture, the newest run record that passed (records made under KERNELWIKI_FAKE_GPU
+    are test fixtures, never measurements)."""
     latest: dict[str, Record] = {}
     for record in records:
-        if record.data.get("mode") == "run" and record.data.get("status") == "passed":
+        if record.data.get("mode") == "run" and record.data.get("status") == "passed" \
+                and not is_fake(record.data.get("environment")):
             latest[str(record.arch)] = record
     return list(latest.values())
 
@@ -238,7 +269,7 @@ def _measured_claims(spec: ProbeSpec, record: Record, page_id: str, hand_ids: se
         case_spec = spec.case(case.get("id", "")) or {}
         if case.get("status") != "passed" or "value" not in headline:
             continue
-        if case_spec.get("pages") and page_id not in case_spec["pages"]:
+        if isinstance(case_spec.get("pages"), list) and page_id not in case_spec["pages"]:   # [] = on no page
             continue
         params = dict(case.get("params") or {})
         claim: dict[str, Any] = {
@@ -260,6 +291,8 @@ def _measured_claims(spec: ProbeSpec, record: Record, page_id: str, hand_ids: se
         claim.update(evidence="measured", record=record.path, case=case["id"])
         if case_spec.get("claim") in hand_ids:
             claim["reproduces"] = case_spec["claim"]
+            if isinstance(case_spec.get("comparable"), bool):
+                claim["comparable"] = case_spec["comparable"]
         if "baseline" in headline and "baseline_value" in headline:
             claim["baseline"] = {"name": headline["baseline"], "value": headline["baseline_value"]}
             claim["ratio"] = headline["ratio"]
@@ -268,7 +301,35 @@ def _measured_claims(spec: ProbeSpec, record: Record, page_id: str, hand_ids: se
                 claim[key] = headline[key]
         claim["measured_at"] = record.started
         claims.append(claim)
+        reproduction = _candidate_claim(claim, case, case_spec, hand_ids)
+        if reproduction is not None:
+            claims.append(reproduction)
     return claims
+
+
+def _candidate_claim(ours: dict, case: dict, case_spec: dict, hand_ids: set) -> dict | None:
+    """For a case whose reported claim is another kernel's (case spec `reproduced_by`, e.g. DeepGEMM
+    timed as a baseline): that kernel's value in the same run, as the claim's comparable reproduction.
+    Our own kernel's claim stays beside it, without a ratio to the reported value."""
+    name = case_spec.get("reproduced_by")
+    if not name:
+        return None
+    value = next((b.get("value") for b in case.get("baselines") or []
+                  if isinstance(b, dict) and b.get("name") == name), None)
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None   # the candidate did not run (skipped with its reason in the record)
+    ours.pop("comparable", None)
+    slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+    claim = {key: ours[key] for key in ("metric", "unit", "gpu", "arch", "dtype", "shape") if key in ours}
+    params = {k: v for k, v in (case.get("params") or {}).items() if k not in ("dtype", "shape", "ceiling")}
+    claim["conditions"] = ", ".join([f"{name}, timed in the same run and on the same inputs as ours",
+                                     *(f"{k}={_short(v)}" for k, v in params.items())])
+    out = {"id": f"{ours['id']}.{slug}", **claim, "value": value, "candidate": name, "evidence": "measured",
+           "record": ours["record"], "case": ours["case"]}
+    if case_spec.get("claim") in hand_ids:   # on the page that holds the reported claim: its reproduction
+        out.update(reproduces=case_spec["claim"], comparable=True)
+    out["measured_at"] = ours["measured_at"]
+    return out
 
 
 def _short(value: Any) -> str:
@@ -398,8 +459,9 @@ def measured_on(record: dict) -> str:
 
 
 # --- generated blocks ------------------------------------------------------------------------------
-def render_blocks(body: str, meta: dict, newline: str) -> str:
+def render_blocks(body: str, meta: dict, newline: str, renderers: dict | None = None) -> str:
     """Replace the inside of each known generated block; everything outside stays as it is."""
+    renderers = renderers or RENDERERS
     lines = body.splitlines(keepends=True)
     out: list[str] = []
     in_fence: str | None = None
@@ -410,11 +472,11 @@ def render_blocks(body: str, meta: dict, newline: str) -> str:
         if fence:
             in_fence = None if in_fence == fence.group(1) else (in_fence or fence.group(1))
         marker = None if in_fence else BLOCK.match(line.rstrip("\r\n"))
-        if marker and marker.group(1) == "begin" and marker.group(2) in RENDERERS:
+        if marker and marker.group(1) == "begin" and marker.group(2) in renderers:
             end = _find_end(lines, index + 1, marker.group(2))
             if end is not None:
                 out.append(line)
-                rendered = RENDERERS[marker.group(2)](meta)
+                rendered = renderers[marker.group(2)](meta)
                 out.append(rendered.replace("\n", newline))
                 out.append(lines[end])
                 index = end + 1
@@ -473,3 +535,33 @@ def _relative_record(path: str) -> str:
 
 
 RENDERERS = {"claims": render_claims}
+
+
+# --- run history block -----------------------------------------------------------------------------
+def render_runs(linked: list[ProbeSpec], records: dict[str, list[Record]], page_id: str | None) -> str:
+    """`<!-- kernelwiki:begin runs -->`: each case's ratio to its baseline in every passing run.
+
+    What a sentence like "below 0.9× in every run" would say, written from the records so it cannot
+    drift: one row per case of the page (cases that carry a ratio), the ratio of each passing run
+    oldest first, and their min / median / max.
+    """
+    rows = ["", "| probe | case | baseline | ratio per run, oldest first | min | median | max |",
+            "|---|---|---|---|---|---|---|"]
+    for spec in linked:
+        runs = [r for r in records.get(spec.id, []) if r.data.get("mode") == "run" and r.data.get("status") == "passed"]
+        ratios: dict[tuple[str, str], list[float]] = {}
+        for record in runs:
+            for case in record.data.get("cases") or []:
+                headline = case.get("headline") or {}
+                pages = (spec.case(case.get("id", "")) or {}).get("pages")
+                if case.get("status") != "passed" or headline.get("ratio") is None or (pages and page_id not in pages):
+                    continue
+                ratios.setdefault((case["id"], str(headline.get("baseline", ""))), []).append(float(headline["ratio"]))
+        for (case_id, baseline), values in sorted(ratios.items()):
+            cells = ", ".join(f"{v:.3g}" for v in values)
+            rows.append(f"| {spec.id} | {case_id} | {baseline} | {cells} | {min(values):.3g} | "
+                        f"{statistics.median(values):.3g} | {max(values):.3g} |")
+    if len(rows) == 3:
+        rows = ["", "No passing run of a linked probe carries a ratio to a baseline yet."]
+    rows.append("")
+    return "\n".join(rows) + "\n"

@@ -11,11 +11,12 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import signal
+import re
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -23,10 +24,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterator, TextIO
 
+from kernelwiki import processes
 from kernelwiki.harness import env as env_mod
 from kernelwiki.harness.peaks import CEILINGS_ENV, ceilings_from_record
 from kernelwiki.probes import ProbeSpec
-from kernelwiki.repo import Repo
+from kernelwiki.repo import Repo, replace_file
 from kernelwiki.schema import check as schema_check
 
 LOG_TAIL_CHARS = 4000
@@ -58,27 +60,39 @@ class Outcome:
 
 
 @contextmanager
-def runner_lock(repo: Repo) -> Iterator[None]:
-    """Exclusive for the whole run; released by the OS if the runner dies."""
-    repo.cache.mkdir(exist_ok=True)
-    path = repo.cache / "runner.lock"
-    handle = open(path, "a+")
+def runner_lock(repo: Repo, out: TextIO | None = None) -> Iterator[None]:
+    """Exclusive for the whole run; released by the OS if the runner dies.
+
+    The lock is taken on the repository directory itself, which no cleaning (rm -rf
+    .kernelwiki-cache, git clean -X) can remove; who holds it is noted in the cache, best effort
+    (a read-only cache, or a file where the cache should be, costs only that note). Holding it,
+    the runner kills probe processes an earlier runner left behind when it was SIGKILLed."""
+    fd = os.open(repo.root, os.O_RDONLY | os.O_DIRECTORY)
+    note = repo.cache / "runner.lock"
     try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        handle.seek(0)
-        holder = handle.read().strip() or "unknown"
-        handle.close()
-        raise RunnerBusy(f"another probe runner ({holder}) holds {path}; wait for it to finish") from None
-    handle.seek(0)
-    handle.truncate()
-    handle.write(f"pid {os.getpid()}, started {_now()}")
-    handle.flush()
+        os.close(fd)
+        try:
+            holder = note.read_text(encoding="utf-8").strip() or "unknown"
+        except OSError:
+            holder = "unknown"
+        raise RunnerBusy(f"another probe runner ({holder}) holds the lock on {repo.root}; wait for it to finish") from None
     try:
+        stale = processes.kill_stale(repo.root)
+        if stale:
+            print(f"killed {len(stale)} probe process(es) left running by an earlier runner that did not exit "
+                  f"cleanly: pid {', '.join(map(str, stale))}", file=out or sys.stderr)
+        if not repo.cache.is_symlink():
+            try:
+                repo.cache.mkdir(exist_ok=True)
+                note.write_text(f"pid {os.getpid()}, started {_now()}", encoding="utf-8")
+            except OSError:
+                pass
         yield
     finally:
-        fcntl.flock(handle, fcntl.LOCK_UN)
-        handle.close()
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
 
 
 def run_probes(repo: Repo, specs: list[ProbeSpec], options: Options, out: TextIO | None = None) -> list[Outcome]:
@@ -120,14 +134,16 @@ def _run_one(repo: Repo, spec: ProbeSpec, options: Options, environment: dict, t
         argv += [a for case in options.cases if spec.case(case) for a in ("--case", case)]
         argv += [a for arch in options.archs for a in ("--arch", arch)]
         returncode, log_tail, timed_out = _execute(argv, repo, timeout, extra_env, out)
-        result = None
-        if result_path.is_file():
-            try:
-                result = json.loads(result_path.read_text(encoding="utf-8"))
-            except ValueError:
-                result = None
+        result, garbage = _read_result(result_path)
     finished = datetime.now(timezone.utc)
-    status, reason = _status(spec, options.mode, result, returncode, timed_out, timeout)
+    if garbage and not timed_out and returncode == 0:
+        status, reason = "failed", garbage
+    else:
+        try:
+            status, reason = _status(spec, options.mode, result, returncode, timed_out, timeout)
+        except (AttributeError, TypeError, KeyError, ValueError) as err:
+            # A result of the wrong shape (instructions not a mapping, a case not an object, ...)
+            status, reason = "failed", f"the probe's result has the wrong shape ({type(err).__name__}: {err})"[:1000]
     if status == "skipped":
         return Outcome(spec.id, status, reason)
     env = dict(environment, sm_clock_mhz_before=clock_before,
@@ -155,40 +171,80 @@ def _run_one(repo: Repo, spec: ProbeSpec, options: Options, environment: dict, t
         status = "failed"
     path = None
     if options.write:
-        path = _write_record(repo, spec.id, record)
+        try:
+            path = _write_record(repo, spec.id, record)
+        except (OSError, ValueError) as err:
+            reason = f"{reason}; record not written: {err}".lstrip("; ")
     return Outcome(spec.id, status, reason, record, path)
+
+
+def _read_result(path: Path) -> tuple[dict | None, str]:
+    """The probe's result.json as a mapping, or why it cannot be used ('' when it is simply absent).
+    NaN and infinities become null: a record is standard JSON, and the record schema then decides."""
+    if not path.is_file():
+        return None, ""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"), parse_constant=lambda name: None)
+    except (ValueError, RecursionError) as err:
+        return None, f"the probe wrote a result that is not JSON ({str(err)[:200]})"
+    if not isinstance(data, dict):
+        return None, f"the probe's result is a JSON {type(data).__name__}, not an object"
+    return data, ""
 
 
 def _execute(argv: list[str], repo: Repo, timeout: float, extra_env: dict[str, str],
              out: TextIO) -> tuple[int | None, str, bool]:
-    """Run the probe process, echoing its output; kill its whole process group on timeout."""
-    env = dict(os.environ, **extra_env, PYTHONUNBUFFERED="1")
+    """Run the probe process, echoing its output; whatever way it ends (exit, timeout, the runner
+    interrupted), nothing it started is left running."""
+    marks = processes.tag(repo.root)
+    env = dict(os.environ, **extra_env, **marks, PYTHONUNBUFFERED="1")
     package_parent = str(Path(__file__).resolve().parents[1])  # so that probes can `import kernelwiki`
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(filter(None, [str(repo.root), package_parent, env.get("PYTHONPATH")])))
     tail: deque[str] = deque(maxlen=400)
     proc = subprocess.Popen(argv, cwd=repo.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, errors="replace", start_new_session=True)
+                            stdin=subprocess.DEVNULL, text=True, errors="replace", start_new_session=True)
 
     def pump() -> None:
         assert proc.stdout is not None
         for line in proc.stdout:
-            tail.append(line)
-            print(f"    | {line.rstrip()}", file=out, flush=True)
+            line = _printable(line.rstrip("\n"))
+            tail.append(line + "\n")
+            print(f"    | {line}", file=out, flush=True)
 
     reader = threading.Thread(target=pump, daemon=True)
     reader.start()
     timed_out = False
     try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        timed_out = not _wait_unreaped(proc.pid, timeout)
+    finally:
+        # The leader is exited but not yet reaped (or still running): its group id cannot have been
+        # reused, so killing the group hits only what the probe started.
+        processes.kill_tree(proc.pid, marks[processes.RUN_VAR])
         proc.wait()
-    reader.join(timeout=5)
+        reader.join(timeout=5)
     return proc.returncode, "".join(tail)[-LOG_TAIL_CHARS:], timed_out
+
+
+def _wait_unreaped(pid: int, timeout: float) -> bool:
+    """Wait until the process exits, leaving it a zombie; False on timeout."""
+    deadline = time.monotonic() + timeout
+    delay = 0.001
+    while True:
+        if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT | os.WNOHANG) is not None:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(min(delay, max(deadline - time.monotonic(), 0)))
+        delay = min(delay * 2, 0.05)
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _printable(line: str) -> str:
+    """Probe output with control characters shown, not obeyed (an escape sequence could clear the
+    screen, retitle the terminal or hide lines)."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", line)
 
 
 def _status(spec: ProbeSpec, mode: str, result: dict | None, returncode: int | None, timed_out: bool,
@@ -197,7 +253,7 @@ def _status(spec: ProbeSpec, mode: str, result: dict | None, returncode: int | N
         return "timeout", f"no result within {timeout:.0f} s; the process group was killed"
     if returncode != 0:
         if returncode is not None and returncode < 0:
-            return "crashed", f"killed by signal {signal.Signals(-returncode).name}"
+            return "crashed", f"killed by signal {processes.signal_name(-returncode)}"
         return "crashed", f"exited with status {returncode}"
     if result is None:
         return "failed", "the probe wrote no result"
@@ -244,14 +300,13 @@ def _run_id(repo: Repo, probe_id: str, started: datetime, gpu: str | None, mode:
 
 
 def _write_record(repo: Repo, probe_id: str, record: dict) -> str:
+    """Atomically, as standard JSON, mode 0644 (less the umask), never through a symbolic link."""
     directory = repo.evidence / probe_id
+    repo.inside(directory)  # OutsideRepo if artifacts/evidence or the probe's directory links elsewhere
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{record['run_id']}.json"
-    fd, tmp = tempfile.mkstemp(dir=directory, suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        json.dump(record, handle, indent=1, sort_keys=False, ensure_ascii=False)
-        handle.write("\n")
-    os.replace(tmp, path)
+    text = json.dumps(record, indent=1, sort_keys=False, ensure_ascii=False, allow_nan=False) + "\n"
+    replace_file(path, text.encode("utf-8"))
     return repo.rel(path)
 
 

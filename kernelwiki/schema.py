@@ -42,6 +42,10 @@ def check(
     schemas_dir: Path, name: str, data: Any, rel: str, line_of: Callable[[tuple], int]
 ) -> list[Problem]:
     """Validate `data` against schemas/<name>.schema.json; `line_of(path)` gives a file line."""
+    from kernelwiki.fastschema import passes
+
+    if passes(schemas_dir, name, data):
+        return []
     validator = _validators(str(schemas_dir))[name]
     problems = []
     for error in validator.iter_errors(data):

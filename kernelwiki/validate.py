@@ -6,22 +6,27 @@ Per-page checks are cached with the index (by mtime and size); cross-file checks
 
 from __future__ import annotations
 
-import json
+import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
 from kernelwiki import yamlio
+from kernelwiki.harness.env import is_fake, short_gpu_name
 from kernelwiki.index import Entry, Wiki
-from kernelwiki.pages import LineMap, Page, line_of, render_page
+from kernelwiki.pages import LineMap, Page, line_of, read_page_bytes, render_page
 from kernelwiki.problems import Problem, field_path
-from kernelwiki.repo import sha256_file
+from kernelwiki.records import probe_ids, scan
+from kernelwiki.repo import replace_file, sha256_file
 from kernelwiki.schema import check as schema_check
+from kernelwiki.spans import body_first_line, span_problems
 from kernelwiki.vocab import did_you_mean
 
 LEVEL_RANK = {"spec": 0, "source-reported": 1, "compiled": 2, "measured": 3}
 RECORD_LEVELS = ("measured", "compiled")
+COMMENT_PROBLEM = ("YAML comment in the frontmatter: the tools that rewrite frontmatter (refresh, validate --fix) "
+                   "cannot keep it, so they leave this page alone; move the note into the prose")
 
 
 @dataclass
@@ -43,7 +48,7 @@ def validate(wiki: Wiki, fix: bool = False) -> Report:
     if fix:
         report.fixed = _fix_formatting(wiki)
         if report.fixed:
-            wiki = Wiki.load(wiki.repo)
+            wiki = Wiki.load(wiki.repo, use_cache=wiki.use_cache, verify=True, check=page_problems)
     for rel, entry in wiki.entries.items():
         if entry.local_problems is None:
             entry.local_problems = page_problems(wiki, wiki.page(rel))
@@ -112,7 +117,14 @@ def page_problems(wiki: Wiki, page: Page) -> list[Problem]:
             add(("claims", index, "dtype"), f"unknown dtype {dtype!r}{did_you_mean(dtype, vocab.dtypes)}")
 
     problems += _evidence_problems(meta, add)
-    if not page.problems:
+    for path, value in _non_finite(meta):
+        add(path, f"{value} is not a finite number; write the value, or leave the field out")
+    claims = [claim for _, claim in _dicts(meta.get("claims"))]  # a non-list is the schema's problem
+    problems += span_problems(rel, page.body, claims, body_first_line(page.frontmatter_text))
+    comment = yamlio.comment_line(page.frontmatter_text)
+    if comment is not None:
+        problems.append(Problem(rel, comment + Page.FRONTMATTER_FIRST_LINE, "-", COMMENT_PROBLEM))
+    elif not page.problems:
         canonical = yamlio.dump(meta)
         if canonical != page.frontmatter_text:
             ours, theirs = canonical.split("\n"), page.frontmatter_text.split("\n")
@@ -205,6 +217,9 @@ def _check_cross_references(wiki: Wiki, report: Report, probes: dict[str, Any], 
                     cases = {c.get("id") for c in records[record].get("cases", []) if isinstance(c, dict)}
                     if claim["case"] not in cases:
                         add(("claims", index, "case"), f"record {record} has no case {claim['case']!r}")
+            if claim.get("evidence") == "measured" and isinstance(record, str) and isinstance(records.get(record), dict):
+                for path, message in measured_claim_problems(claim, records[record], entry.get("probes") or []):
+                    add(("claims", index, *path), message)
         for index, claim in _dicts(entry.get("performance_claims")):
             source = claim.get("source_id")
             if isinstance(source, str) and (source not in ids or ids[source].get("type") != "source"):
@@ -224,8 +239,55 @@ def _check_cross_references(wiki: Wiki, report: Report, probes: dict[str, Any], 
         for index, page_id in _strings(spec.get("pages")):
             if page_id not in ids:
                 report.problems.append(Problem(rel, 1, f"pages[{index}]", f"no page with id {page_id!r}{did_you_mean(page_id, ids)}"))
-            elif probe_id not in (ids[page_id].get("probes") or []):
+            elif not any(probe_id in (e.get("probes") or []) for e in by_id_files[page_id]):
+                # any file with that id: a duplicated id is reported once, on the duplicates
                 report.problems.append(Problem(rel, 1, f"pages[{index}]", f"page {page_id} does not list {probe_id} in its probes"))
+
+
+def measured_claim_problems(claim: dict, record: dict, page_probes: list) -> list[tuple[tuple, str]]:
+    """What makes a measured claim disagree with the run record it names: (field path, message).
+
+    The record must have passed, have run (not only compiled) on the claim's GPU and architecture,
+    come from a probe the page links, and hold the claim's value (and baseline and ratio) for the
+    claim's case. `refresh` writes measured claims exactly so; anything else was typed or is stale.
+    """
+    out: list[tuple[tuple, str]] = []
+    name = f"record {record.get('run_id', '?')}"
+    if record.get("mode") != "run" or record.get("status") != "passed":
+        out.append((("record",), f"{name} is {record.get('mode')}/{record.get('status')}; a measured claim needs a passed run"))
+    env = record.get("environment") if isinstance(record.get("environment"), dict) else {}
+    if is_fake(env):
+        out.append((("record",), f"{name} was made under KERNELWIKI_FAKE_GPU (driver 'fake'); it is not a measurement"))
+    if claim.get("arch") is not None and env.get("arch") != claim.get("arch"):
+        out.append((("arch",), f"says {claim.get('arch')}, but {name} ran on {env.get('arch')}"))
+    if claim.get("gpu") is not None and short_gpu_name(env.get("gpu")) != claim.get("gpu"):
+        out.append((("gpu",), f"says {claim.get('gpu')}, but {name} ran on {short_gpu_name(env.get('gpu'))}"))
+    if record.get("probe") not in page_probes:
+        out.append((("record",), f"{name} comes from {record.get('probe')}, which this page does not list in probes"))
+    case = next((c for c in record.get("cases") or [] if isinstance(c, dict) and c.get("id") == claim.get("case")), None)
+    if case is None:
+        return out   # a missing case is reported with the record reference
+    headline = case.get("headline") if isinstance(case.get("headline"), dict) else {}
+    if case.get("status") != "passed":
+        out.append((("case",), f"case {claim.get('case')!r} of {name} is {case.get('status')}, not passed"))
+    if claim.get("candidate") is not None:   # another kernel timed in the case: its baselines entry
+        values = [b.get("value") for b in case.get("baselines") or []
+                  if isinstance(b, dict) and b.get("name") == claim.get("candidate")]
+        if values != [claim.get("value")]:
+            out.append((("value",), f"{claim.get('value')!r} is not {claim.get('candidate')!r}'s value in case "
+                                    f"{claim.get('case')!r} of {name} ({values or 'absent'}); run `kernelwiki refresh`"))
+        return out
+    if headline.get("value") != claim.get("value"):
+        out.append((("value",), f"{claim.get('value')!r} is not the value of case {claim.get('case')!r} in {name} "
+                                f"({headline.get('value')!r}); run `kernelwiki refresh`"))
+    baseline = claim.get("baseline") if isinstance(claim.get("baseline"), dict) else None
+    if baseline is not None and baseline.get("value") != headline.get("baseline_value"):
+        out.append((("baseline", "value"), f"{baseline.get('value')!r} is not the baseline of case "
+                                           f"{claim.get('case')!r} in {name} ({headline.get('baseline_value')!r})"))
+    if claim.get("ratio") is not None and claim.get("ratio") != headline.get("ratio"):
+        out.append((("ratio",), f"{claim.get('ratio')!r} is not the ratio of case {claim.get('case')!r} in {name} "
+                                f"({headline.get('ratio')!r})"))
+    return out
 
 
 def _check_probes(wiki: Wiki, report: Report) -> dict[str, Any]:
@@ -255,27 +317,13 @@ def _check_probes(wiki: Wiki, report: Report) -> dict[str, Any]:
 
 
 def _load_json_files(wiki: Wiki, report: Report) -> dict[str, Any]:
-    """Run records: record path -> parsed JSON (None if unreadable), each checked against the schema."""
+    """Run records: record path -> parsed JSON (None if unreadable), each checked as records.scan
+    checks it (the same check decides which records refresh and get may use)."""
     records: dict[str, Any] = {}
-    if not wiki.repo.evidence.is_dir():
-        return records
-    for path in sorted(wiki.repo.evidence.glob("*/*.json")):
-        rel = wiki.repo.rel(path)
+    for record in scan(wiki.repo, probe_ids(wiki.repo)):
         report.records += 1
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, ValueError) as err:
-            line = getattr(err, "lineno", 1)
-            report.problems.append(Problem(rel, line, "-", f"not a JSON run record: {err}"))
-            records[rel] = None
-            continue
-        records[rel] = data
-        report.problems += schema_check(wiki.repo.schemas, "record", data, rel, lambda p: 1)
-        if isinstance(data, dict):
-            if data.get("probe") != path.parent.name:
-                report.problems.append(Problem(rel, 1, "probe", f"must equal the directory name {path.parent.name!r}"))
-            if data.get("run_id") != path.stem:
-                report.problems.append(Problem(rel, 1, "run_id", f"must equal the file name {path.stem!r}"))
+        records[record.rel] = record.data
+        report.problems += record.problems
     return records
 
 
@@ -309,24 +357,26 @@ def _check_provenance(wiki: Wiki, report: Report) -> None:
 
 # --- helpers -------------------------------------------------------------------------------------
 def _read_yaml(path: Path, rel: str, report: Report) -> tuple[Any, LineMap]:
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError:
-        report.problems.append(Problem(rel, 1, "-", "not valid UTF-8"))
-        return None, {}
-    try:
-        data, lines = yamlio.load(text)
-    except yamlio.YamlProblem as err:
-        report.problems.append(Problem(rel, err.line + 1, err.field, err.message))
-        return None, {}
-    if not isinstance(data, dict):
-        report.problems.append(Problem(rel, 1, "-", "must be a YAML mapping"))
-        return None, {}
+    data, lines, problem = yamlio.read_mapping(path)
+    if problem:
+        report.problems.append(Problem(rel, problem.line + 1, problem.field, problem.message))
     return data, lines
 
 
 def _line(wiki: Wiki, entry: Entry, path: tuple) -> int:
     return wiki.page(entry.rel).line(path)
+
+
+def _non_finite(value: Any, path: tuple = ()) -> Iterable[tuple[tuple, float]]:
+    """Every NaN or infinity (.nan, .inf, 1e999) in the frontmatter: no JSON can carry it."""
+    if isinstance(value, float) and not math.isfinite(value):
+        yield path, value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _non_finite(item, path + (key,))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _non_finite(item, path + (index,))
 
 
 def _strings(value: Any) -> Iterable[tuple[int, str]]:
@@ -342,16 +392,20 @@ def _dicts(value: Any) -> Iterable[tuple[int, dict]]:
 
 
 def _fix_formatting(wiki: Wiki) -> list[str]:
-    """Rewrite pages whose only formatting problems are BOM, CRLF or non-canonical frontmatter."""
+    """Rewrite pages whose only formatting problems are BOM, CRLF, fences or non-canonical
+    frontmatter; never a page whose frontmatter has comments (the rewrite would drop them) and
+    never through a symbolic link (read_page refuses those, so their meta is None)."""
     fixed = []
     for rel in sorted(wiki.entries):
-        path = wiki.repo.root / rel
-        raw = path.read_bytes()
         page = wiki.page(rel)
-        if page.meta is None:
+        if page.meta is None or yamlio.comment_line(page.frontmatter_text) is not None:
             continue
+        path = wiki.repo.root / rel
         text = render_page(page.meta, page.body)
-        if text.encode("utf-8") != raw:
-            path.write_text(text, encoding="utf-8", newline="\n")
-            fixed.append(rel)
+        try:
+            if text.encode("utf-8") != read_page_bytes(path):
+                replace_file(path, text.encode("utf-8"))
+                fixed.append(rel)
+        except OSError:  # changed or became unreadable meanwhile: validate reports it on the next run
+            continue
     return fixed

@@ -7,12 +7,15 @@ canonical form of a page's frontmatter: `validate` compares against it and `--fi
 
 from __future__ import annotations
 
+import io
+from pathlib import Path
 from typing import Any
 
 import yaml
 
 from kernelwiki.pages import LineMap
 from kernelwiki.problems import field_path
+from kernelwiki.repo import UnsafeFile, read_regular
 
 _BASE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _BASE_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
@@ -25,12 +28,32 @@ def _without_timestamps(resolvers: dict) -> dict:
     }
 
 
-class Loader(_BASE_LOADER):  # type: ignore[misc, valid-type]
+class _Memo:
+    """Implicit tag resolution, remembered: the C parser and emitter call the Python resolver
+    for every scalar (a third of a cold validate), and pages repeat the same few hundred values."""
+
+    _resolved: dict[tuple, str] = {}
+
+    def resolve(self, kind: type, value: Any, implicit: Any) -> str:
+        if kind is not yaml.ScalarNode:
+            return super().resolve(kind, value, implicit)  # type: ignore[misc]
+        key = (value, implicit)
+        tag = self._resolved.get(key)
+        if tag is None:
+            if len(self._resolved) > 200_000:
+                self._resolved.clear()
+            tag = self._resolved[key] = super().resolve(kind, value, implicit)  # type: ignore[misc]
+        return tag
+
+
+class Loader(_Memo, _BASE_LOADER):  # type: ignore[misc, valid-type]
     yaml_implicit_resolvers = _without_timestamps(_BASE_LOADER.yaml_implicit_resolvers)
+    _resolved: dict[tuple, str] = {}
 
 
-class Dumper(_BASE_DUMPER):  # type: ignore[misc, valid-type]
+class Dumper(_Memo, _BASE_DUMPER):  # type: ignore[misc, valid-type]
     yaml_implicit_resolvers = _without_timestamps(_BASE_DUMPER.yaml_implicit_resolvers)
+    _resolved: dict[tuple, str] = {}
 
 
 class YamlProblem(Exception):
@@ -44,53 +67,213 @@ class YamlProblem(Exception):
 
 
 UNWRAPPED = 1 << 20
+MAX_DEPTH = 32
+"""Deepest nesting accepted; frontmatter needs a handful of levels, and walking or pickling
+hundreds of levels recurses past Python's limit."""
+MAX_INT_DIGITS = 100
+"""Longer integers are refused: Python's int() refuses over 4,300 digits, and no claim needs 100."""
+_INT_TAG, _FLOAT_TAG, _STR_TAG = (f"tag:yaml.org,2002:{t}" for t in ("int", "float", "str"))
+ALIASES = "YAML anchors and aliases (&name, *name) are not allowed; write the value out"
 
 
 def load(text: str) -> tuple[Any, LineMap]:
-    """Parse one YAML document; return the data and a map from field path to 0-based line."""
+    """Parse one YAML document; return the data and a map from field path to 0-based line.
+
+    Values are built by one walk over the node tree that also refuses, with the line they are on,
+    what would blow up while being built (aliases that expand exponentially, huge integers, deep
+    nesting) or cannot be used (non-text keys)."""
     loader = Loader(text)
     try:
         node = loader.get_single_node()
         if node is None:
             return None, {}
         lines: LineMap = {}
-        _walk(node, (), lines)
-        return loader.construct_document(node), lines
+        return _build(loader, node, lines), lines
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
         line = mark.line if mark is not None else 0
         raise YamlProblem(line, "-", f"YAML: {err.problem or err.context}") from None
+    except yaml.reader.ReaderError as err:
+        # Its str() spans two lines and names a character position; say it on the line it is on.
+        line = text[: err.position].count("\n")
+        raise YamlProblem(line, "-", f"YAML: control character {_char(err.character)} is not allowed; remove it") from None
     except yaml.YAMLError as err:
-        raise YamlProblem(0, "-", f"YAML: {err}") from None
+        raise YamlProblem(0, "-", "YAML: " + " ".join(str(err).split())) from None
     finally:
         loader.dispose()
 
 
-def _walk(node: yaml.Node, path: tuple, lines: LineMap) -> None:
-    lines[path] = node.start_mark.line
-    if isinstance(node, yaml.MappingNode):
-        seen: dict[str, int] = {}
-        for key_node, value_node in node.value:
-            if not isinstance(key_node, yaml.ScalarNode):
-                raise YamlProblem(key_node.start_mark.line, field_path(path), "keys must be plain text")
-            key = key_node.value
-            if key in seen:
-                raise YamlProblem(
-                    key_node.start_mark.line,
-                    field_path(path + (key,)),
-                    f"duplicate key (first set on line {seen[key] + 1} of the document)",
-                )
-            seen[key] = key_node.start_mark.line
-            lines[path + (key,)] = key_node.start_mark.line
-            _walk(value_node, path + (key,), lines)
-            lines[path + (key,)] = key_node.start_mark.line
-    elif isinstance(node, yaml.SequenceNode):
-        for index, item in enumerate(node.value):
-            _walk(item, path + (index,), lines)
+_MAP_TAG, _SEQ_TAG, _NULL_TAG, _BOOL_TAG = (f"tag:yaml.org,2002:{t}" for t in ("map", "seq", "null", "bool"))
+
+
+def _build(loader: Loader, root: yaml.Node, lines: LineMap) -> Any:
+    """Depth-first, in document order, without recursion (depth is checked, not hit)."""
+    seen: set[int] = set()
+    out: list[Any] = []
+    # (node, path, container to put the value in, key or None to append)
+    stack: list[tuple[yaml.Node, tuple, Any, Any]] = [(root, (), out, None)]
+    while stack:
+        node, path, parent, key = stack.pop()
+        line = node.start_mark.line
+        if id(node) in seen:
+            raise YamlProblem(lines.get(path, line), field_path(path), ALIASES)
+        seen.add(id(node))
+        if len(path) > MAX_DEPTH:
+            raise YamlProblem(line, field_path(path), f"nested more than {MAX_DEPTH} levels deep")
+        lines.setdefault(path, line)
+        tag = node.tag if isinstance(node, yaml.ScalarNode) else (node.tag, type(node))
+        if tag == (_MAP_TAG, yaml.MappingNode):
+            value: Any = {}
+            keys: dict[str, int] = {}
+            children = []
+            for key_node, value_node in node.value:
+                key_line = key_node.start_mark.line
+                if key_node.tag != _STR_TAG or not isinstance(key_node, yaml.ScalarNode):
+                    raise YamlProblem(key_line, field_path(path),
+                                      f"keys must be plain text (got {_key_text(key_node)}); quote the key")
+                name = key_node.value
+                if name in keys:
+                    raise YamlProblem(key_line, field_path(path + (name,)),
+                                      f"duplicate key (first set on line {keys[name] + 1} of the document)")
+                keys[name] = key_line
+                lines[path + (name,)] = key_line
+                children.append((value_node, path + (name,), value, name))
+            stack.extend(reversed(children))
+        elif tag == (_SEQ_TAG, yaml.SequenceNode):
+            value = []
+            for index, item in enumerate(node.value):
+                if id(item) in seen:  # an alias: its node starts at the anchor, so name the list's line
+                    raise YamlProblem(line, field_path(path + (index,)), ALIASES)
+            stack.extend(reversed([(item, path + (index,), value, None) for index, item in enumerate(node.value)]))
+        elif tag == _STR_TAG:
+            value = node.value
+        elif tag == _INT_TAG:
+            if len(node.value) > MAX_INT_DIGITS:
+                raise YamlProblem(line, field_path(path),
+                                  f"an integer of {len(node.value)} characters; at most {MAX_INT_DIGITS} are accepted")
+            value = int(node.value) if node.value.isdigit() else _construct(loader, node, path)
+        elif tag == _FLOAT_TAG:  # .nan and .inf are read; validate refuses them, JSON output too
+            value = _construct(loader, node, path)
+        elif tag == _NULL_TAG:
+            value = None
+        else:  # booleans, and other tags (!!binary, !!set, ...): the safe constructor decides, or refuses
+            if not isinstance(node, yaml.ScalarNode):
+                _check_tree(node, path)
+            value = _construct(loader, node, path)
+        if key is None:
+            parent.append(value)
+        else:
+            parent[key] = value
+    return out[0]
+
+
+def _construct(loader: Loader, node: yaml.Node, path: tuple) -> Any:
+    """The safe constructor's value; a value its explicit tag cannot hold (`!!int abc`) is a problem."""
+    try:
+        return loader.construct_object(node, deep=True)
+    except (ValueError, KeyError, TypeError, OverflowError) as err:
+        tag = str(node.tag).rsplit(":", 1)[-1]
+        raise YamlProblem(node.start_mark.line, field_path(path), f"cannot be read as {tag} ({type(err).__name__})") from None
+
+
+def _check_tree(root: yaml.Node, path: tuple) -> None:
+    """Aliases and depth under a collection with an unusual tag, before the constructor builds it."""
+    seen: set[int] = set()
+    stack = [(root, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if id(node) in seen:
+            raise YamlProblem(node.start_mark.line, field_path(path), ALIASES)
+        seen.add(id(node))
+        if len(path) + depth > MAX_DEPTH:
+            raise YamlProblem(node.start_mark.line, field_path(path), f"nested more than {MAX_DEPTH} levels deep")
+        if isinstance(node, yaml.SequenceNode):
+            stack.extend((item, depth + 1) for item in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            stack.extend((item, depth + 1) for pair in node.value for item in pair)
+
+
+def _char(character: Any) -> str:
+    code = character if isinstance(character, int) else ord(character) if isinstance(character, str) and len(character) == 1 else None
+    return f"U+{code:04X}" if code is not None else repr(character)
+
+
+def _key_text(node: yaml.Node) -> str:
+    if not isinstance(node, yaml.ScalarNode):
+        return "a list" if isinstance(node, yaml.SequenceNode) else "a mapping"
+    return f"{node.tag.rsplit(':', 1)[-1]} {node.value!r}"
+
+
+MAX_FILE_BYTES = 1 << 20
+
+
+def read_mapping(path: Path) -> tuple[dict | None, LineMap, YamlProblem | None]:
+    """A YAML file that must hold a mapping (probe.yaml, PROVENANCE.yaml): (data, lines, None), or
+    (None, {}, the problem). Never read through a symbolic link, never more than 1 MiB."""
+    try:
+        text = read_regular(path, MAX_FILE_BYTES).decode("utf-8")
+    except UnsafeFile as err:
+        return None, {}, YamlProblem(0, "-", f"{err}; not read")
+    except UnicodeDecodeError as err:
+        return None, {}, YamlProblem(0, "-", f"not valid UTF-8 (byte {err.start})")
+    try:
+        data, lines = load(text)
+    except YamlProblem as err:
+        return None, {}, err
+    if not isinstance(data, dict):
+        return None, {}, YamlProblem(0, "-", "must be a YAML mapping")
+    return data, lines, None
+
+
+def comment_line(text: str) -> int | None:
+    """The 0-based line of the first YAML comment in `text`, or None. The dumper cannot keep
+    comments, so tools that rewrite frontmatter must know before they do."""
+    if "#" not in text:
+        return None
+    try:
+        tokens = list(yaml.scan(text, Loader=yaml.SafeLoader))
+    except yaml.YAMLError:
+        return None  # the parse error is reported elsewhere
+    inside = [(t.start_mark.index, t.end_mark.index) for t in tokens if isinstance(t, yaml.ScalarToken)]
+    start = 0
+    while (position := text.find("#", start)) >= 0:
+        start = position + 1
+        if position and text[position - 1] not in " \t\n":
+            continue
+        if not any(a <= position < b for a, b in inside):
+            return text.count("\n", 0, position)
+    return None
 
 
 def dump(data: Any) -> str:
     """The canonical text of a mapping: block style, keys in the author's order, unicode kept,
     long strings on one line (diffs stay line-per-field)."""
-    return yaml.dump(data, Dumper=Dumper, sort_keys=False, allow_unicode=True, default_flow_style=False,
-                     width=UNWRAPPED)
+    stream = io.StringIO()
+    dumper = Dumper(stream, default_flow_style=False, allow_unicode=True, sort_keys=False, width=UNWRAPPED)
+    try:
+        dumper.open()
+        dumper.serialize(_represent(dumper, data))
+        dumper.close()
+    finally:
+        dumper.dispose()
+    return stream.getvalue()
+
+
+def _represent(dumper: Dumper, data: Any) -> yaml.Node:
+    """The node tree yaml's SafeRepresenter would build, built directly for the plain types a page
+    holds (the representer's generic dispatch cost as much as emitting); other types go to it."""
+    kind = type(data)
+    if kind is str:
+        return yaml.ScalarNode(_STR_TAG, data)
+    if kind is dict:
+        return yaml.MappingNode(_MAP_TAG, [(_represent(dumper, k), _represent(dumper, v)) for k, v in data.items()],
+                                flow_style=False)
+    if kind is list:
+        return yaml.SequenceNode(_SEQ_TAG, [_represent(dumper, v) for v in data], flow_style=False)
+    if kind is bool:
+        return yaml.ScalarNode(_BOOL_TAG, "true" if data else "false")
+    if kind is int:
+        return yaml.ScalarNode(_INT_TAG, str(data))
+    if data is None:
+        return yaml.ScalarNode(_NULL_TAG, "null")
+    return dumper.represent_data(data)

@@ -2,9 +2,10 @@
 """Speed at scale: copy the wiki into a temporary directory, add generated pages, and time the
 commands an agent runs, each as a fresh process (Python start-up included).
 
-    python scripts/bench_scale.py --pages 2000
+    python scripts/bench_scale.py --pages 20000
 
-Targets on a 2-core machine: validate < 5 s, get_page < 0.2 s, query < 0.5 s.
+Targets on a 2-core machine: cold validate < 10 s, get_page < 0.2 s, query < 0.5 s (refresh is
+timed too; it has no target).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ def generate(wiki: Path, count: int, rng: random.Random) -> None:
         related = "\n".join(f"- {ids[j]}" for j in rng.sample(range(count), 3) if j != i)
         tags = "\n".join(f"- {t}" for t in rng.sample(TAGS, 3))
         body = "\n\n".join(" ".join(rng.choice(WORDS) for _ in range(60)) for _ in range(6))
+        symptom = "symptom: The generated kernel silently computes the wrong tile.\n" if page_type == "footgun" else ""
         text = f"""---
 id: {page_id}
 title: Generated page {i} about {rng.choice(WORDS)} and {rng.choice(WORDS)}
@@ -41,7 +43,7 @@ type: {page_type}
 status: draft
 evidence_level: source-reported
 summary: A generated page used to measure the tools at scale.
-architectures:
+{symptom}architectures:
 - sm_90a
 tags:
 {tags}
@@ -97,13 +99,15 @@ def main() -> int:
         total = sum(1 for _ in (root / "wiki").rglob("*.md"))
         rows = []
         for label, argv, repeat, limit in (
-            ("validate (cold, no cache)", ("validate", "--no-cache"), 1, 5.0),
-            ("validate (builds cache)", ("validate",), 1, 5.0),
-            ("validate (warm cache)", ("validate",), args.repeat, 5.0),
+            ("validate (cold, no cache)", ("validate", "--no-cache"), 1, 10.0),
+            ("validate (builds cache)", ("validate",), 1, 10.0),
+            ("validate (warm cache)", ("validate",), args.repeat, 10.0),
             ("get_page by id", ("get", "hw-wgmma"), args.repeat, 0.2),
             ("get_page by alias", ("get", "skill-wgmma", "--claims"), args.repeat, 0.2),
+            ("query, first (builds term index)", ("query", "warpgroup", "pipeline"), 1, float("inf")),
             ("query 'warpgroup pipeline'", ("query", "warpgroup", "pipeline"), args.repeat, 0.5),
             ("query --arch H100 --tag fp8", ("query", "--arch", "H100", "--tag", "fp8"), args.repeat, 0.5),
+            ("refresh --check", ("refresh", "--check"), 1, float("inf")),
         ):
             seconds, code = timed(root, *argv, repeat=repeat)
             rows.append((label, seconds, limit, code))
@@ -116,9 +120,10 @@ def main() -> int:
     print(f"{'command':<32} {'seconds':>8} {'target':>8}  ok")
     failed = False
     for label, seconds, limit, code in rows:
-        ok = seconds < limit and (code == 0 or code == 1 and label.startswith("validate"))
+        ok = seconds < limit and (code == 0 or code == 1 and label.startswith(("validate", "refresh")))
         failed |= not ok
-        print(f"{label:<32} {seconds:>8.3f} {limit:>8.1f}  {'yes' if ok else 'NO'}")
+        target = f"{limit:>8.1f}" if limit != float("inf") else f"{'-':>8}"
+        print(f"{label:<32} {seconds:>8.3f} {target}  {'yes' if ok else 'NO'}")
     return 1 if failed else 0
 
 

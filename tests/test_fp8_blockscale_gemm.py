@@ -171,7 +171,7 @@ def test_fake_tensors_match_runtime_views(leading, shape, strides):
     array = np.lib.stride_tricks.as_strided(np.empty(64, np.float32), shape, [4 * s for s in strides])
     layout = re.compile(r'"(.*)"')
     with ir.Context(), ir.Location.unknown():
-        fake = kernel._fake(cutlass.Float32, leading, rank=len(shape)).__get_mlir_types__()
+        fake = kernel.fake_tensor(cutlass.Float32, leading, rank=len(shape), aligned=False).__get_mlir_types__()
         view = from_dlpack(array, assumed_align=16).mark_layout_dynamic(leading_dim=leading).__get_mlir_types__()
         assert layout.search(str(fake[0])).group(1) == layout.search(str(view[0])).group(1)
 

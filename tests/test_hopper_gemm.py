@@ -20,7 +20,7 @@ BF16 = cutlass.BFloat16
 @pytest.mark.parametrize("args, message", [
     ((cutlass.Float32, BF16, 256, 256, 256), "A/B dtype"),
     ((BF16, cutlass.Int8, 256, 256, 256), "D dtype"),
-    ((BF16, BF16, 0, 256, 256), "must be positive"),
+    ((BF16, BF16, 0, 256, 256), "must be positive; got M=0"),
     ((BF16, BF16, 256, 256, 100), "K=100: the contiguous dimension of A must be a multiple of 16 bytes"),
     ((cutlass.Float8E4M3FN, BF16, 256, 256, 72), r"K=72: .* \(16 elements of Float8E4M3FN\)"),
     ((BF16, BF16, 256, 260, 256), "N=260: rows of D must be a multiple of 16 bytes"),
@@ -47,8 +47,43 @@ def test_partial_tiles_are_accepted():
 def test_hopper_gemm_rejects_unsupported_tile_and_cluster():
     with pytest.raises(ValueError, match="tile_n=96 unsupported"):
         hopper_gemm.HopperGemm.can_implement(BF16, BF16, 256, 256, 256, tile_n=96)
+    with pytest.raises(ValueError, match="tile_m=256 unsupported"):
+        hopper_gemm.HopperGemm.can_implement(BF16, BF16, 256, 256, 256, tile_m=256)
+    with pytest.raises(ValueError, match="split_k=17 unsupported"):
+        hopper_gemm.HopperGemm.can_implement(BF16, BF16, 256, 256, 256, split_k=17)
+    with pytest.raises(ValueError, match=r"split_k=2 with cluster_mn=\(2, 1\) unsupported"):
+        hopper_gemm.HopperGemm.can_implement(BF16, BF16, 256, 256, 256, split_k=2, cluster_mn=(2, 1))
     with pytest.raises(ValueError, match=r"cluster_mn=\(2, 2\) unsupported"):
         hopper_gemm.HopperGemm.can_implement(BF16, BF16, 256, 256, 256, cluster_mn=(2, 2))
+
+
+@pytest.mark.parametrize("m, n, k, expected", [
+    (1, 4096, 4096, (64, 256, (1, 1), 4)),           # decode, long K: K split over the idle SMs
+    (1, 14336, 4096, (64, 128, (1, 1), 1)),          # 112 column tiles already fill the GPU
+    (64, 8192, 8192, (64, 256, (1, 1), 4)),
+    (16, 7168, 2048, (64, 64, (1, 1), 1)),           # short K: no split, the most CTAs
+    (256, 4096, 4096, (128, 64, (2, 1), 1)),
+    (4096, 4096, 4096, (128, 256, (2, 1), 1)),
+    (8192, 8192, 8192, (128, 256, (2, 1), 1)),
+])
+def test_choose_config(m, n, k, expected):
+    config = hopper_gemm.choose_config(m, n, k, sms=132)
+    assert (config.tile_m, config.tile_n, config.cluster_mn, config.split_k) == expected
+
+
+def test_choose_config_never_splits_beyond_the_k_tiles():
+    config = hopper_gemm.choose_config(1, 64, 64, sms=132)   # one K tile
+    assert config.split_k == 1
+
+
+def test_m1_keeps_two_dimensional_tma():
+    """A static M = 1 used to be folded out of A's layout, giving a 1-D TMA for a 2-D box (the M = 1
+    crash); with dynamic shapes every operand's TMA keeps all three modes (M or N, K, L)."""
+    from kernelwiki.harness import compile as compile_mod
+
+    ptx = compile_mod.from_cute(hopper_gemm.compile_for("sm_90a", m=1, tile_m=64, cluster_mn=(1, 1)), "sm_90a").ptx
+    ranks = set(re.findall(r"cp\.async\.bulk\.tensor\.(\d)d", ptx))
+    assert ranks == {"3"}
 
 
 def test_stage_count_fills_shared_memory():
@@ -69,9 +104,11 @@ def test_naive_can_implement():
     (hopper_gemm.compile_for, {"m": 4000, "n": 2104, "k": 7000}, "HGMMA"),
     (hopper_gemm.compile_for, {"a_major": "mn", "b_major": "mn"}, "HGMMA"),
     (hopper_gemm.compile_for, {"ab_dtype": cutlass.TFloat32, "d_dtype": cutlass.Float32}, "HGMMA.64x256x8.F32.TF32"),
+    (hopper_gemm.compile_for, {"m": 1, "tile_m": 64, "tile_n": 192, "cluster_mn": (1, 1),
+                               "d_dtype": cutlass.Float32}, "HGMMA.64x192x16"),
     (naive.compile_for, {}, "HGMMA"),
 ], ids=["persistent-bf16", "persistent-fp8", "persistent-partial-tiles", "persistent-mn-major", "persistent-tf32",
-                         "naive"])
+        "persistent-decode-split-k", "naive"])
 def test_compiles_to_tensor_core_sass_without_spills(compile_for, kwargs, sass):
     from kernelwiki.harness import compile as compile_mod
 
@@ -79,3 +116,20 @@ def test_compiles_to_tensor_core_sass_without_spills(compile_for, kwargs, sass):
     assert "wgmma.mma_async.sync.aligned" in emitted.ptx
     if emitted.sass is not None:
         assert sass in emitted.sass and not re.search(r"\bSTL\b", emitted.sass)  # no register spills
+
+
+def test_host_checks_name_the_value():
+    """Host-side checks on CPU tensors (torch only, no GPU): views the kernel would misread are refused."""
+    torch = pytest.importorskip("torch")
+    import sm90_common
+
+    x = torch.empty(32, 64, dtype=torch.bfloat16)
+    view, major = hopper_gemm._as_mkl("a", x[:1], "M")           # one row: K-major, canonical strides
+    assert major == "k" and view.shape == (1, 64, 1) and view.stride()[1] == 1
+    sm90_common.check_alignment("a", x, view, 1)
+    with pytest.raises(ValueError, match="stride 0 in mode 0"):
+        broadcast, _ = hopper_gemm._as_mkl("a", x[:1].expand(32, 64), "M")
+        sm90_common.check_alignment("a", x, broadcast, 1)
+    with pytest.raises(ValueError, match="neither M nor K is contiguous"):
+        hopper_gemm._as_mkl("a", x[:, ::2], "M")
+    assert hopper_gemm._overlap(x, x[3:5]) and not hopper_gemm._overlap(x[:16], x[16:])

@@ -47,3 +47,20 @@ def test_read_only_checkout_works_without_cache(mini):
     repo = Repo(mini.root)
     (mini.root / ".kernelwiki-cache").write_text("a file where the cache directory should be")
     assert "hw-example" in Wiki.load(repo).by_id()
+
+
+def test_frontmatter_file_of_another_save_is_not_trusted(tmp_path):
+    import pickle
+
+    from conftest import MiniRepo
+    from kernelwiki.index import META_FILE
+
+    mini = MiniRepo(tmp_path / "repo")
+    repo = Repo(mini.root)
+    Wiki.load(repo)
+    path = mini.root / ".kernelwiki-cache" / META_FILE
+    data = pickle.loads(path.read_bytes())
+    data["blobs"] = {rel: ("0" * 64, pickle.dumps({"id": "hw-wrong"})) for rel in data["blobs"]}
+    path.write_bytes(pickle.dumps(data))
+    entry = Wiki.load(repo).by_id()["hw-example"]
+    assert entry.meta["id"] == "hw-example" and entry.meta["claims"][0]["value"] == 100

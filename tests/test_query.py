@@ -71,9 +71,22 @@ def test_evidence_filter_is_per_arch_when_arch_given(wiki):
 
 def test_cli_json_and_unknown_tag(mini):
     code, out, _ = mini.run("query", "wgmma", "--json")
-    data = json.loads(out)
+    data = json.loads(out)["hits"]
     assert code == 0 and data[0]["id"] == "hw-example" and data[0]["summary"] == "A feature used to test the tools."
     code, _, err = mini.run("query", "--tag", "wgmmma")
     assert code == 2 and "did you mean 'wgmma'" in err
     code, _, err = mini.run("query", "nothing-matches-this")
     assert code == 0 and "no pages match" in err
+
+
+@pytest.mark.parametrize("words", [["wgmma"], ["tma", "multicast"], ["UMMA"], ["b200", "gemm"], ["sm_90a"],
+                                   ["fp8", "block"], ["a"], ["zzzz-nothing"], ["swizzle", "128b"]])
+def test_term_index_ranks_exactly_like_scanning_the_text(wiki, monkeypatch, tmp_path, words):
+    import re
+
+    import kernelwiki.query
+
+    indexed = [(h.entry.id, h.score) for h in search(wiki, words, Filters(), 0)]
+    monkeypatch.setattr(kernelwiki.query, "TOKEN", re.compile(r"(?!)"))  # no term is a plain word
+    scanned = [(h.entry.id, h.score) for h in search(wiki, words, Filters(), 0)]
+    assert indexed == scanned

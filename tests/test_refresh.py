@@ -108,7 +108,12 @@ def test_failed_latest_record_regresses_but_keeps_last_good_numbers(mini):
 
 def test_old_evidence_is_stale(mini):
     page = setup(mini)
-    other = dict(RECORD, probe="probe-y", run_id="r9", started_at="2027-06-01T00:00:00Z")
+    # "Now" is the newest record of any probe: here a later, unrelated one (a real probe, and
+    # dated in the past, or validate and refresh would refuse it).
+    mini.write("probes/probe-y/probe.yaml", "id: probe-y\n")
+    old = dict(RECORD, started_at="2025-06-01T00:00:00Z")
+    mini.write("artifacts/evidence/probe-x/r1.json", json.dumps(old))
+    other = dict(RECORD, probe="probe-y", run_id="r9", started_at="2026-06-01T00:00:00Z")
     mini.write("artifacts/evidence/probe-y/r9.json", json.dumps(other))
     (mini.root / "pyproject.toml").write_text("[tool.kernelwiki]\nfreshness_days = 90\n")
     mini.run("refresh")
@@ -154,3 +159,22 @@ def test_regression_ignores_a_case_whose_parameters_changed():
     old["params"], new["params"] = {"tile_n": 64}, {"tile_n": 256}
     runs = [Record(f"r{i}.json", {**RECORD, "run_id": f"r{i}", "cases": [c]}) for i, c in enumerate((old, new))]
     assert _dropped(runs) is False
+
+
+def test_candidate_claim_is_the_baselines_value_and_the_reproduction():
+    """A case whose reported claim is another kernel's (reproduced_by): that kernel's value from the
+    same run becomes the comparable reproduction; ours stays beside it without a ratio to it."""
+    from kernelwiki.refresh import _candidate_claim
+
+    ours = {"id": "measured.p.c", "metric": "tflops", "value": 900.0, "unit": "TFLOP/s", "gpu": "H200",
+            "arch": "sm_90a", "evidence": "measured", "record": "artifacts/evidence/p/r.json", "case": "c",
+            "reproduces": "h800-x", "comparable": True, "measured_at": "2026-12-01T00:00:00Z"}
+    case = {"id": "c", "params": {"layout": "normal", "shape": "1x2x3"},
+            "baselines": [{"name": "cuBLAS", "value": 800.0}, {"name": "DeepGEMM", "value": 1000.0}]}
+    spec = {"id": "c", "claim": "h800-x", "reproduced_by": "DeepGEMM"}
+    claim = _candidate_claim(ours, case, spec, {"h800-x"})
+    assert claim["id"] == "measured.p.c.deepgemm" and claim["value"] == 1000.0 and claim["candidate"] == "DeepGEMM"
+    assert claim["reproduces"] == "h800-x" and claim["comparable"] is True and "comparable" not in ours
+    assert "reproduces" not in _candidate_claim(dict(ours), case, spec, set())        # reported claim elsewhere
+    assert _candidate_claim(dict(ours), {**case, "baselines": []}, spec, {"h800-x"}) is None   # skipped candidate
+    assert _candidate_claim(dict(ours), case, {"id": "c"}, {"h800-x"}) is None

@@ -247,12 +247,14 @@ def test_shuffled_timing_order_varies_predecessors_and_is_reproducible():
 def test_tool_output_parsing(monkeypatch):
     from kernelwiki.harness import tools
 
-    assert tools.driver_result("noise\nDRIVER rel_err=1.5e-03 ok=1\n") == {
-        "driver_ran": True, "rel_err": 1.5e-3, "output_ok": True}
+    good = tools.driver_line({"passed": True, "rel_err": 1.5e-3})
+    bad = tools.driver_line({"passed": False, "rel_err": 0.9})
+    assert tools.driver_result("noise\n" + good + "\n") == {
+        "driver_ran": True, "output_ok": True, "gate": {"passed": True, "rel_err": 1.5e-3}}
     assert tools.driver_result("Traceback ...")["driver_ran"] is False
-    printed = {"memcheck": "DRIVER rel_err=1e-3 ok=1\n========= ERROR SUMMARY: 0 errors\n",
-               "racecheck": "DRIVER rel_err=1e-3 ok=1\n========= RACECHECK SUMMARY: 2 hazards displayed\n",
-               "broken": "DRIVER rel_err=9e-1 ok=0\n========= ERROR SUMMARY: 0 errors\n"}
+    printed = {"memcheck": good + "\n========= ERROR SUMMARY: 0 errors\n",
+               "racecheck": good + "\n========= RACECHECK SUMMARY: 2 hazards displayed\n",
+               "broken": bad + "\n========= ERROR SUMMARY: 0 errors\n"}
     monkeypatch.setattr(tools, "run", lambda command, timeout=300: printed[command[2]])
     assert tools.sanitize("memcheck", ["driver.py"])["passed"] is True
     racy = tools.sanitize("racecheck", ["driver.py"])

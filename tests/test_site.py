@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import functools
 import os
+import posixpath
 import re
 import shutil
 import subprocess
 import sys
 import threading
+from html.parser import HTMLParser
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -62,6 +64,88 @@ def test_every_record_is_published(site):
         assert (site / "records" / record.parent.name / record.name).is_file()
 
 
+class _Links(HTMLParser):
+    """Every URL an HTML page points at (raw HTML included) and every id it defines."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.urls: list[str] = []
+        self.ids: set[str] = set()
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        values = dict(attrs)
+        for key in ("id", "name") if tag == "a" else ("id",):
+            if values.get(key):
+                self.ids.add(values[key])
+        for key in ("href", "src"):
+            if values.get(key) and not (tag == "link" and values.get("rel") in ("canonical", "alternate")):
+                self.urls.append(values[key])
+
+
+def _parse(path: Path) -> _Links:
+    parser = _Links()
+    parser.feed(path.read_text(encoding="utf-8", errors="replace"))
+    return parser
+
+
+def _resolve(site: Path, page: Path, url: str) -> tuple[Path | None, str]:
+    """The file an internal URL of `page` resolves to (None: it leaves the site) and its fragment."""
+    if re.match(r"^[a-z][a-z0-9+.-]*:", url) or url.startswith("//"):
+        return None, ""
+    path, _, fragment = url.partition("#")
+    path = path.partition("?")[0]
+    if not path:
+        return page, fragment
+    base = page.parent.relative_to(site).as_posix()
+    target = posixpath.normpath(posixpath.join("/" + base, path)).lstrip("/")
+    resolved = site / target
+    if path.endswith("/") or resolved.is_dir():
+        resolved = resolved / "index.html"
+    return resolved, fragment
+
+
+def broken_links(site: Path) -> tuple[int, int, list[str]]:
+    """(pages crawled, internal links checked, the broken ones) over every HTML file of the site."""
+    pages = sorted(site.rglob("*.html"))
+    parsed: dict[Path, _Links] = {}
+    checked, broken = 0, []
+    for page in pages:
+        if page.name == "404.html":  # served for any missing path: its links are root-relative by design
+            continue
+        for url in parsed.setdefault(page, _parse(page)).urls:
+            target, fragment = _resolve(site, page, url)
+            if target is None:
+                continue
+            checked += 1
+            where = f"{page.relative_to(site)}: {url}"
+            if not target.is_file():
+                broken.append(f"{where} (no file {target.relative_to(site) if target.is_relative_to(site) else target})")
+            elif fragment and target.suffix == ".html":
+                if target not in parsed:
+                    parsed[target] = _parse(target)
+                if fragment not in parsed[target].ids:
+                    broken.append(f"{where} (no id '{fragment}')")
+    return len(pages), checked, broken
+
+
+def test_no_broken_internal_links_or_anchors(site):
+    pages, checked, broken = broken_links(site)
+    print(f"crawled {pages} pages, {checked} internal links, {len(broken)} broken")
+    assert pages > 50 and checked > 1000
+    assert not broken, "\n".join(broken[:50])
+
+
+def test_the_crawler_sees_a_broken_link_in_raw_html(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a/index.html").write_text('<p id="here"><a href="../b/">b</a> <a href="#here">self</a>'
+                                           '<div><a href="../a/#nowhere">x</a></div></p>')
+    (tmp_path / "b.html").write_text('<a href="a/#here">ok</a><a href="https://example.com/">out</a>')
+    (tmp_path / "c.html").write_text("<p>no links</p>")
+    pages, checked, broken = broken_links(tmp_path)
+    assert pages == 3 and checked == 4
+    assert broken == ["a/index.html: ../b/ (no file b/index.html)", "a/index.html: ../a/#nowhere (no id 'nowhere')"]
+
+
 @pytest.fixture(scope="module")
 def server(site):
     handler = functools.partial(SimpleHTTPRequestHandler, directory=str(site))
@@ -100,28 +184,212 @@ def shot(page, name: str) -> None:
     page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=False)
 
 
+def _pages_with(**match) -> list[dict]:
+    """Frontmatter of the wiki's pages whose fields equal `match` (read from the files, as the site does)."""
+    from kernelwiki.index import Wiki
+    from kernelwiki.repo import Repo
+
+    wiki = Wiki.load(Repo.find(ROOT))
+    return [dict(e.meta, rel=e.rel) for e in wiki.by_id().values()
+            if all(e.get(k) == v for k, v in match.items())]
+
+
+def _url(rel: str) -> str:
+    return "/" + rel.removeprefix("wiki/").removesuffix(".md") + "/"
+
+
+KERNEL_PAGES = [_url(p["rel"]) for p in _pages_with(type="kernel")]
+
+
+def _has_a_measured_probe(url: str) -> bool:
+    """Whether a probe of the page has a passing run on a GPU (FA4 is `compiled` for its primary
+    arch, sm_100a, yet measured on the H200)."""
+    from kernelwiki.refresh import load_records
+    from kernelwiki.repo import Repo
+
+    records = load_records(Repo.find(ROOT))
+    meta = next(p for p in _pages_with(type="kernel") if _url(p["rel"]) == url)
+    return any(r.data.get("mode") == "run" and r.data.get("status") == "passed"
+               for probe in meta.get("probes") or [] for r in records.get(probe, []))
+
+
+def test_no_empty_claims_heading_and_nav_titles_are_page_headings(site):
+    import html
+
+    compared = 0
+    for meta in _pages_with():
+        text = (site / _url(meta["rel"]).strip("/") / "index.html").read_text(encoding="utf-8")
+        if 'id="claims-and-measurements"' in text:
+            after = text.split('id="claims-and-measurements"', 1)[1]
+            assert 'class="kw-claims"' in after.split("<h2", 1)[0], meta["rel"]
+        h1 = re.search(r"<h1[^>]*>(.*?)</h1>", text, re.S)
+        active = re.search(r'md-nav__link--active"[^>]*>\s*<span class="md-ellipsis">\s*(.*?)\s*</span>', text, re.S)
+        plain = lambda fragment: html.unescape(re.sub(r"<[^>]+>", "", fragment)).replace("¶", "").strip()
+        assert h1 and active, meta["rel"]
+        assert plain(active.group(1)) == plain(h1.group(1)), meta["rel"]
+        compared += 1
+    assert compared > 40
+
+
 def test_wgmma_page_shows_evidence_card_and_claims_table(page, server):
     page.goto(f"{server}/hardware/wgmma/")
     card = page.locator(".kw-card").first
     card.wait_for(state="visible")
     assert "Evidence" in card.inner_text() and "sm_90a" in card.inner_text()
     assert page.locator(".kw-card .kw-badge").first.is_visible()
-    table = page.locator("table", has_text="measured here").first
-    assert table.is_visible()
+    table = page.locator(".kw-claims table", has_text="h200-bf16-dense-peak").first
     text = table.inner_text()
-    assert "h200-bf16-dense-peak" in text and "989 TFLOP/s" in text and "TFLOP/s" in text.split("989", 1)[1]
-    shot(page, "wgmma-evidence-card")
+    assert "h200-bf16-dense-peak" in text and "(TFLOP/s)" in text and "989" in text
+    assert not re.search(r"\d\.\d{5,}", text)  # 3-4 significant digits, not 795.8248
+    conditions = table.locator("details.kw-cond").first
+    assert conditions.is_visible() and not conditions.evaluate("d => d.open")
+    table.scroll_into_view_if_needed()
+    shot(page, "wgmma-claims-table")
 
 
 def test_search_finds_tcgen05(page, server):
     page.goto(f"{server}/")
     page.locator(".md-search__input").first.click()
     page.keyboard.type("tcgen05")
-    first = page.locator(".md-search-result__article").first
+    first = page.locator(".md-search-result__item").first
     first.wait_for(state="visible", timeout=15000)
     assert "matching document" in page.locator(".md-search-result__meta").inner_text()
     assert "tcgen05" in first.inner_text().lower()
     shot(page, "search-tcgen05")
+
+
+def _first_hit(page, words: str) -> str:
+    """The path of the first search result for `words`, typed as a reader types them."""
+    box = page.locator(".md-search__input").first
+    box.press("Control+a")
+    box.press("Backspace")
+    box.type(words, delay=10)
+    link = page.locator(".md-search-result__item .md-search-result__link").first
+    link.wait_for(state="attached", timeout=15000)
+    previous, stable = None, 0
+    while stable < 2:  # results update as each key arrives: wait until they settle
+        page.wait_for_timeout(250)
+        current = link.get_attribute("href") or ""
+        stable = stable + 1 if current == previous else 0
+        previous = current
+    return "/" + previous.split("://", 1)[-1].split("/", 1)[-1].split("?")[0].split("#")[0]
+
+
+def test_search_finds_every_page_by_each_alias_first(page, server):
+    page.goto(f"{server}/")
+    page.locator(".md-search__input").first.click()
+    missed = []
+    for meta in _pages_with():
+        for alias in meta.get("aliases") or []:
+            hit = _first_hit(page, str(alias))
+            if hit != _url(meta["rel"]):
+                missed.append(f"{alias} -> {hit} (expected {_url(meta['rel'])})")
+    assert not missed, missed
+
+
+def test_search_finds_the_page_about_a_thing_not_code_using_it(page, server):
+    page.goto(f"{server}/")
+    page.locator(".md-search__input").first.click()
+    assert _first_hit(page, "swizzle") == "/techniques/swizzling/"
+    assert _first_hit(page, "UMMA") == "/hardware/tcgen05-mma/"
+    assert _first_hit(page, "tcgen05") == "/hardware/tcgen05-mma/"
+
+
+@pytest.mark.parametrize("url", KERNEL_PAGES)
+def test_kernel_page_prose_starts_in_the_first_screen(browser, server, url):
+    context = browser.new_context(viewport={"width": 1440, "height": 900})
+    tab = context.new_page()
+    external: list[str] = []
+    errors: list[str] = []
+    tab.on("request", lambda r: None if r.url.startswith(server) or r.url.startswith("data:") else external.append(r.url))
+    tab.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    tab.goto(f"{server}{url}")
+    first = tab.locator("article.md-content__inner > p").first
+    first.wait_for(state="visible")
+    box = first.bounding_box()
+    assert box and box["y"] + 20 < 900, f"{url}: first paragraph starts at {box}"
+    name = url.strip("/").replace("/", "-")
+    shot(tab, f"{name}-1440")
+    charts = tab.locator("img.kw-chart")
+    if _has_a_measured_probe(url):
+        assert charts.count() >= 1, f"{url}: a measured kernel page without a chart"
+        charts.first.scroll_into_view_if_needed()
+        tab.wait_for_function("img => img.complete && img.naturalWidth > 0", arg=charts.first.element_handle())
+        shot(tab, f"{name}-chart-1440")
+    tab.set_viewport_size({"width": 390, "height": 844})
+    tab.evaluate("window.scrollTo(0, 0)")
+    tab.wait_for_timeout(400)  # the header's title animation after the scroll
+    shot(tab, f"{name}-390")
+    assert not external, external
+    assert not errors, errors
+    context.close()
+
+
+def test_home_has_headline_measurements_linked_to_kernel_charts(page, server):
+    page.goto(f"{server}/")
+    table = page.locator("table", has_text="baseline").first
+    table.wait_for(state="visible")
+    assert "H200" in table.inner_text() and "×" in table.inner_text()
+    table.locator("a[href*='#measurements']").first.click()
+    page.wait_for_url("**/kernels/**#measurements")
+    shot(page, "home-headline-link-target")
+    page.goto(f"{server}/")
+    shot(page, "home-1440")
+    page.set_viewport_size({"width": 390, "height": 844})
+    shot(page, "home-390")
+
+
+def test_tabs_reach_the_evidence_pages_and_records_open_as_pages(page, server):
+    page.goto(f"{server}/kernels/hopper-gemm/")
+    page.locator(".md-tabs").get_by_role("link", name="Evidence").click()
+    page.wait_for_url("**/evidence/")
+    assert page.locator("h1").first.inner_text().startswith("Evidence dashboard")
+    page.goto(f"{server}/kernels/hopper-gemm/")
+    page.locator(".kw-claims a", has_text="record").first.click()
+    page.wait_for_url("**/records/**")
+    assert page.locator("h2", has_text="Environment").count() == 1 and page.locator("h2", has_text="Cases").count() == 1
+    assert page.locator("a[href$='.json']").count() >= 1
+    shot(page, "record-page")
+    page.goto(f"{server}/evidence/probes/")
+    entry = page.evaluate("""() => { let el = document.getElementById('probe-hopper-gemm').nextElementSibling, text = '';
+        while (el && el.tagName !== 'H2') { text += el.innerText + '\\n'; el = el.nextElementSibling; } return text; }""")
+    assert re.search(r"Backed by \d+ run records", entry) and "Headline" in entry
+    assert re.search(r"last [2-5] runs: [\d.]+× \(", entry)  # the ratio history of the headline case
+    shot(page, "probe-catalogue")
+
+
+def test_cross_links_see_also_cited_by_and_diagrams(page, server):
+    page.goto(f"{server}/kernels/hopper-gemm/")
+    prose = page.locator("article.md-content__inner > p a[href*='hardware/wgmma']")
+    assert prose.count() >= 1  # the id `hw-wgmma` in the prose became a link
+    assert page.locator("h2#see-also").count() == 1
+    assert page.locator(".tabbed-labels label").first.inner_text() == "hopper_gemm.py"  # the kernel, not PROVENANCE
+    page.goto(f"{server}/kernels/deepgemm/")
+    pinned = page.locator("a[href^='https://github.com/deepseek-ai/DeepGEMM/blob/']")
+    assert pinned.count() >= 1 and "sm90_fp8_gemm_1d2d.cuh" in pinned.first.get_attribute("href")
+    page.goto(f"{server}/sources/ptx-isa/")
+    assert page.locator("h2#cited-by").count() == 1
+    for url, name in (("/techniques/warp-specialization/", "warp-specialized-pipeline"),
+                      ("/hardware/tmem/", "tmem-lanes-columns"), ("/hardware/tcgen05-mma/", "tcgen05-2cta-mma"),
+                      ("/techniques/fine-grained-quantization/", "deepgemm-promotion")):
+        page.goto(f"{server}{url}")
+        image = page.locator(f"img[src*='{name}.svg']")
+        image.scroll_into_view_if_needed()
+        page.wait_for_function("img => img.complete && img.naturalWidth > 0", arg=image.element_handle())
+        shot(page, f"diagram-{name}")
+
+
+def test_dark_mode_status_icons_and_abbreviations(page, server):
+    page.goto(f"{server}/hardware/tmem/")
+    assert page.locator("abbr[title]", has_text="TMEM").count() >= 1
+    icons = page.evaluate("""() => Object.fromEntries(['draft', 'verified', 'regressed', 'stale'].map(s => {
+        const el = document.createElement('span'); el.className = 'md-status md-status--' + s;
+        document.body.appendChild(el); const after = getComputedStyle(el, '::after');
+        return [s, (after.maskImage || after.webkitMaskImage) + after.backgroundColor]; }))""")
+    assert len(set(icons.values())) == 4, icons
+    page.locator("label[for='__palette_1']").first.click()
+    page.wait_for_function("() => document.body.getAttribute('data-md-color-scheme') === 'slate'")
+    shot(page, "tmem-dark-1440")
 
 
 def test_code_tab_shows_the_kernel_source(page, server):

@@ -6,7 +6,9 @@ from __future__ import annotations
 from kernelwiki.index import Entry
 from kernelwiki.probes import ProbeSpec
 from kernelwiki.refresh import Record
-from kernelwiki.docsite.render import LEVEL_TEXT, STATUS_TEXT, badge, rel_link
+from kernelwiki.docsite.charts import latest_run
+from kernelwiki.docsite.render import LEVEL_TEXT, STATUS_TEXT, badge, fmt, fmt_ratio, is_number, record_uri, rel_link
+from kernelwiki.harness.env import short_gpu_name
 
 SECTION_TITLES = {"hardware": "Hardware", "kernels": "Kernels", "techniques": "Techniques",
                   "footguns": "Footguns", "languages": "Languages", "sources": "Sources"}
@@ -16,7 +18,40 @@ def page_uri(entry: Entry) -> str:
     return entry.rel.removeprefix("wiki/")
 
 
-def home(entries: list[Entry], records: dict[str, list[Record]]) -> str:
+def headline_rows(probes: dict[str, ProbeSpec], records: dict[str, list[Record]],
+                  ids: dict[str, Entry], titles: dict[str, str]) -> list[str]:
+    """Per kernel probe and dtype, the fastest case of its latest run, against its baseline."""
+    uri = "index.md"
+    rows = []
+    for spec in probes.values():
+        record = latest_run(records.get(spec.id, []))
+        if spec.kind != "kernel" or record is None:
+            continue
+        pages = [p for p in spec.pages if p in ids]
+        page = next((p for p in pages if ids[p].get("type") == "kernel"), pages[0] if pages else None)
+        best: dict[str, dict] = {}
+        for case in record.data.get("cases") or []:
+            head = case.get("headline") or {}
+            if case.get("status") != "passed" or not is_number(head.get("value")) or "baseline_value" not in head \
+                    or not str(head.get("unit", "")).endswith("/s"):  # throughputs only, not tool counters
+                continue
+            dtype = str((case.get("params") or {}).get("dtype", ""))
+            if dtype not in best or head["value"] > best[dtype]["headline"]["value"]:
+                best[dtype] = case
+        env = record.data.get("environment") or {}
+        for dtype, case in sorted(best.items()):
+            head = case["headline"]
+            name = (f"[{titles.get(page) or ids[page].get('title')}]({rel_link(uri, page_uri(ids[page]))}#measurements)"
+                    if page else spec.id)
+            rows.append(f"| {name} | {dtype} {(case.get('params') or {}).get('shape', case.get('id'))} | "
+                        f"{fmt(head['value'])} {head.get('unit', '')} | {head.get('baseline')} "
+                        f"{fmt(head['baseline_value'])} | {fmt_ratio(head.get('ratio'))} | "
+                        f"{short_gpu_name(env.get('gpu'))} | [{record.started[:10]}]({rel_link(uri, record_uri(record.path))}) |")
+    return rows
+
+
+def home(entries: list[Entry], records: dict[str, list[Record]], probes: dict[str, ProbeSpec],
+         ids: dict[str, Entry], titles: dict[str, str]) -> str:
     measured = sum(1 for e in entries if e.get("evidence_level") == "measured")
     record_count = sum(len(r) for r in records.values())
     levels = "\n".join(f"| {badge('level', level)} | {text} |" for level, text in LEVEL_TEXT.items())
@@ -25,6 +60,11 @@ def home(entries: list[Entry], records: dict[str, list[Record]]) -> str:
         f"- **{title}** — " + ", ".join(f"[{e.get('title')}]({page_uri(e)})" for e in entries
                                         if page_uri(e).startswith(section + "/"))
         for section, title in SECTION_TITLES.items() if section != "sources")
+    headlines = headline_rows(probes, records, ids, titles)
+    headline_table = ("## Headline measurements\n\nThe fastest case of each kernel probe's latest run, per "
+                      "data type, against the baseline timed in the same process.\n\n"
+                      "| kernel | shape | ours | baseline | ratio | GPU | date |\n|---|---|---|---|---|---|---|\n"
+                      + "\n".join(headlines) + "\n") if headlines else ""
     return f"""---
 title: kernelwiki
 ---
@@ -36,6 +76,10 @@ executable probe in this repository, with the GPU and toolchain it ran on. Pages
 reported value and our reproduction side by side. {len(entries)} pages, {measured} of them backed
 by measurements, {record_count} run records.
 
+Evidence pages: [dashboard](evidence/index.md) (every claim), [probe catalogue](evidence/probes.md),
+[architecture coverage](evidence/coverage.md), [footguns](evidence/footguns.md), [tags](evidence/tags.md).
+
+{headline_table}
 ## Reading the evidence
 
 Every page opens with an evidence card. Evidence is kept per architecture, weakest first:
@@ -54,9 +98,6 @@ the level of its first-listed (primary) architecture. The status says how curren
 ## Where to start
 
 {sections}
-
-Evidence pages: [dashboard](evidence/index.md) (every claim), [probe catalogue](evidence/probes.md),
-[architecture coverage](evidence/coverage.md), [footguns](evidence/footguns.md), [tags](evidence/tags.md).
 """
 
 
@@ -69,7 +110,7 @@ def dashboard(entries: list[Entry]) -> str:
                 continue
             cites = claim.get("source") or ""
             if claim.get("record"):
-                cites = f"[record]({rel_link(uri, 'records/' + claim['record'].removeprefix('artifacts/evidence/'))})"
+                cites = f"[record]({rel_link(uri, record_uri(claim['record']))})"
             value = f"{claim.get('value')} {claim.get('unit', '')}".strip().replace("|", "\\|")
             rows.append(f"| [{entry.id}]({rel_link(uri, page_uri(entry))}) | {claim.get('id')} | "
                         f"{badge('level', claim.get('evidence'))} | {value} | {claim.get('gpu', '')} | "
@@ -85,10 +126,19 @@ def probe_catalogue(probes: dict[str, ProbeSpec], records: dict[str, list[Record
            "pages it backs. Run them with `kernelwiki probe run`.\n"]
     for spec in probes.values():
         pages = ", ".join(f"[{p}]({rel_link(uri, page_uri(ids[p]))})" if p in ids else p for p in spec.pages)
+        claims = ", ".join(f"`{c}`" for c in spec.data.get("claims") or [])
+        probe_records = records.get(spec.id, [])
+        runs = [r for r in probe_records if r.data.get("mode") == "run"]
         out.append(f"## {spec.id}\n\n**{spec.data.get('title')}** — kind `{spec.kind}`, targets "
-                   f"{', '.join(spec.archs)}. Backs {pages}.\n\n{spec.data.get('description', '')}\n")
+                   f"{', '.join(spec.archs)}.\n\n{spec.data.get('description', '')}\n\n"
+                   f"**Backs** {pages}" + (f" (claims {claims})" if claims else "") + ".  \n"
+                   f"**Backed by** {len(runs)} run record{'s' if len(runs) != 1 else ''} on a GPU and "
+                   f"{len(probe_records) - len(runs)} compile-only record{'s' if len(probe_records) - len(runs) != 1 else ''}.\n")
+        headline = _headline_history(runs)
+        if headline:
+            out.append(headline)
         latest: dict[tuple, Record] = {}
-        for record in records.get(spec.id, []):
+        for record in probe_records:
             env = record.data.get("environment") or {}
             latest[(env.get("gpu") or "no GPU", record.data.get("mode"))] = record
         if not latest:
@@ -96,11 +146,38 @@ def probe_catalogue(probes: dict[str, ProbeSpec], records: dict[str, list[Record
             continue
         out.append("| GPU | mode | status | date | record |\n|---|---|---|---|---|")
         for (gpu, mode), record in sorted(latest.items()):
-            link = rel_link(uri, "records/" + record.path.removeprefix("artifacts/evidence/"))
+            link = rel_link(uri, record_uri(record.path))
             out.append(f"| {gpu} | {mode} | {badge('status-run', record.data.get('status'))} | "
                        f"{record.started[:10]} | [{record.path.rsplit('/', 1)[-1]}]({link}) |")
         out.append("")
     return "\n".join(out) + "\n"
+
+
+def _headline_history(runs: list[Record]) -> str:
+    """The latest run's fastest case (value, baseline, ratio) and its ratio over the last runs."""
+    if not runs:
+        return ""
+    best = None
+    for case in runs[-1].data.get("cases") or []:
+        head = case.get("headline") or {}
+        if case.get("status") == "passed" and is_number(head.get("value")) and (
+                best is None or head["value"] > best["headline"]["value"]):
+            best = case
+    if best is None:
+        return ""
+    head = best["headline"]
+    text = f"**Headline** `{best.get('id')}`: {fmt(head['value'])} {head.get('unit', '')}".rstrip()
+    if "baseline_value" in head:
+        text += f", {fmt_ratio(head.get('ratio'))} {head.get('baseline')}"
+        ratios = []
+        for record in runs[-5:]:
+            case = next((c for c in record.data.get("cases") or [] if c.get("id") == best.get("id")), None)
+            ratio = ((case or {}).get("headline") or {}).get("ratio")
+            if is_number(ratio):
+                ratios.append(f"{fmt_ratio(ratio)} ({record.started[5:10]})")
+        if len(ratios) > 1:
+            text += f"; last {len(ratios)} runs: " + " → ".join(ratios)
+    return text + ".\n"
 
 
 def coverage(entries: list[Entry], archs: list[str]) -> str:
@@ -147,4 +224,28 @@ STYLE = """
 .kw-status-run-timeout, .kw-status-run-control-passed, .kw-status-run-compile-failed { background: #c62828; }
 .kw-arch { font-family: var(--md-code-font-family); margin-left: .4em; }
 .kw-note { opacity: .7; margin-left: .4em; }
+.kw-claims { overflow-x: auto; margin: 0 0 1rem; }
+.kw-claims table { font-size: .64rem; border-collapse: collapse; width: 100%; }
+.kw-claims th, .kw-claims td { padding: .3em .5em; vertical-align: top; text-align: left;
+  border-bottom: 1px solid var(--md-default-fg-color--lightest); }
+.kw-claims th { font-weight: 700; }
+.kw-claims td.kw-num { text-align: right; white-space: nowrap; font-variant-numeric: tabular-nums; }
+.kw-claims .kw-badge { font-size: .55rem; }
+.kw-where { opacity: .75; display: block; }
+.md-typeset details.kw-cond { display: block; margin: 0; padding: 0; border: 0; box-shadow: none; background: none;
+  font-size: inherit; }
+.md-typeset details.kw-cond > summary { padding: 0; margin: 0; background: none; border: 0; font-weight: 400;
+  color: var(--md-typeset-a-color); cursor: pointer; display: inline; }
+.md-typeset details.kw-cond > summary::before, .md-typeset details.kw-cond > summary::after { display: none; }
+.kw-facts { margin: 0 !important; padding-left: 1em; }
+.kw-facts li { margin: 0 !important; }
+
+/* Navigation status icons, one shape and colour per status (inline SVG: no request). */
+.md-status--verified::after { -webkit-mask-image: url("data:image/svg+xml;charset=utf-8,%3Csvg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 24 24'%3E%3Cpath d='M12 2C6.5 2 2 6.5 2 12s4.5 10 10 10 10-4.5 10-10S17.5 2 12 2m-2 15-5-5 1.41-1.41L10 14.17l7.59-7.59L19 8z'/%3E%3C/svg%3E"); mask-image: url("data:image/svg+xml;charset=utf-8,%3Csvg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 24 24'%3E%3Cpath d='M12 2C6.5 2 2 6.5 2 12s4.5 10 10 10 10-4.5 10-10S17.5 2 12 2m-2 15-5-5 1.41-1.41L10 14.17l7.59-7.59L19 8z'/%3E%3C/svg%3E"); background-color: #2e7d32; }
+.md-status--draft::after { -webkit-mask-image: url("data:image/svg+xml;charset=utf-8,%3Csvg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 24 24'%3E%3Cpath d='M20.71 7.04c.39-.39.39-1.04 0-1.41l-2.34-2.34c-.37-.39-1.02-.39-1.41 0l-1.84 1.83 3.75 3.75M3 17.25V21h3.75L17.81 9.93l-3.75-3.75z'/%3E%3C/svg%3E"); mask-image: url("data:image/svg+xml;charset=utf-8,%3Csvg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 24 24'%3E%3Cpath d='M20.71 7.04c.39-.39.39-1.04 0-1.41l-2.34-2.34c-.37-.39-1.02-.39-1.41 0l-1.84 1.83 3.75 3.75M3 17.25V21h3.75L17.81 9.93l-3.75-3.75z'/%3E%3C/svg%3E"); background-color: #757575; }
+.md-status--regressed::after { -webkit-mask-image: url("data:image/svg+xml;charset=utf-8,%3Csvg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 24 24'%3E%3Cpath d='M13 14h-2V9h2m0 9h-2v-2h2M1 21h22L12 2z'/%3E%3C/svg%3E"); mask-image: url("data:image/svg+xml;charset=utf-8,%3Csvg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 24 24'%3E%3Cpath d='M13 14h-2V9h2m0 9h-2v-2h2M1 21h22L12 2z'/%3E%3C/svg%3E"); background-color: #c62828; }
+.md-status--stale::after { -webkit-mask-image: url("data:image/svg+xml;charset=utf-8,%3Csvg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 24 24'%3E%3Cpath d='M12 20a8 8 0 0 0 8-8 8 8 0 0 0-8-8 8 8 0 0 0-8 8 8 8 0 0 0 8 8m0-18a10 10 0 0 1 10 10 10 10 0 0 1-10 10C6.47 22 2 17.5 2 12A10 10 0 0 1 12 2m.5 5v5.25l4.5 2.67-.75 1.23L11 13V7z'/%3E%3C/svg%3E"); mask-image: url("data:image/svg+xml;charset=utf-8,%3Csvg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 24 24'%3E%3Cpath d='M12 20a8 8 0 0 0 8-8 8 8 0 0 0-8-8 8 8 0 0 0-8 8 8 8 0 0 0 8 8m0-18a10 10 0 0 1 10 10 10 10 0 0 1-10 10C6.47 22 2 17.5 2 12A10 10 0 0 1 12 2m.5 5v5.25l4.5 2.67-.75 1.23L11 13V7z'/%3E%3C/svg%3E"); background-color: #ef6c00; }
+.md-typeset a > code { color: var(--md-typeset-a-color); }  /* cross-linked ids look like links */
+.kw-chart { display: block; margin: .5rem auto 1rem; max-width: 100%; }
+[data-md-color-scheme="slate"] .kw-badge { filter: brightness(.9); }
 """

@@ -9,16 +9,19 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from mkdocs.plugins import event_priority
+from mkdocs.plugins import CombinedEvent, event_priority
 from mkdocs.structure.files import File, Files
 
 from kernelwiki.index import Wiki
 from kernelwiki.probes import load_probes
 from kernelwiki.refresh import load_records
 from kernelwiki.repo import Repo
-from kernelwiki.docsite import generated, render
+from kernelwiki import yamlio
+from kernelwiki.docsite import charts, generated, links, render
+from kernelwiki.docsite import records as records_page
 
-GENERATED_BLOCK = re.compile(r"<!-- kernelwiki:begin ([a-z0-9-]+) -->.*?<!-- kernelwiki:end \1 -->\n?", re.S)
+GENERATED_BLOCK = re.compile(r"(?:^## Claims and measurements\n\s*)?"
+                             r"<!-- kernelwiki:begin ([a-z0-9-]+) -->.*?<!-- kernelwiki:end \1 -->\n?", re.S | re.M)
 SECTIONS = ["hardware", "kernels", "techniques", "footguns", "languages", "sources"]
 EVIDENCE_PAGES = {"evidence/index.md": "Dashboard", "evidence/probes.md": "Probe catalogue",
                   "evidence/coverage.md": "Architecture coverage", "evidence/footguns.md": "Footguns",
@@ -34,8 +37,17 @@ def on_config(config):
     entries = sorted(ids.values(), key=lambda e: (SECTIONS.index(generated.page_uri(e).split("/")[0])
                                                  if generated.page_uri(e).split("/")[0] in SECTIONS else 99,
                                                  str(e.get("title")).lower()))
+    page_uris = {i: generated.page_uri(e) for i, e in ids.items()}
+    cited_by: dict[str, list[str]] = {}
+    for entry in entries:
+        cites = {s for s in entry.get("sources") or [] if isinstance(s, str)}
+        cites |= {c.get("source") for c in render.page_claims(entry.meta or {}) if isinstance(c.get("source"), str)}
+        for source in sorted(cites):
+            if source != entry.id:
+                cited_by.setdefault(source, []).append(entry.id)
     _state.update(repo=repo, wiki=wiki, ids=ids, entries=entries, probes=load_probes(repo),
-                  records=load_records(repo), page_uris={i: generated.page_uri(e) for i, e in ids.items()})
+                  records=load_records(repo), page_uris=page_uris, cited_by=cited_by,
+                  linker=links.Linker(page_uris, {i: [str(a) for a in e.get("aliases") or []] for i, e in ids.items()}))
     for name, plugin in config.plugins.items():
         if name.endswith("tags"):
             from material.plugins.tags.structure.tag import Tag
@@ -43,22 +55,37 @@ def on_config(config):
             plugin.config.tags_allowed = {Tag(tag) for tag in wiki.vocab.tags}
     config.mdx_configs.setdefault("pymdownx.snippets", {})["base_path"] = [str(repo.root)]
     config.extra_css.append("assets/kernelwiki.css")
+    titles = {i: heading(repo.root / e.rel) or str(e.get("title")) for i, e in ids.items()}
+    _state["titles"] = titles
     nav: list = [{"Home": "index.md"}]
     for section in SECTIONS:
-        pages = [{str(e.get("title")): generated.page_uri(e)} for e in entries
+        pages = [{titles[e.id]: generated.page_uri(e)} for e in entries
                  if generated.page_uri(e).startswith(section + "/")]
         if pages:
-            nav.append({generated.SECTION_TITLES[section]: pages})
+            nav.append({generated.SECTION_TITLES[section]: _grouped(pages)})
     nav.append({"Evidence": [{title: uri} for uri, title in EVIDENCE_PAGES.items()]})
     config.nav = nav
     return config
+
+
+def _grouped(pages: list[dict], size: int = 50) -> list[dict]:
+    """A long section as groups of `size` pages: with navigation.prune, a page then renders only its
+    own group's items, so the build stays linear in the number of pages instead of quadratic."""
+    if len(pages) <= size + size // 5:
+        return pages
+    groups = []
+    for start in range(0, len(pages), size):
+        chunk = pages[start:start + size]
+        first, last = next(iter(chunk[0])), next(iter(chunk[-1]))
+        groups.append({f"{first[:20]} … {last[:20]}": chunk})
+    return groups
 
 
 def on_files(files: Files, config) -> Files:
     entries, probes, records, ids = _state["entries"], _state["probes"], _state["records"], _state["ids"]
     archs = _state["wiki"].vocab.data["architectures"]["canonical"]
     pages = {
-        "index.md": generated.home(entries, records),
+        "index.md": generated.home(entries, records, probes, ids, _state["titles"]),
         "evidence/index.md": generated.dashboard(entries),
         "evidence/probes.md": generated.probe_catalogue(probes, records, ids),
         "evidence/coverage.md": generated.coverage(entries, archs),
@@ -66,12 +93,23 @@ def on_files(files: Files, config) -> Files:
         "evidence/tags.md": generated.tags_index(),
         "assets/kernelwiki.css": generated.STYLE,
     }
-    for uri, content in pages.items():
-        files.append(File.generated(config, uri, content=content))
-    for probe_records in records.values():
+    for probe_id, probe_records in records.items():
+        backs = probes[probe_id].pages if probe_id in probes else []
         for record in probe_records:
+            pages[render.record_uri(record.path)] = records_page.record_page(record, _state["page_uris"], backs)
             uri = "records/" + record.path.removeprefix("artifacts/evidence/")
             files.append(File.generated(config, uri, abs_src_path=str(_state["repo"].root / record.path)))
+    cache = _state["repo"].cache / "charts"
+    _state["charts"] = {}
+    for page_id in ids:
+        page_charts = charts.page_charts(page_id, probes, records)
+        _state["charts"][page_id] = page_charts
+        for chart in page_charts:
+            uri = f"assets/charts/{chart.name}"
+            if uri not in pages:
+                pages[uri] = charts.draw(chart, cache)
+    for uri, content in pages.items():
+        files.append(File.generated(config, uri, content=content))
     return files
 
 
@@ -79,17 +117,42 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
     meta, uri = page.meta, page.file.src_uri
     if uri in ("index.md", *EVIDENCE_PAGES) or not meta.get("id"):
         return markdown
-    # The generated blocks serve readers of the raw Markdown; the site shows its own tables.
+    # The generated blocks serve readers of the raw Markdown; the site shows its own tables, after
+    # the prose, and drops the heading a block stood under.
     markdown = GENERATED_BLOCK.sub("", markdown)
-    if meta.get("type") == "source":
-        head = render.source_card(meta)
-    else:
-        head = render.evidence_card(meta, uri)
-        table = render.claims_table(meta, uri, _state["page_uris"])
-        if table:
-            head += "\n" + table
+    # mkdocs prefers the frontmatter title over the nav's; the nav shows the page's own heading.
+    meta["title"] = _state["titles"].get(meta["id"], meta.get("title"))
     title, body = _split_title(markdown)
-    return f"{title}{head}\n{body}{_code_section(meta)}{_probe_section(meta)}"
+    claims = render.page_claims(meta)
+    body = render.claim_spans(body, {str(c.get("id")) for c in claims}, uri)
+    body = _state["linker"].link(body, uri, meta["id"])
+    if meta.get("type") == "source":
+        return f"{title}{render.source_card(meta)}\n{body.rstrip()}\n{_page_list('Cited by', _state['cited_by'].get(meta['id']), uri)}"
+    tables = render.claims_tables(meta, uri, _state["page_uris"])
+    # Targets of the alias entries of the search index: the top of the page.
+    anchors = "".join(f'<span id="{alias_anchor(i, a)}"></span>' for i, a in enumerate(meta.get("aliases") or []))
+    card = render.evidence_card(meta, uri).replace('markdown="0">\n', f'markdown="0">{anchors}\n', 1)
+    parts = [title, card, "\n", body.rstrip() + "\n"]
+    figures = _state["charts"].get(meta["id"]) or []
+    if figures:
+        parts.append("\n## Measurements\n\nFrom the run records, drawn when the site is built; "
+                     "above 1 means the measured kernel is faster than its baseline.\n\n")
+        parts += [f"![{c.title}]({render.rel_link(uri, 'assets/charts/' + c.name)}){{ .kw-chart loading=lazy }}\n\n"
+                  for c in figures]
+    if tables:
+        parts.append(f"\n## Claims and measurements\n\n{tables}")
+    parts.append(_page_list("See also", meta.get("related"), uri))
+    parts += [_code_section(meta), _probe_section(meta)]
+    return "".join(parts)
+
+
+def _page_list(heading_text: str, page_ids: list | None, uri: str) -> str:
+    """A section listing pages by their heading, with each page's summary."""
+    ids, uris = _state["ids"], _state["page_uris"]
+    items = [f"- [{_state['titles'][p]}]({render.rel_link(uri, uris[p])})"
+             + (f" — {ids[p].get('summary')}" if ids[p].get("summary") and ids[p].get("type") != "source" else "")
+             for p in page_ids or [] if isinstance(p, str) and p in uris]
+    return f"\n\n## {heading_text}\n\n" + "\n".join(items) + "\n" if items else ""
 
 
 def _split_title(markdown: str) -> tuple[str, str]:
@@ -99,29 +162,57 @@ def _split_title(markdown: str) -> tuple[str, str]:
     return "", markdown
 
 
+def heading(path: Path) -> str | None:
+    """The page's own H1 (Markdown marks removed), which the navigation shows as its title."""
+    try:
+        with path.open(encoding="utf-8") as handle:
+            text = handle.read(1 << 16)
+    except OSError:
+        return None
+    body = text.split("\n---", 1)[-1] if text.startswith("---") else text  # after the frontmatter
+    match = re.search(r"^# (.+)$", body, re.M)
+    return match.group(1).replace("`", "").strip() if match else None
+
+
+def _own_files_order(directory: Path):
+    """Order of the code tabs: the kernel (the file named like its directory) first, other code next,
+    teaching variants after it, PROVENANCE and other YAML last."""
+    stem = directory.name.replace("-", "_")
+    return lambda p: (p.suffix == ".yaml", "variants" in p.relative_to(directory).parts, p.stem != stem,
+                      p.relative_to(directory).as_posix())
+
+
 def _code_section(meta: dict) -> str:
     directory = meta.get("artifact_dir")
     root = _state["repo"].root
     if not isinstance(directory, str) or not (root / directory).is_dir():
         return ""
-    own = sorted(p for p in (root / directory).rglob("*")
-                 if p.is_file() and "__pycache__" not in p.parts and p.suffix in (".py", ".cu", ".cuh", ".yaml", ".sh"))
+    own = sorted((p for p in (root / directory).rglob("*")
+                  if p.is_file() and "__pycache__" not in p.parts and p.suffix in render.CODE_LANGUAGES),
+                 key=_own_files_order(root / directory))
     out = [f"\n\n## Code\n\nFrom `{directory}` in this repository.\n"]
     out.append(render.code_tabs([(p.relative_to(root / directory).as_posix(), p.relative_to(root).as_posix())
                                  for p in own]))
     provenance = root / directory / "PROVENANCE.yaml"
     if provenance.is_file():
-        from kernelwiki import yamlio
-
         data, _ = yamlio.load(provenance.read_text(encoding="utf-8"))
-        upstream = [f for f in (data or {}).get("files") or [] if f.get("origin") == "upstream"]
+        upstream = [f for f in (data or {}).get("files") or [] if isinstance(f, dict) and f.get("origin") == "upstream"]
         if upstream:
             pin = (data or {}).get("upstream") or {}
-            where = pin.get("repo") or pin.get("package")
-            out.append(f"\nPinned upstream files ({where} {pin.get('version') or pin.get('commit') or ''}; "
-                       f"shown by `get_page.py --include-code` from the installed package, never copied here):\n")
-            out += [f"- `{f['path']}` — sha256 `{f['sha256'][:16]}…`" for f in upstream]
+            out.append(f"\nPinned upstream files ({pin.get('package') or pin.get('repo')} "
+                       f"{pin.get('version') or str(pin.get('commit') or '')[:12]}; shown by "
+                       f"`get_page.py --include-code` from the installed package, never copied here):\n")
+            out += [f"- {_upstream_link(pin, f)} — sha256 `{str(f.get('sha256'))[:16]}…`"
+                    + (f" — {f['role']}" if f.get("role") else "") for f in upstream]
     return "\n".join(out) + "\n"
+
+
+def _upstream_link(pin: dict, file: dict) -> str:
+    """The file at the pinned commit on GitHub (a link; nothing is requested at build time)."""
+    repo, commit, path = str(pin.get("repo") or ""), pin.get("commit"), str(file.get("path"))
+    if commit and repo.startswith("https://github.com/"):
+        return f"[`{path}`]({repo.removesuffix('.git').rstrip('/')}/blob/{commit}/{path})"
+    return f"`{path}`"
 
 
 def _probe_section(meta: dict) -> str:
@@ -131,8 +222,47 @@ def _probe_section(meta: dict) -> str:
     root = _state["repo"].root
     out = ["\n\n## Probes\n"]
     for spec in probes:
-        files = [("probe.yaml", (spec.directory / "probe.yaml").relative_to(root).as_posix()),
-                 (spec.entry.name, spec.entry.relative_to(root).as_posix())]
+        files = [(spec.entry.name, spec.entry.relative_to(root).as_posix()),
+                 ("probe.yaml", (spec.directory / "probe.yaml").relative_to(root).as_posix())]
         out.append(f"### {spec.id}\n\n{spec.data.get('description', spec.data.get('title', ''))}\n")
         out.append(render.code_tabs(files))
     return "\n".join(out) + "\n"
+
+
+_CODE_AND_TABLES = re.compile(r'<div class="(?:kw-card|kw-claims|[^"]*\bhighlight)"[^>]*>.*?</div>', re.S)
+
+
+@event_priority(50)  # before the search plugin indexes the page
+def _search_sees_prose(context, page, config, nav):
+    """The search index gets the prose: no code (a search for a feature finds the page about it, not
+    every kernel that uses it), no evidence card, no claims table."""
+    _state["content"] = page.content
+    if page.content:
+        page.content = _CODE_AND_TABLES.sub("", page.content)
+    return context
+
+
+@event_priority(-50)  # after the search plugin: the page itself renders everything
+def _search_knows_aliases(context, page, config, nav):
+    """One search entry per alias, on the alias field that mkdocs.yml boosts above all others: a
+    search for an alias finds its page first, also where another page has a longer alias that
+    starts with it (`tensor-memory` vs `tensor-memory-accelerator`)."""
+    if _state.get("content") is not None:
+        page.content = _state.pop("content")
+    search = next((p for name, p in config.plugins.items() if name.endswith("search")), None)
+    if search is not None:
+        for index, alias in enumerate(page.meta.get("aliases") or []):
+            # Every query term is searched as a prefix, so `tcgen05` also matches `tcgen05.ld` of
+            # another page: the shorter (exact) alias weighs a little more.
+            search.search_index.entries.append({"location": f"{page.url}#{alias_anchor(index, alias)}",
+                                                "title": page.title, "text": "", "aliases": str(alias),
+                                                "boost": round(1 + 1 / len(str(alias)), 4)})
+    return context
+
+
+def alias_anchor(index: int, alias: object) -> str:
+    """A unique anchor per alias of a page (deep-gemm and deep_gemm must not share one)."""
+    return f"alias-{index}-" + re.sub(r"[^a-z0-9]+", "-", str(alias).lower()).strip("-")
+
+
+on_page_context = CombinedEvent(_search_sees_prose, _search_knows_aliases)

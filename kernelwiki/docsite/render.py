@@ -1,13 +1,16 @@
-"""Markdown for the site, as pure functions of the wiki's pages, probes and records.
+"""HTML and Markdown for the site, as pure functions of the wiki's pages, probes and records.
 
-Links between pages are relative to the page that carries them, so they work under any site URL
-and `mkdocs build --strict` can check every one of them.
+Markdown links between pages are relative to the .md file (mkdocs rewrites them and `--strict`
+checks them); links inside raw HTML are relative to the page URL (`href`), since mkdocs leaves raw
+HTML alone. tests/test_site.py crawls the built site for both kinds.
 """
 
 from __future__ import annotations
 
 import html
+import math
 import posixpath
+import re
 from typing import Any
 
 LEVEL_TEXT = {
@@ -22,11 +25,66 @@ STATUS_TEXT = {
     "regressed": "a linked probe's latest record failed, or fell more than 10% behind the previous one",
     "stale": "the newest evidence is old, or from another toolchain than the project pins",
 }
+CLAIM_SPAN = re.compile(r"<!-- claim:([A-Za-z0-9._-]+) -->(.*?)<!-- /claim -->", re.S)
+_FACT = re.compile(r"fact:([^:,]+):(.*?)(?=, fact:|$)")
 
 
 def rel_link(from_uri: str, to_uri: str) -> str:
-    """Relative link from one docs file to another (both docs-relative, e.g. 'hardware/wgmma.md')."""
+    """Relative link from one docs file to another (both docs-relative, e.g. 'hardware/wgmma.md'),
+    for Markdown links: mkdocs rewrites them to page URLs and `--strict` checks them."""
     return posixpath.relpath(to_uri, posixpath.dirname(from_uri) or ".")
+
+
+def page_url(src_uri: str) -> str:
+    """The URL (site-relative) mkdocs gives a docs file with directory URLs: 'a/b.md' -> 'a/b/'."""
+    if not src_uri.endswith(".md"):
+        return src_uri
+    stem = src_uri.removesuffix(".md")
+    if stem == "index" or stem.endswith("/index"):
+        return stem.removesuffix("index")
+    return stem + "/"
+
+
+def href(from_uri: str, to_uri: str, anchor: str = "") -> str:
+    """Relative URL for raw HTML (which mkdocs does not rewrite): from the page URL of one docs
+    file to the page URL of another, so that it resolves in the browser under any site URL."""
+    target = page_url(to_uri)
+    link = posixpath.relpath("/" + target, "/" + page_url(from_uri))
+    if target.endswith("/") or not target:
+        link = "./" if link == "." else link + "/"
+    return link + (f"#{anchor}" if anchor else "")
+
+
+def record_uri(record_path: str) -> str:
+    """The docs URI of the HTML page of a run record ('artifacts/evidence/p/r.json' -> 'records/p/r.md')."""
+    return "records/" + record_path.removeprefix("artifacts/evidence/").removesuffix(".json") + ".md"
+
+
+def claim_anchor(claim_id: str) -> str:
+    return "claim-" + re.sub(r"[^A-Za-z0-9_-]", "-", claim_id)
+
+
+def fmt(value: Any) -> str:
+    """A number as a reader wants it in a table: 3-4 significant digits, no exponent below 10^6."""
+    if not is_number(value):
+        return html.escape(str(value))
+    if float(value).is_integer() and abs(value) < 1e6:
+        return str(int(value))
+    magnitude = abs(value)
+    if magnitude >= 1e6 or magnitude < 1e-3:
+        return f"{value:.3g}"
+    if magnitude >= 1000:
+        return f"{value:.0f}"
+    digits = 3 - int(math.floor(math.log10(magnitude))) if magnitude else 0
+    return f"{value:.{max(digits, 0)}f}".rstrip("0").rstrip(".") if digits > 0 else f"{value:.0f}"
+
+
+def fmt_ratio(value: Any) -> str:
+    return f"{value:.3g}×" if is_number(value) else "—"
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def badge(kind: str, value: str | None) -> str:
@@ -42,16 +100,16 @@ def evidence_card(meta: dict, src_uri: str) -> str:
                           for a in archs) or "—"
     rows = [
         ("Evidence", arch_cells),
-        ("Status", f'{badge("status", meta.get("status"))} <span class="kw-note">'
-                   f'{html.escape(STATUS_TEXT.get(meta.get("status") or "", ""))}</span>'),
-        ("Measured on", html.escape(str(meta.get("measured_on") or "not measured yet"))),
-        ("Last measured", html.escape(str(meta.get("last_measured") or "—"))),
+        ("Status", f'<span title="{html.escape(STATUS_TEXT.get(meta.get("status") or "", ""))}">'
+                   f'{badge("status", meta.get("status"))}</span>'),
+        ("Measured on", html.escape(str(meta.get("measured_on") or "not measured yet"))
+         + (f' <span class="kw-note">({html.escape(str(meta["last_measured"])[:10])})</span>'
+            if meta.get("last_measured") else "")),
     ]
     if meta.get("requires_sm"):
         rows.append(("Requires", html.escape(f"sm {meta['requires_sm']}")))
     if meta.get("probes"):
-        links = ", ".join(f'<a href="{rel_link(src_uri, "evidence/probes.md").removesuffix(".md")}/#{p}">{p}</a>'
-                          for p in meta["probes"])
+        links = ", ".join(f'<a href="{href(src_uri, "evidence/probes.md", p)}">{p}</a>' for p in meta["probes"])
         rows.append(("Probes", links))
     body = "\n".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows)
     return f'<div class="kw-card" markdown="0">\n<table class="kw-card-table">\n{body}\n</table>\n</div>\n'
@@ -68,11 +126,29 @@ def source_card(meta: dict) -> str:
             f"**Facts taken from it**\n\n{facts}\n")
 
 
-def claims_table(meta: dict, src_uri: str, page_uris: dict[str, str]) -> str:
-    """Source-reported (or spec) values next to our measurements of the same quantity."""
+def page_claims(meta: dict) -> list[dict]:
+    """The page's claims, legacy performance_claims read as source-reported ones."""
     claims = [c for c in meta.get("claims") or [] if isinstance(c, dict)]
     claims += [{**c, "id": f"performance-claim-{i}", "evidence": "source-reported", "source": c.get("source_id")}
                for i, c in enumerate(meta.get("performance_claims") or []) if isinstance(c, dict)]
+    return claims
+
+
+def claim_spans(markdown: str, claim_ids: set[str], src_uri: str) -> str:
+    """Inline claim spans (`<!-- claim:ID -->text<!-- /claim -->`, filled by refresh) as their text,
+    linked to the claim's row of the claims table."""
+    def one(match: re.Match) -> str:
+        text = match.group(2)
+        if match.group(1) not in claim_ids:
+            return text
+        return f'<a class="kw-claim-ref" href="#{claim_anchor(match.group(1))}">{text}</a>'
+    return CLAIM_SPAN.sub(one, markdown)
+
+
+def claims_tables(meta: dict, src_uri: str, page_uris: dict[str, str]) -> str:
+    """Source-reported (or spec) values next to our measurements of the same quantity: one compact
+    table per unit (the unit in the header), facts and instruction lists in a table of their own."""
+    claims = page_claims(meta)
     if not claims:
         return ""
     by_id = {c.get("id"): c for c in claims}
@@ -80,57 +156,120 @@ def claims_table(meta: dict, src_uri: str, page_uris: dict[str, str]) -> str:
     for claim in claims:
         if claim.get("reproduces") in by_id:
             reproductions.setdefault(claim["reproduces"], []).append(claim)
-    rows = ["| claim | reported | measured here | measured / reported | conditions | evidence |",
-            "|---|---|---|---|---|---|"]
+    groups: dict[str, list[tuple[dict, dict | None, dict | None]]] = {}
     for claim in claims:
         if claim.get("reproduces") in by_id:
             continue
-        if claim.get("evidence") in ("measured", "compiled"):
-            rows.append(_row(claim, None, claim, src_uri, page_uris))
-            continue
-        for measured in reproductions.get(claim.get("id"), [None]):
-            rows.append(_row(claim, claim, measured, src_uri, page_uris))
-    return "\n".join(rows) + "\n"
+        pairs = ([(claim, None, claim)] if claim.get("evidence") in ("measured", "compiled")
+                 else [(claim, claim, m) for m in reproductions.get(claim.get("id"), [None])])
+        for label, reported, measured in pairs:
+            numeric = all(c is None or is_number(c.get("value")) for c in (reported, measured))
+            groups.setdefault(str(label.get("unit") or "") if numeric else "\0facts", []).append(
+                (label, reported, measured))
+    out = []
+    for unit in sorted(groups, key=lambda u: (u == "\0facts", -len(groups[u]), u)):
+        rows = groups[unit]
+        if unit == "\0facts":
+            head = "<tr><th>claim</th><th>value</th><th>evidence</th></tr>"
+            body = [_fact_row(label, src_uri, page_uris) for label, _, _ in rows]
+        else:
+            suffix = f" ({html.escape(unit)})" if unit else ""
+            head = (f"<tr><th>claim</th><th>reported{suffix}</th><th>measured here{suffix}</th>"
+                    "<th>ratio</th><th>evidence</th></tr>")
+            body = [_row(label, reported, measured, src_uri, page_uris) for label, reported, measured in rows]
+        out.append(f'<div class="kw-claims" markdown="0">\n<table>\n<thead>{head}</thead>\n<tbody>\n'
+                   + "\n".join(body) + "\n</tbody>\n</table>\n</div>\n")
+    return "\n".join(out)
 
 
-def _value(claim: dict | None) -> str:
-    if claim is None:
-        return "—"
-    value = f"{claim.get('value')} {claim.get('unit', '')}".strip()
-    if claim.get("baseline"):
-        value += f" ({claim.get('ratio')}× {claim['baseline'].get('name')})"
-    return value.replace("|", "\\|")
+def _conditions(label: dict) -> str:
+    where = " · ".join(html.escape(str(x)) for x in (label.get("gpu"), label.get("arch"), label.get("dtype"),
+                                                       label.get("shape")) if x)
+    extra = [html.escape(str(label[k])) for k in ("conditions", "note") if label.get(k)]
+    details = (f'<details class="kw-cond"><summary>conditions</summary>{"<br>".join(extra)}</details>'
+               if extra else "")
+    return f'<span class="kw-where">{where}</span>{details}' if where or details else ""
+
+
+def _claim_cell(label: dict) -> str:
+    return (f'<td id="{claim_anchor(str(label.get("id")))}"><code>{html.escape(str(label.get("id")))}</code>'
+            f"{_conditions(label)}</td>")
+
+
+def _cites(claims: tuple[dict | None, ...], src_uri: str, page_uris: dict[str, str]) -> str:
+    cites = []
+    for claim in claims:
+        if claim and claim.get("source") in page_uris:
+            cites.append(f'<a href="{href(src_uri, page_uris[claim["source"]])}" title="{claim["source"]}">'
+                         f'{html.escape(claim["source"].removeprefix("src-"))}</a>')
+        if claim and claim.get("record"):
+            cites.append(f'<a href="{href(src_uri, record_uri(claim["record"]))}">record</a>')
+    level = " → ".join(badge("level", c.get("evidence")) for c in claims if c)
+    return f"{level} {' '.join(cites)}".strip()
 
 
 def _row(label: dict, reported: dict | None, measured: dict | None, src_uri: str, page_uris: dict[str, str]) -> str:
-    ratio = "—"
-    if reported and measured and _is_number(reported.get("value")) and _is_number(measured.get("value")) \
-            and reported.get("unit") == measured.get("unit") and reported["value"]:
-        ratio = f"{measured['value'] / reported['value']:.3f}"
-    where = " · ".join(str(x) for x in (label.get("gpu"), label.get("arch"), label.get("dtype"), label.get("shape")) if x)
-    if label.get("conditions"):
-        where += f" — {label['conditions']}" if where else label["conditions"]
-    cites = []
-    for claim in (reported, measured):
-        if claim and claim.get("source") in page_uris:
-            cites.append(f"[{claim['source']}]({rel_link(src_uri, page_uris[claim['source']])})")
-        if claim and claim.get("record"):
-            target = "records/" + claim["record"].removeprefix("artifacts/evidence/")
-            cites.append(f"[record]({rel_link(src_uri, target)})")
-    level = " → ".join(badge("level", c.get("evidence")) for c in (reported, measured) if c)
-    return (f"| {label.get('id')} | {_value(reported)} | {_value(measured)} | {ratio} | "
-            f"{where.replace('|', chr(92) + '|')} | {level} {' '.join(cites)} |")
+    ratios = []
+    if measured and measured.get("baseline") and is_number(measured.get("ratio")):
+        ratios.append(f'{fmt_ratio(measured["ratio"])} <span class="kw-note">'
+                      f'{html.escape(str(measured["baseline"].get("name")))}, same run</span>')
+    # A ratio to the reported value only where the record says it reproduces the same kernel on
+    # comparable hardware; otherwise the two numbers answer different questions.
+    if reported and measured and measured.get("comparable") is True and is_number(reported.get("value")) \
+            and is_number(measured.get("value")) and reported["value"]:
+        ratios.append(f'{fmt_ratio(measured["value"] / reported["value"])} <span class="kw-note">of reported</span>')
+    cells = [_claim_cell(label),
+             f'<td class="kw-num">{fmt(reported["value"]) if reported else "—"}</td>',
+             f'<td class="kw-num">{_anchor_of(label, measured)}{fmt(measured["value"]) if measured else "—"}'
+             f'{_other_gpu(label, measured)}</td>',
+             f'<td>{"<br>".join(ratios) or "—"}</td>',
+             f"<td>{_cites((reported, measured), src_uri, page_uris)}</td>"]
+    return "<tr>" + "".join(cells) + "</tr>"
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+def _anchor_of(label: dict, measured: dict | None) -> str:
+    """A reproduction shares its row with the claim it reproduces: its own id still resolves, so a
+    claim span in the prose can link to it."""
+    if measured is None or measured is label:
+        return ""
+    return f'<span id="{claim_anchor(str(measured.get("id")))}"></span>'
+
+
+def _other_gpu(label: dict, measured: dict | None) -> str:
+    if measured is None or measured is label or not measured.get("gpu") or measured.get("gpu") == label.get("gpu"):
+        return ""
+    return f'<br><span class="kw-note">on {html.escape(str(measured["gpu"]))}</span>'
+
+
+def fact_html(value: Any) -> str:
+    """A compiled or fact value, readable: `fact:name:value` lists as name: value items,
+    instruction lists as code."""
+    text = str(value)
+    facts = _FACT.findall(text)
+    if facts:
+        items = "".join(f"<li>{html.escape(name.replace('-', ' '))}: <code>{html.escape(v)}</code></li>"
+                        for name, v in facts)
+        return f'<ul class="kw-facts">{items}</ul>'
+    if isinstance(value, str) and re.fullmatch(r"[\w.:]+(, [\w.:]+)*", text):
+        return ", ".join(f"<code>{html.escape(part)}</code>" for part in text.split(", "))
+    return fmt(value)
+
+
+def _fact_row(label: dict, src_uri: str, page_uris: dict[str, str]) -> str:
+    unit = f" {html.escape(str(label['unit']))}" if label.get("unit") else ""
+    return (f"<tr>{_claim_cell(label)}<td>{fact_html(label.get('value'))}{unit}</td>"
+            f"<td>{_cites((label,), src_uri, page_uris)}</td></tr>")
+
+
+CODE_LANGUAGES = {".py": "python", ".cu": "cuda", ".cuh": "cuda", ".yaml": "yaml", ".sh": "bash", ".json": "json"}
 
 
 def code_tabs(files: list[tuple[str, str]]) -> str:
-    """Content tabs, one per file, each a snippet include of the file itself (never a pasted copy)."""
-    out = []
+    """Content tabs, one per file, each a snippet include of the file itself (never a pasted copy);
+    excluded from the search index, so a search finds the page about a thing, not code using it."""
+    out = ['<div data-search-exclude markdown>\n']
     for label, path in files:
-        language = {".py": "python", ".cu": "cuda", ".yaml": "yaml", ".sh": "bash", ".json": "json"}.get(
-            posixpath.splitext(path)[1], "text")
+        language = CODE_LANGUAGES.get(posixpath.splitext(path)[1], "text")
         out.append(f'=== "{label}"\n\n    ```{language}\n    --8<-- "{path}"\n    ```\n')
+    out.append("</div>\n")
     return "\n".join(out)

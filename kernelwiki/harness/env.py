@@ -28,12 +28,27 @@ def detect_gpu() -> Gpu | None:
     """The first GPU nvidia-smi reports, or None (no driver, no GPU). Does not import torch."""
     if os.environ.get("KERNELWIKI_FAKE_GPU"):  # tests: "NAME,ARCH"
         name, arch = os.environ["KERNELWIKI_FAKE_GPU"].split(",")
-        return Gpu(name, arch, "fake")
+        return Gpu(name, arch, FAKE_DRIVER)
     out = _run(["nvidia-smi", "--query-gpu=name,compute_cap,driver_version", "--format=csv,noheader"])
     if not out:
         return None
     name, cap, driver = [part.strip() for part in out.splitlines()[0].split(",")]
     return Gpu(name, ARCH_SUFFIX.get(cap, "sm_" + cap.replace(".", "")), driver)
+
+
+FAKE_DRIVER = "fake"
+"""The driver a KERNELWIKI_FAKE_GPU record carries; such a record is never a measurement."""
+
+
+def is_fake(environment: dict | None) -> bool:
+    """Whether a record made under KERNELWIKI_FAKE_GPU must be refused as a measurement here.
+
+    Such a record (driver 'fake') counts only in a process that itself runs under
+    KERNELWIKI_FAKE_GPU — the runner's tests. Anywhere else (CI, `refresh --check`, `validate`) it is
+    not a run: refresh makes no measured claim from it and validate rejects a claim that cites it.
+    """
+    return isinstance(environment, dict) and environment.get("driver") == FAKE_DRIVER \
+        and not os.environ.get("KERNELWIKI_FAKE_GPU")
 
 
 def short_gpu_name(name: str | None) -> str:

@@ -42,12 +42,14 @@ class Context:
     protocol: dict = field(default_factory=dict)
     _timer: Any = None
 
-    def timer(self, warmup: int = 5, iters: int = 50, flush_l2: bool = True, order: str = "interleaved"):
+    def timer(self, warmup: int = 5, iters: int = 50, flush_l2: bool = True, order: str = "interleaved",
+              flush: str = "memset"):
         """The shared Timer; its protocol goes into the record."""
         from kernelwiki.harness.timing import Timer
 
-        settings = (warmup, iters, flush_l2, order)
-        if self._timer is None or (self._timer.warmup, self._timer.iters, self._timer.flush_l2, self._timer.order) != settings:
+        settings = (warmup, iters, flush_l2, order, flush)
+        if self._timer is None or (self._timer.warmup, self._timer.iters, self._timer.flush_l2, self._timer.order,
+                                   self._timer.flush) != settings:
             self._timer = Timer(*settings)
             self.protocol.update(self._timer.protocol())
         return self._timer
@@ -69,7 +71,9 @@ class Context:
         if peak:
             out["fraction_of_peak"] = round(float(value) / peak, 4)
         ceiling = self.ceilings.get(ceiling_key) if ceiling_key else None
-        if ceiling:
+        # A ceiling counts only with its provenance: the calibration record (or "this run", measured
+        # earlier in the same runner invocation) goes into the record's `ceilings` beside it.
+        if ceiling and self.ceilings.get("record"):
             out["fraction_of_ceiling"] = round(float(value) / float(ceiling), 4)
         return out
 

@@ -1,5 +1,6 @@
 """Timing on the GPU: warm-up, CUDA events, L2 flushed before every timed launch, candidates
-interleaved so that all of them see the same clocks, median with p10/p90, SM clock recorded.
+interleaved so that all of them see the same clocks, median with p10/p90, and each candidate's SM
+clock read before its first and after its last timed launch.
 
 Interleaving matters on Hopper: a long GEMM benchmark heats the chip and the SM clock falls, so
 timing A for a minute and then B for a minute favours A. Here every iteration times each candidate
@@ -18,7 +19,12 @@ from typing import Callable
 from kernelwiki.harness.env import clocks
 
 ORDERS = ("interleaved", "shuffled")
-L2_FLUSH_FACTOR = 2  # memset a buffer of at least 2x L2 between launches
+L2_FLUSH_FACTOR = 2  # sweep a buffer of at least 2x L2 between launches
+# How the L2 is emptied before each timed launch. "memset" writes the buffer: the L2 is then full of
+# dirty lines, which the timed kernel's own reads evict, so their write-back to DRAM competes with it
+# (about L2-size bytes of extra traffic: a sizeable share for a kernel that streams ~100 MB). "read"
+# sums the buffer instead: the L2 holds clean lines that are dropped for free, as in steady state.
+FLUSHES = ("memset", "read")
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -41,48 +47,81 @@ def iteration_order(names: list[str], iteration: int, order: str) -> list[str]:
 class Timer:
     """Times callables on the current CUDA stream with cold L2."""
 
-    def __init__(self, warmup: int = 5, iters: int = 50, flush_l2: bool = True, order: str = "interleaved"):
+    def __init__(self, warmup: int = 5, iters: int = 50, flush_l2: bool = True, order: str = "interleaved",
+                 flush: str = "memset"):
         import torch
 
         if order not in ORDERS:
             raise ValueError(f"order {order!r} unknown; use one of {ORDERS}")
+        if flush not in FLUSHES:
+            raise ValueError(f"flush {flush!r} unknown; use one of {FLUSHES}")
         self.torch = torch
-        self.warmup, self.iters, self.flush_l2, self.order = warmup, iters, flush_l2, order
+        self.warmup, self.iters, self.flush_l2, self.order, self.flush = warmup, iters, flush_l2, order, flush
         l2_bytes = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 64 * 2**20) or 64 * 2**20
         self.flush_bytes = L2_FLUSH_FACTOR * l2_bytes
-        self._flush = torch.empty(self.flush_bytes, dtype=torch.uint8, device="cuda") if flush_l2 else None
+        self._flush = None
+        if flush_l2:
+            self._flush = torch.ones(self.flush_bytes // 4, dtype=torch.float32, device="cuda")
+            self._sink = torch.empty((), dtype=torch.float32, device="cuda")
 
     def protocol(self) -> dict:
+        how = "memset" if self.flush == "memset" else "read (sum)"
         return {"method": "cuda-events", "warmup": self.warmup, "iterations": self.iters,
-                "order": self.order, "l2": f"flushed: memset of {self.flush_bytes >> 20} MiB before each launch"
+                "order": self.order, "l2": f"flushed: {how} of {self.flush_bytes >> 20} MiB before each launch"
                 if self.flush_l2 else "warm"}
 
+    def _empty_l2(self) -> None:
+        if self.flush == "memset":
+            self._flush.zero_()
+        else:
+            self.torch.sum(self._flush, dim=0, out=self._sink)
+
     def compare(self, candidates: dict[str, Callable[[], object]]) -> dict[str, dict]:
-        """{name: {median_ms, p10_ms, p90_ms, sm_clock_mhz_after}} for each candidate."""
+        """{name: {median_ms, p10_ms, p90_ms, sm_clock_mhz_before, sm_clock_mhz_after}} for each candidate."""
         torch = self.torch
         for fn in candidates.values():
             for _ in range(self.warmup):
                 fn()
         torch.cuda.synchronize()
-        times: dict[str, list[float]] = {name: [] for name in candidates}
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        clock_before = clocks().get("sm_clock_mhz")
-        for i in range(self.iters):
-            for name in iteration_order(list(candidates), i, self.order):
-                fn = candidates[name]
-                if self._flush is not None:
-                    self._flush.zero_()
-                start.record()
-                fn()
-                end.record()
-                end.synchronize()
-                times[name].append(start.elapsed_time(end))
-        clock_after = clocks().get("sm_clock_mhz")
-        return {
-            name: {"median_ms": statistics.median(ts), "p10_ms": _percentile(ts, 0.1), "p90_ms": _percentile(ts, 0.9),
-                   "sm_clock_mhz_before": clock_before, "sm_clock_mhz_after": clock_after}
-            for name, ts in times.items()
-        }
+
+        def time_one(name: str) -> float:
+            if self._flush is not None:
+                self._empty_l2()
+            start.record()
+            candidates[name]()
+            end.record()
+            end.synchronize()
+            return start.elapsed_time(end)
+
+        return timed_rounds(list(candidates), time_one, self.iters, self.order,
+                            lambda: clocks().get("sm_clock_mhz"))
+
+
+def timed_rounds(names: list[str], time_one: Callable[[str], float], iters: int, order: str,
+                 read_clock: Callable[[], float | None]) -> dict[str, dict]:
+    """Run `iters` rounds, each timing every candidate once in `iteration_order`, and summarize.
+
+    Each candidate's SM clock is read just before its first timed launch and just after its last
+    one, so every candidate carries the clock of its own span: on a power-limited GPU the clock
+    falls during the block, and one reading copied onto every candidate would hide that the later
+    ones ran slower. (nvidia-smi takes tens of milliseconds, so it is not read around every launch.)
+    """
+    times: dict[str, list[float]] = {name: [] for name in names}
+    before: dict[str, float | None] = {}
+    after: dict[str, float | None] = {}
+    for i in range(iters):
+        for name in iteration_order(names, i, order):
+            if i == 0:
+                before[name] = read_clock()
+            times[name].append(time_one(name))
+            if i == iters - 1:
+                after[name] = read_clock()
+    return {
+        name: {"median_ms": statistics.median(ts), "p10_ms": _percentile(ts, 0.1), "p90_ms": _percentile(ts, 0.9),
+               "sm_clock_mhz_before": before.get(name), "sm_clock_mhz_after": after.get(name)}
+        for name, ts in times.items()
+    }
 
 
 class ClockSampler:
@@ -155,20 +194,36 @@ def sustained(fn: Callable[[], object], iters: int = 200, warmup: int = 20) -> d
             "p90_ms": _percentile(times, 0.9), "iterations": iters, "warmup": warmup, **sampler.summary()}
 
 
+_CAPTURE_STREAM = None
+
+
 def cuda_graph(fn: Callable[[], object]) -> Callable[[], object]:
-    """`fn` captured once into a CUDA graph; returns the graph's replay. For candidates that are a
-    Python loop of launches (one GEMM per group), so that host dispatch gaps between the launches
-    are not timed, as when such a loop is used in production. `fn` runs once on a side stream
-    before the capture (lazy initialization, workspaces) and must launch onto the current stream."""
+    """`fn` captured once into a CUDA graph; returns a callable that replays it. Timing replays keeps
+    a candidate's Python launch path (a loop of launches, a wrapper's checks) out of the events.
+
+    `fn` must launch onto the stream current at the call: a launch bound to another stream escapes
+    the capture and the graph holds no work (seen: a teaching variant that kept its compile-time
+    stream timed at ~1 us). One capture stream serves the process, and `fn` runs once on it first:
+    cuBLAS keeps a workspace per (handle, stream), and one first allocated inside a capture belongs
+    to that graph's pool; a fresh stream per capture can reuse a dead stream's handle value and with
+    it a freed workspace. The returned callable keeps `fn` alive: the graph holds raw pointers into
+    what `fn` owns (a split-K workspace, an output)."""
     import torch
 
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        fn()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
+    global _CAPTURE_STREAM
+    if _CAPTURE_STREAM is None:
+        _CAPTURE_STREAM = torch.cuda.Stream()
+    stream = _CAPTURE_STREAM
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
         fn()
     torch.cuda.synchronize()
-    return graph.replay
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=stream):
+        fn()
+    torch.cuda.synchronize()
+
+    def replay() -> None:
+        graph.replay()
+    replay.keep_alive = (fn, graph)
+    return replay

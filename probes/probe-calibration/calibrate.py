@@ -53,13 +53,26 @@ def run_case(case: dict, ctx: Context) -> dict:
 
 
 def negative_control(ctx: Context) -> dict:
+    """Both gates this probe uses must reject a wrong result: the exact gate a copy with one element
+    changed, the bf16 gate a cuBLAS product that leaves out the last 128 of K (a skipped K tile).
+    `passed` - the control did not fail, and the probe fails - when either gate lets its case through."""
     import torch
 
     src = torch.randn(1 << 24, device="cuda", generator=ctx.generator(3))
     dst = gates.poison(torch.empty_like(src))
     dst.copy_(src)
     dst[12345] += 1.0  # the deliberate corruption
-    return gates.check(dst, src, "exact")
+    exact = gates.check(dst, src, "exact")
+
+    gen = ctx.generator(4)
+    k, cut = 2048, 128
+    a = torch.randn(2048, k, device="cuda", generator=gen).to(torch.bfloat16)
+    b = torch.randn(k, 2048, device="cuda", generator=gen).to(torch.bfloat16)
+    out = gates.poison(torch.empty(2048, 2048, device="cuda", dtype=torch.bfloat16))
+    torch.matmul(a[:, :k - cut], b[:k - cut], out=out)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    bf16 = gates.check(out, torch.matmul(a.float(), b.float()), "bf16")
+    return {"passed": exact["passed"] or bf16["passed"], "exact": exact, "bf16": bf16}
 
 
 if __name__ == "__main__":

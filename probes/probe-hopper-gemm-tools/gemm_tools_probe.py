@@ -1,9 +1,10 @@
 """probe-hopper-gemm-tools: our Hopper GEMM under compute-sanitizer and Nsight Compute.
 
 Each case starts a child process - a driver that runs one GEMM and checks it against an FP32
-matmul - under the tool, then reads the tool's summary. memcheck/racecheck pass with zero device
-errors / hazards and a correct output; ncu passes when it profiled our kernel and the output is
-correct, and reports the counters it could read.
+matmul through `gates.check` - under the tool, then reads the tool's summary. memcheck/racecheck
+pass with zero device errors / hazards and a correct output; ncu passes when it profiled our kernel
+and the output is correct, and reports the counters it could read. The negative control runs two
+planted bugs (kernelwiki.harness.planted) under memcheck and racecheck: each tool must report its own.
 
 Run through the runner: kernelwiki probe run --probe probe-hopper-gemm-tools
 """
@@ -14,23 +15,24 @@ import sys
 import tempfile
 from pathlib import Path
 
-from kernelwiki.harness import tools
+from kernelwiki.harness import planted, tools
+from kernelwiki.harness.compile import Emitted
 from kernelwiki.harness.probe import REPO_ROOT, Context, Probe
 
 DRIVER = """
 import sys, torch
-sys.path.insert(0, {kernel_dir!r})
+sys.path[:0] = [{kernel_dir!r}, {repo_root!r}]
 import hopper_gemm
-m, n, k, skip = (int(x) for x in sys.argv[1:5])
-g = torch.Generator(device="cuda").manual_seed(int(sys.argv[5]))
+from kernelwiki.harness import gates, tools
+m, n, k = (int(x) for x in sys.argv[1:4])
+g = torch.Generator(device="cuda").manual_seed(int(sys.argv[4]))
 a = torch.randn(m, k, generator=g, device="cuda").bfloat16()
 b = torch.randn(n, k, generator=g, device="cuda").bfloat16()
-run, d = hopper_gemm.compile_gemm(a, b, skip_last_k_tile=bool(skip))
+run, d = hopper_gemm.compile_gemm(a, b)
+gates.poison(d)
 run()
 torch.cuda.synchronize()
-ref = a.float() @ b.float().t()
-rel = ((d.float() - ref).norm() / ref.norm()).item()
-print(f"DRIVER rel_err={{rel:.3e}} ok={{int(rel < 2e-2)}}")
+print(tools.driver_line(gates.check(d, a.float() @ b.float().t(), "bf16")))
 """
 NCU_METRICS = ["sm__throughput.avg.pct_of_peak_sustained_elapsed",
                "dram__throughput.avg.pct_of_peak_sustained_elapsed", "sm__cycles_active.avg"]
@@ -38,17 +40,18 @@ NCU_METRICS = ["sm__throughput.avg.pct_of_peak_sustained_elapsed",
 
 def _driver(tmp: Path) -> Path:
     path = tmp / "driver.py"
-    path.write_text(DRIVER.format(kernel_dir=str(REPO_ROOT / "artifacts" / "kernels" / "hopper-gemm")))
+    path.write_text(DRIVER.format(kernel_dir=str(REPO_ROOT / "artifacts" / "kernels" / "hopper-gemm"),
+                                  repo_root=str(REPO_ROOT)))
     return path
 
 
-def _driver_command(tmp: str, shape: tuple[int, int, int], seed: int, skip: int = 0) -> list[str]:
-    return [sys.executable, "-W", "ignore", str(_driver(Path(tmp))), *map(str, shape), str(skip), str(seed)]
+def _driver_command(tmp: str, shape: tuple[int, int, int], seed: int) -> list[str]:
+    return [sys.executable, "-W", "ignore", str(_driver(Path(tmp))), *map(str, shape), str(seed)]
 
 
-def _sanitize(tool: str, shape: tuple[int, int, int], seed: int, skip: int = 0) -> dict:
+def _sanitize(tool: str, shape: tuple[int, int, int], seed: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
-        return tools.sanitize(tool, _driver_command(tmp, shape, seed, skip))
+        return tools.sanitize(tool, _driver_command(tmp, shape, seed))
 
 
 def run_case(case: dict, ctx: Context) -> dict:
@@ -73,8 +76,15 @@ def run_case(case: dict, ctx: Context) -> dict:
 
 
 def negative_control(ctx: Context) -> dict:
-    return _sanitize("memcheck", (512, 512, 512), ctx.seed + 1, skip=1)
+    """Planted bugs under the same tools: memcheck must report the out-of-bounds write and racecheck
+    the shared-memory race (their outputs are correct, so only the tool can fail them)."""
+    return tools.planted_controls(ctx.seed)
+
+
+def compile_planted(arch: str) -> Emitted:
+    """Compile-only: the planted kernels of the negative control build for `arch`."""
+    return planted.emitted(arch)
 
 
 if __name__ == "__main__":
-    Probe(__file__).main(run_case=run_case, negative_control=negative_control)
+    Probe(__file__).main(run_case=run_case, negative_control=negative_control, compile=compile_planted)

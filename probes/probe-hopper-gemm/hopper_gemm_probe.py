@@ -1,10 +1,14 @@
-"""probe-hopper-gemm: our persistent warp-specialized wgmma GEMM against cuBLAS, bf16 and fp8.
+"""probe-hopper-gemm: our persistent warp-specialized wgmma GEMM against cuBLAS (and quack), bf16, fp16, tf32, fp8.
 
 Each case: normal inputs (fp8: quantized per tensor, scale = amax / 448), D checked against an
-FP32 matmul of the same (dequantized) operands with the gate of the input type (output poisoned
-first), then our kernel and cuBLAS timed interleaved (same iteration count, L2 flushed before
-every launch, SM clock read before and after). Compile-only mode compiles the bf16 and fp8
-kernels for sm_90a with fake tensors and scans PTX and SASS.
+FP32 (tf32: FP64) matmul of the same (dequantized) operands, with tolerances derived from cuBLAS's
+error at the same precision (gates.reference_tolerance; output poisoned first); then
+our kernel, cuBLAS and (llm-shapes) quack's gemm(tuned=False), each captured in a CUDA graph, timed
+in shuffled order (same iteration count, L2 flushed before every launch, SM clock before and
+after). The configuration our heuristic chose goes into metrics.config; for M <= 64,
+metrics.b_stream_fraction = bytes of B / time / the copy bandwidth of probe-calibration.
+Compile-only mode compiles every configuration the heuristic can pick for sm_90a with fake
+tensors (dynamic shapes) and scans PTX and SASS.
 
 Run through the runner: kernelwiki probe run --probe probe-hopper-gemm [--compile-only]
 """
@@ -17,11 +21,11 @@ import sys
 from kernelwiki.harness import compile as compile_mod
 from kernelwiki.harness import gates
 from kernelwiki.harness.probe import REPO_ROOT, Context, Probe
+from kernelwiki.harness.timing import cuda_graph
 
 sys.path.insert(0, str(REPO_ROOT / "artifacts" / "kernels" / "hopper-gemm"))
 import hopper_gemm  # noqa: E402  (our kernel, importable without a GPU)
 
-CLUSTER = (2, 1)
 AB_DTYPES = {"bf16": hopper_gemm.cutlass.BFloat16, "fp16": hopper_gemm.cutlass.Float16,
              "tf32": hopper_gemm.cutlass.TFloat32, "e4m3": hopper_gemm.cutlass.Float8E4M3FN}
 _D_DTYPE = {"fp16": hopper_gemm.cutlass.Float16, "tf32": hopper_gemm.cutlass.Float32}
@@ -29,76 +33,223 @@ TF32_MASK = -8192   # clears the 13 low mantissa bits: fp32 values exactly repre
 E4M3_MAX = 448.0
 
 
-def _inputs(dtype: str, m: int, n: int, k: int, seed: int):
-    """(a, b, scale_a, scale_b, reference) for dtype bf16, fp16, tf32 or e4m3: a (M, K), b (N, K);
-    reference = FP32 product of what the kernel multiplies, times the scales."""
+def accumulation_floor(k: int) -> float:
+    """8 x the FP32 unit roundoff x sqrt(K): a generous bound on the relative error of summing K exact
+    products in FP32 in any order (random-walk rounding), about 3e-5 at K = 4096. The gate's tolerance
+    is derived from cuBLAS's error at the same precision, but cuBLAS may sum a GEMV in another order
+    or in full FP32, so a correct kernel's FP32 accumulation may sit above that; never below this."""
+    return 8 * 2.0**-24 * k**0.5
+
+
+def _shape(params: dict) -> tuple[int, int, int]:
+    if "shape" in params:
+        return tuple(int(x) for x in params["shape"].split("x"))
+    return int(params["m"]), int(params["n"]), int(params["k"])
+
+
+def _settings(params: dict) -> dict:
+    """Explicit kernel settings of a case; the llm-shapes cases leave them to choose_config."""
+    settings = {}
+    if "tile_n" in params:
+        settings["tile_n"] = int(params["tile_n"])
+    if "cluster" in params:
+        settings["cluster_mn"] = tuple(int(x) for x in str(params["cluster"]).split("x"))
+    return settings
+
+
+def _inputs(dtype: str, m: int, n: int, k: int, seed: int, batch: int = 0):
+    """(a, b, scale_a, scale_b, reference) for dtype bf16, fp16, tf32 or e4m3: a ([L,] M, K), b ([L,] N, K)
+    (batch 0: no batch mode); reference = FP32 (tf32: FP64) product of what the kernel multiplies,
+    times the scales."""
     import torch
 
     g = torch.Generator(device="cuda").manual_seed(seed)
-    a, b = torch.randn(m, k, generator=g, device="cuda"), torch.randn(n, k, generator=g, device="cuda")
+    lead = (batch,) if batch else ()
+    a = torch.randn(*lead, m, k, generator=g, device="cuda")
+    b = torch.randn(*lead, n, k, generator=g, device="cuda")
     if dtype == "tf32":  # fp32 tensors holding tf32 values, so our kernel and cuBLAS TF32 see the same inputs
         a, b = ((x.view(torch.int32) & TF32_MASK).view(torch.float32) for x in (a, b))
-        return a, b, 1.0, 1.0, (a.double() @ b.double().t()).float()
+        return a, b, 1.0, 1.0, (a.double() @ b.double().transpose(-1, -2)).float()
     if dtype in ("bf16", "fp16"):
         a, b = (a.bfloat16(), b.bfloat16()) if dtype == "bf16" else (a.half(), b.half())
-        return a, b, 1.0, 1.0, a.float() @ b.float().t()
+        return a, b, 1.0, 1.0, a.float() @ b.float().transpose(-1, -2)
     scale_a, scale_b = (float(x.abs().max()) / E4M3_MAX for x in (a, b))
     a8, b8 = (a / scale_a).to(torch.float8_e4m3fn), (b / scale_b).to(torch.float8_e4m3fn)
-    return a8, b8, scale_a, scale_b, (a8.float() @ b8.float().t()) * (scale_a * scale_b)
+    return a8, b8, scale_a, scale_b, (a8.float() @ b8.float().transpose(-1, -2)) * (scale_a * scale_b)
 
 
-def _checked(dtype: str, a, b, scale_a: float, scale_b: float, reference, tile_n: int, **variant):
-    """Compile, run once on a poisoned output, compare with the reference."""
+def _cublas(dtype: str, a, b, scale_a: float, scale_b: float, out):
+    """{name: callable} of the cuBLAS baselines at the case's precision, writing into `out`."""
     import torch
 
-    run, d = hopper_gemm.compile_gemm(a, b, alpha=scale_a * scale_b, tile_n=tile_n, cluster_mn=CLUSTER, **variant)
+    if dtype != "e4m3":
+        return {"cuBLAS": lambda: torch.matmul(a, b.transpose(-1, -2), out=out)}
+    sa, sb = (torch.tensor(x, device="cuda") for x in (scale_a, scale_b))
+    return {name: (lambda fast=fast: torch._scaled_mm(a, b.t(), scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16,
+                                                      use_fast_accum=fast))
+            for name, fast in (("cuBLAS fast-accum", True), ("cuBLAS", False))}
+
+
+def _gate(d, reference, dtype: str, cublas_out, k: int) -> dict:
+    """Our output against the reference, with tolerances derived from cuBLAS's error at the same
+    precision (gates.reference_tolerance): a kernel that rounded tf32 through bf16 (~3e-3), or dropped
+    a K tile, lands far above them."""
+    return gates.check(d.float(), reference, dtype,
+                       **gates.reference_tolerance(cublas_out.float(), reference, floor=accumulation_floor(k)))
+
+
+def _cublas_result(dtype: str, a, b, scale_a: float, scale_b: float, shape):
+    """cuBLAS's product at the case's precision (the baseline the gate's tolerance is derived from)."""
+    import torch
+
+    out = torch.empty(shape, dtype=torch.bfloat16 if dtype == "e4m3" else
+                      (torch.float32 if dtype == "tf32" else a.dtype), device="cuda")
+    tf32_before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
+    try:
+        name = "cuBLAS fast-accum" if dtype == "e4m3" else "cuBLAS"
+        return _cublas(dtype, a, b, scale_a, scale_b, out)[name]()   # _scaled_mm returns a new tensor
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = tf32_before
+
+
+def _quack(a, b):
+    """quack 0.6.5's gemm (tuned=False) on the same operands, or (None, reason) when it cannot run them."""
+    import torch
+
+    try:
+        from quack.gemm_interface import gemm as quack_gemm
+    except ImportError as err:
+        return None, f"quack not importable: {err}"
+    out = torch.empty(a.shape[0], b.shape[0], dtype=a.dtype, device=a.device)
+    fn = lambda: quack_gemm(a, b.t(), out=out, tuned=False)   # noqa: E731  (quack takes B as (K, N))
+    try:
+        fn()
+        torch.cuda.synchronize()
+    except Exception as err:   # noqa: BLE001  (a shape quack refuses is recorded, not fatal)
+        return None, f"quack failed: {type(err).__name__}: {str(err)[:200]}"
+    return fn, None
+
+
+HOST_DRIVER = """
+import sys, time, torch
+sys.path.insert(0, sys.argv[1])
+import hopper_gemm
+a = torch.randn(1, 4096, device="cuda").bfloat16(); b = torch.randn(4096, 4096, device="cuda").bfloat16()
+torch.cuda.synchronize()
+t0 = time.perf_counter(); run, d = hopper_gemm.compile_gemm(a, b); t1 = time.perf_counter()
+d.fill_(float("nan")); run(); torch.cuda.synchronize()
+ref = a.float() @ b.float().t()
+print("HOST", t1 - t0, ((d.float() - ref).norm() / ref.norm()).item(), int(torch.isnan(d).sum()))
+"""
+
+
+def host_overhead(ctx: Context) -> dict:
+    """Host cost of a first call: in a fresh process with an empty kernel cache (compile), in a fresh
+    process with the cache warm (load from disk), in-process for a new shape of the same
+    configuration, and one launch of run()."""
+    import os
+    import subprocess
+    import tempfile
+    import time
+
+    import torch
+
+    kernel_dir = str(REPO_ROOT / "artifacts" / "kernels" / "hopper-gemm")
+    seconds, errors, unwritten = [], [], []
+    with tempfile.TemporaryDirectory() as cache:
+        env = {**os.environ, "KERNELWIKI_KERNEL_CACHE": cache}
+        for _ in range(2):   # cold cache, then warm
+            out = subprocess.run([sys.executable, "-c", HOST_DRIVER, kernel_dir], env=env, capture_output=True,
+                                 text=True, timeout=300)
+            line = next((x for x in out.stdout.splitlines() if x.startswith("HOST ")), None)
+            if line is None:
+                raise RuntimeError(f"host-overhead driver failed: {out.stderr[-500:]}")
+            seconds.append(float(line.split()[1]))
+            errors.append(float(line.split()[2]))
+            unwritten.append(int(line.split()[3]))
+    a, b = torch.randn(3, 4096, device="cuda").bfloat16(), torch.randn(4096, 4096, device="cuda").bfloat16()
+    hopper_gemm.compile_gemm(a, b)   # this configuration, in memory
+    a2 = torch.randn(5, 4096, device="cuda").bfloat16()
+    t0 = time.perf_counter()
+    run, d = hopper_gemm.compile_gemm(a2, b)
+    new_shape_s = time.perf_counter() - t0
     gates.poison(d)
     run()
     torch.cuda.synchronize()
-    return run, d, gates.check(d.float(), reference, dtype)
+    t0 = time.perf_counter()
+    for _ in range(100):
+        run()
+    launch_us = (time.perf_counter() - t0) / 100 * 1e6
+    torch.cuda.synchronize()
+    ref = a2.float() @ b.float().t()
+    unwritten.append(int(torch.isnan(d).sum()))
+    errors.append(((d.float() - ref).norm() / ref.norm()).item())
+    all_written = not any(unwritten)
+    correctness = {"passed": all_written and max(errors) < gates.tolerance("bf16"), "rel_err": max(errors),
+                   "tolerance": gates.tolerance("bf16"), "all_written": all_written}
+    return {"correctness": correctness,
+            "metrics": {"first_call_cold_cache_s": round(seconds[0], 3), "first_call_disk_cache_s": round(seconds[1], 3),
+                        "new_shape_same_config_ms": round(new_shape_s * 1e3, 3), "run_launch_us": round(launch_us, 2)},
+            "headline": ctx.headline("first-call-disk-cache", seconds[1], "s")}
 
 
 def run_case(case: dict, ctx: Context) -> dict:
     import torch
 
     params = case["params"]
+    if params.get("set") == "host-overhead":
+        return host_overhead(ctx)
     dtype = params["dtype"]
-    m, n, k = (int(x) for x in params["shape"].split("x"))
-    a, b, scale_a, scale_b, reference = _inputs(dtype, m, n, k, ctx.seed)
+    m, n, k = _shape(params)
+    if params.get("row_view"):   # M = 1 as one row of a larger matrix, ordinary strides
+        a, b, scale_a, scale_b, reference = _inputs(dtype, 8, n, k, ctx.seed)
+        a, reference = a[5:6], reference[5:6]
+    else:
+        a, b, scale_a, scale_b, reference = _inputs(dtype, m, n, k, ctx.seed, int(params.get("batch", 0)))
     # MN-major operands: the same values stored transposed (M or N contiguous)
     if params.get("a_major") == "mn":
         a = a.t().contiguous().t()
     if params.get("b_major") == "mn":
         b = b.t().contiguous().t()
-    run, d, correctness = _checked(dtype, a, b, scale_a, scale_b, reference, params["tile_n"])
+    settings = _settings(params)
+    run, d = hopper_gemm.compile_gemm(a, b, alpha=scale_a * scale_b, **settings)
+    gates.poison(d)
+    run()
+    torch.cuda.synchronize()
+    correctness = _gate(d, reference, dtype, _cublas_result(dtype, a, b, scale_a, scale_b, reference.shape), k)
     del reference
     # the one-call API (gemm) reuses the same compiled kernel and must give the same bits
-    same = torch.equal(hopper_gemm.gemm(a, b, alpha=scale_a * scale_b, tile_n=params["tile_n"], cluster_mn=CLUSTER), d)
+    same = torch.equal(hopper_gemm.gemm(a, b, alpha=scale_a * scale_b, **settings), d)
     correctness.update(gemm_api_matches=same, passed=correctness["passed"] and same)
+
     out = torch.empty_like(d)
     tf32_before = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"   # cuBLAS TF32 for the tf32 cases only
-    if dtype != "e4m3":
-        candidates = {"ours": run, "cuBLAS": lambda: torch.matmul(a, b.t(), out=out)}
-    else:
-        sa, sb = (torch.tensor(x, device="cuda") for x in (scale_a, scale_b))
-        candidates = {
-            "ours": run,
-            "cuBLAS fast-accum": lambda: torch._scaled_mm(a, b.t(), scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16,
-                                                          use_fast_accum=True),
-            "cuBLAS": lambda: torch._scaled_mm(a, b.t(), scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16,
-                                               use_fast_accum=False),
-        }
+    kernel_d = hopper_gemm.cutlass.Float32 if run.config.split_k > 1 else _D_DTYPE.get(dtype, AB_DTYPES["bf16"])
+    metrics: dict = {"config": run.config.describe(), "stages": hopper_gemm.HopperGemm(
+        AB_DTYPES[dtype], kernel_d, tile_n=run.config.tile_n, tile_m=run.config.tile_m).stages}
     try:
-        timing = ctx.timer(warmup=5, iters=30).compare(candidates)
+        candidates = {"ours": run, **_cublas(dtype, a, b, scale_a, scale_b, out)}
+        if params.get("set") == "llm-shapes":
+            quack, reason = _quack(a, b)
+            if quack is None:
+                metrics["quack"] = reason
+            else:
+                candidates["quack"] = quack
+        timing = ctx.timer(warmup=5, iters=30, order="shuffled", flush="read").compare(
+            {name: cuda_graph(fn) for name, fn in candidates.items()})
     finally:
         torch.backends.cuda.matmul.allow_tf32 = tf32_before
-    flops = 2 * m * n * k
+    flops = 2 * m * n * k * int(params.get("batch", 1))
     tflops = {name: flops / (t["median_ms"] * 1e-3) / 1e12 for name, t in timing.items()}
+    if m <= 64 and ctx.ceilings.get("copy"):
+        b_bytes = b.numel() * b.element_size()
+        metrics["b_stream_fraction"] = round(b_bytes / (timing["ours"]["median_ms"] * 1e-3) / 1e12
+                                             / float(ctx.ceilings["copy"]), 4)
+        metrics["b_bytes"] = b_bytes
     baseline = "cuBLAS fast-accum" if dtype == "e4m3" else "cuBLAS"
-    return {"correctness": correctness, "timing": timing,
-            "metrics": {"stages": hopper_gemm.HopperGemm(AB_DTYPES[dtype], _D_DTYPE.get(dtype, AB_DTYPES["bf16"]),
-                                                         tile_n=params["tile_n"]).stages},
+    return {"correctness": correctness, "timing": timing, "metrics": metrics,
             "baselines": [{"name": name, "value": round(v, 2)} for name, v in tflops.items() if name != "ours"],
             "headline": ctx.headline("tflops", tflops["ours"], "TFLOP/s", peak_key=dtype,
                                      ceiling_key="bf16" if dtype == "bf16" else None,
@@ -106,20 +257,37 @@ def run_case(case: dict, ctx: Context) -> dict:
 
 
 def negative_control(ctx: Context) -> dict:
-    inputs = _inputs("bf16", 1024, 1024, 1024, ctx.seed + 1)
-    return _checked("bf16", *inputs, 256, skip_last_k_tile=True)[2]
+    """The last K tile skipped: must fail the gate (bf16, 1024^3, the default 2x1 cluster)."""
+    import torch
+
+    a, b, _, _, reference = _inputs("bf16", 1024, 1024, 1024, ctx.seed + 1)
+    run, d = hopper_gemm.compile_gemm(a, b, tile_n=256, cluster_mn=(2, 1), skip_last_k_tile=True)
+    gates.poison(d)
+    run()
+    torch.cuda.synchronize()
+    return _gate(d, reference, "bf16", _cublas_result("bf16", a, b, 1.0, 1.0, reference.shape), 1024)
 
 
 def compile_kernel(arch: str) -> compile_mod.Emitted:
-    emitted = compile_mod.from_cute(hopper_gemm.compile_for(arch, cluster_mn=CLUSTER), arch)
-    transposed = compile_mod.from_cute(hopper_gemm.compile_for(arch, cluster_mn=CLUSTER, a_major="mn", b_major="mn"),
+    """Every configuration the heuristic can pick for bf16 (tile_m x tile_n, split-K), the transposed
+    operands, fp8 and tf32: shapes are dynamic, so one compile per configuration covers M = 1 too."""
+    emitted = compile_mod.from_cute(hopper_gemm.compile_for(arch, m=1, cluster_mn=(2, 1)), arch)
+    # decode: 64-row tiles, and the FP32-output kernels split-K runs
+    f32 = hopper_gemm.cutlass.Float32
+    extras = [hopper_gemm.compile_for(arch, m=1, tile_m=64, tile_n=tile_n, cluster_mn=(1, 1), d_dtype=d_dtype)
+              for tile_n in (64, 128, 192, 256) for d_dtype in (AB_DTYPES["bf16"], f32)]
+    extras += [hopper_gemm.compile_for(arch, tile_n=tile_n, cluster_mn=(1, 1), d_dtype=f32) for tile_n in (64, 128)]
+    transposed = compile_mod.from_cute(hopper_gemm.compile_for(arch, cluster_mn=(2, 1), a_major="mn", b_major="mn"),
                                        arch)
     if re.search(r"wgmma\.mma_async[^;]*p, 1,\s*1, 1, 1;", transposed.ptx):
         emitted.facts.append("mn-major-operands:imm-trans-a=1,imm-trans-b=1")
-    fp8 = compile_mod.from_cute(hopper_gemm.compile_for(arch, ab_dtype=AB_DTYPES["e4m3"], cluster_mn=CLUSTER), arch)
-    tf32 = compile_mod.from_cute(hopper_gemm.compile_for(arch, ab_dtype=AB_DTYPES["tf32"],
-                                                         d_dtype=_D_DTYPE["tf32"], cluster_mn=CLUSTER), arch)
-    for extra in (fp8, tf32):
+    ranks = set(re.findall(r"cp\.async\.bulk\.tensor\.(\d)d", emitted.ptx))
+    if ranks == {"3"}:   # every TMA of the M = 1 compile keeps (rows, K, L)
+        emitted.facts.append("m1-operand-tma-rank:3d")
+    extras += [hopper_gemm.compile_for(arch, ab_dtype=AB_DTYPES["e4m3"], cluster_mn=(2, 1)),
+               hopper_gemm.compile_for(arch, ab_dtype=AB_DTYPES["tf32"], d_dtype=_D_DTYPE["tf32"], cluster_mn=(2, 1))]
+    for compiled in extras:
+        extra = compile_mod.from_cute(compiled, arch)
         emitted.ptx += extra.ptx
         if emitted.sass is not None and extra.sass is not None:
             emitted.sass += extra.sass

@@ -67,10 +67,11 @@ Run: probe-fp8-blockscale-gemm (kernelwiki probe run --probe probe-fp8-blockscal
 from __future__ import annotations
 
 import argparse
-import os
-import tempfile
+import sys
 import warnings
+from pathlib import Path
 
+import cuda.bindings.driver as cuda
 import cutlass
 import cutlass.cute as cute
 import cutlass.pipeline as pipeline
@@ -79,7 +80,11 @@ import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass.cute.nvgpu import cpasync, warpgroup
 from cutlass.tensor_utils import LayoutEnum
 
-WARPGROUP_THREADS = 128
+# the pieces both Hopper GEMMs share live beside the bf16 GEMM (listed in this bundle's PROVENANCE)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "hopper-gemm"))
+from sm90_common import (DUMP_DIR, SMEM_BYTES, WARPGROUP_THREADS, batch_last, cached_kernel,  # noqa: E402
+                         canonical, current_stream, cute_view, fake_tensor, load_atom, max_active_clusters)
+
 PRODUCER_REGISTERS, CONSUMER_REGISTERS = 40, 232   # setmaxnreg targets (multiples of 8, sum fits 64K)
 BLOCK = 128            # scale granularity along K (and along N for B): one K tile = one scale block
 TILE_MS = (64, 128, 256)  # 64: one consumer warpgroup; 256: two 128-row halves sharing B and the temporary
@@ -94,14 +99,10 @@ EPI_STAGES = 2        # epilogue buffers at least; more where the mainloop stage
 TILE_COST = {(64, 16): 0.3125, (64, 32): 0.375, (64, 64): 0.5, (64, 128): 0.75, (64, 192): 1.0,
              (128, 64): 0.75, (128, 128): 1.0, (128, 192): 1.3, (256, 128): 1.6}
 TURN_BARRIER = 2       # named barriers 2 and 3 (0: syncthreads, 1: the epilogue)
-SMEM_BYTES = 232448    # 227 KiB usable per CTA on sm_90
 LAYOUTS = ("normal", "contiguous", "masked")
 CLUSTERS = ((1, 1), (2, 1), (1, 2))
 
 warnings.filterwarnings("ignore", message="Migrated to examples/CuTeDSL/helpers", category=DeprecationWarning)
-
-DUMP_DIR = f"{tempfile.gettempdir()}/kernelwiki-cute-dumps"
-os.makedirs(DUMP_DIR, exist_ok=True)
 
 
 class Fp8BlockScaleGemm:
@@ -179,7 +180,7 @@ class Fp8BlockScaleGemm:
 
     @cute.jit
     def __call__(self, mA: cute.Tensor, mSFA: cute.Tensor, mB: cute.Tensor, mSFB: cute.Tensor, mD: cute.Tensor,
-                 mGroup: cute.Tensor, max_active_clusters: cutlass.Constexpr, stream):
+                 mGroup: cute.Tensor, max_active_clusters: cutlass.Constexpr, stream: cuda.CUstream):
         # mA: (M, K, L) K-major; mSFA: (M, K/128, L) M-major; mB: (N, K, G) K-major;
         # mSFB: (ceil(N/128), K/128, G); mD: (M, N, L) N-major; L = G for masked, else 1.
         # mGroup: m_indices (M,) for contiguous, masked_m (G,) for masked, unused (1,) for normal.
@@ -197,9 +198,9 @@ class Fp8BlockScaleGemm:
         sD_layout = sm90_utils.make_smem_layout_epi(self.d_dtype, LayoutEnum.ROW_MAJOR, self.epi_tile, self.epi_stages)
 
         cluster_m, cluster_n = self.cluster_mn
-        tma_a, gA_tma = self._load_atom(mA, cute.slice_(sA_layout, (None, None, 0)), (self.tile_m, BLOCK), cluster_n)
-        tma_b, gB_tma = self._load_atom(mB, cute.slice_(sB_layout, (None, None, 0)), (self.tile_n, BLOCK), cluster_m)
-        tma_sfa, gSFA_tma = self._load_atom(mSFA, cute.slice_(sSFA_layout, (None, None, 0)), (self.tile_m, 1), 1)
+        tma_a, gA_tma = load_atom(mA, sA_layout, (self.tile_m, BLOCK), cluster_n)
+        tma_b, gB_tma = load_atom(mB, sB_layout, (self.tile_n, BLOCK), cluster_m)
+        tma_sfa, gSFA_tma = load_atom(mSFA, sSFA_layout, (self.tile_m, 1), 1)
         tma_d, gD_tma = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileS2GOp(), mD,
                                                     cute.slice_(sD_layout, (None, None, 0)), self.epi_tile)
 
@@ -220,11 +221,6 @@ class Fp8BlockScaleGemm:
         self.kernel(tiled_mma, tma_a, gA_tma, tma_b, gB_tma, tma_sfa, gSFA_tma, tma_d, gD_tma, mSFB, mGroup,
                     sA_layout, sA_mma_layout, sB_layout, sSFA_layout, sD_layout, scheduler_params).launch(
             grid=grid, block=(self.threads, 1, 1), cluster=(cluster_m, cluster_n, 1), min_blocks_per_mp=1, stream=stream)
-
-    @staticmethod
-    def _load_atom(tensor, smem_layout, tile, multicast: int):
-        op = cpasync.CopyBulkTensorTileG2SMulticastOp() if multicast > 1 else cpasync.CopyBulkTensorTileG2SOp()
-        return cpasync.make_tiled_tma_atom(op, tensor, smem_layout, tile, num_multicast=multicast)
 
     @cute.kernel
     def kernel(self, tiled_mma: cute.TiledMma, tma_a: cute.CopyAtom, gA_tma: cute.Tensor, tma_b: cute.CopyAtom,
@@ -559,11 +555,6 @@ class Fp8BlockScaleGemm:
                 rAcc[i] = rAcc[i] + tmp[i] * (hi0 if row == 0 else hi1)
 
 
-def max_active_clusters(cluster_mn: tuple[int, int]) -> int:
-    """How many clusters of this shape fit on the current GPU at one CTA per SM."""
-    return utils.HardwareInfo().get_max_active_clusters(cluster_mn[0] * cluster_mn[1])
-
-
 def compile_for(arch: str = "sm_90a", layout: str = "normal", groups: int = 1, tile_n: int = 128, cluster_mn=(2, 1),
                 sms: int = 132, tile_m: int = 128, **variant):
     """Compile with fake tensors (no GPU needed), keeping PTX and cubin. Every shape and stride is
@@ -572,22 +563,13 @@ def compile_for(arch: str = "sm_90a", layout: str = "normal", groups: int = 1, t
 
     Fp8BlockScaleGemm.can_implement(layout, MMA_M, 128, BLOCK, groups, tile_n, cluster_mn, tile_m)
     e4m3, f32 = cutlass.Float8E4M3FN, cutlass.Float32
-    tensors = (_fake(e4m3, 1), _fake(f32, 0), _fake(e4m3, 1), _fake(f32, 1), _fake(cutlass.BFloat16, 1),
-               _fake(cutlass.Int32, 0, rank=1))
+    # the types of the run-time views exactly (the kernel is compiled from those at run time)
+    tensors = (fake_tensor(e4m3, 1, aligned=False), fake_tensor(f32, 0, aligned=False), fake_tensor(e4m3, 1, aligned=False),
+               fake_tensor(f32, 1, aligned=False), fake_tensor(cutlass.BFloat16, 1, aligned=False),
+               fake_tensor(cutlass.Int32, 0, rank=1, aligned=False))
     op = Fp8BlockScaleGemm(layout, tile_n, cluster_mn, tile_m=tile_m, **variant)
     return cute.compile(op, *tensors, sms // (cluster_mn[0] * cluster_mn[1]), make_fake_stream(),
                         options=f"--gpu-arch {arch} --keep-ptx --keep-cubin --dump-dir {DUMP_DIR}")
-
-
-def _fake(dtype, leading: int, rank: int = 3):
-    """A fake tensor of the type `_views` passes at run time: 32-bit dynamic extents, 64-bit dynamic
-    strides, stride 1 in mode `leading` (what from_dlpack(...).mark_layout_dynamic produces; the
-    compiled function reads the caller's descriptor as it was compiled, so the two must agree)."""
-    from cutlass.cute.runtime import make_fake_tensor
-
-    shape = tuple(cute.sym_int32() for _ in range(rank))
-    stride = tuple(1 if mode == leading else cute.sym_int64() for mode in range(rank))
-    return make_fake_tensor(dtype, shape, stride, assumed_align=16)
 
 
 def compile_gemm(a, sfa, b, sfb, layout: str = "normal", group_info=None, tile_n: int | None = None,
@@ -600,7 +582,7 @@ def compile_gemm(a, sfa, b, sfb, layout: str = "normal", group_info=None, tile_n
     and reused for every shape."""
     import torch
 
-    a, sfa, b, sfb = _canonical(a, -1), _canonical(sfa, -2), _canonical(b, -1), _canonical(sfb, -1)
+    a, sfa, b, sfb = canonical(a, -1), canonical(sfa, -2), canonical(b, -1), canonical(sfb, -1)
     _check_tensors(a, sfa, b, sfb, layout, group_info)
     groups = b.shape[0] if b.dim() == 3 else 1
     m, k = a.shape[-2], a.shape[-1]
@@ -614,13 +596,14 @@ def compile_gemm(a, sfa, b, sfb, layout: str = "normal", group_info=None, tile_n
     if group_info is None:
         group_info = torch.zeros(1, dtype=torch.int32, device=a.device)
     views = _views(a, sfa, b, sfb, d, group_info)
-    key = (layout, tile_m, tile_n, cluster_mn, swizzle, tuple(sorted(variant.items())), a.device.index)
-    if key not in _KERNELS:
-        op = Fp8BlockScaleGemm(layout, tile_n, cluster_mn, swizzle, tile_m, **variant)
-        _KERNELS[key] = cute.compile(op, *views, max_active_clusters(cluster_mn), _current_stream())
-    kernel = _KERNELS[key]
+    props = torch.cuda.get_device_properties(a.device)
+    clusters = max_active_clusters(cluster_mn)
+    key = ("fp8_blockscale_gemm", layout, tile_m, tile_n, cluster_mn, swizzle, tuple(sorted(variant.items())),
+           clusters, f"sm_{props.major}{props.minor}")
+    op = Fp8BlockScaleGemm(layout, tile_n, cluster_mn, swizzle, tile_m, **variant)
+    kernel = cached_kernel(key, lambda: cute.compile(op, *views, clusters, current_stream()), KERNEL_SOURCES)
     # the stream is read at every launch, so run() can be captured in a CUDA graph (a side stream)
-    return (lambda: kernel(*views, _current_stream())), d
+    return (lambda: kernel(*views, current_stream())), d
 
 
 def choose_tiling(layout: str, m: int, n: int, sms: int, groups: int = 1, tile_ms: tuple[int, ...] = TILE_MS) -> dict:
@@ -649,14 +632,7 @@ def gemm(a, sfa, b, sfb, layout: str = "normal", group_info=None):
     return d
 
 
-_KERNELS: dict = {}
-
-
-def _current_stream():
-    import cuda.bindings.driver as cuda
-    import torch
-
-    return cuda.CUstream(torch.cuda.current_stream().cuda_stream)
+KERNEL_SOURCES = [Path(__file__).resolve(), Path(__file__).resolve().parents[1] / "hopper-gemm" / "sm90_common.py"]
 
 
 def _check_tensors(a, sfa, b, sfb, layout: str, group_info) -> None:
@@ -712,52 +688,12 @@ def _check_tensors(a, sfa, b, sfb, layout: str, group_info) -> None:
         raise ValueError(f"a has {a.shape[0]} groups and b {b.shape[0]}")
 
 
-def _canonical(tensor, leading: int):
-    """The same tensor with canonical strides in its size-1 modes, whose strides address nothing and
-    may be anything in torch (M = 1, one K block, one group): 1 in the contiguous mode, elsewhere a
-    16-byte multiple past the whole tensor, so the stride checks and TMA's alignment rules hold."""
-    if 1 not in tensor.shape or tensor.dim() == 0:
-        return tensor
-    past = _past(tensor)
-    leading %= tensor.dim()
-    strides = [stride if size != 1 else (1 if mode == leading else past)
-               for mode, (size, stride) in enumerate(zip(tensor.shape, tensor.stride()))]
-    return tensor.as_strided(tensor.shape, strides)
-
-
-def _past(tensor) -> int:
-    """A stride, in elements, past every element of the tensor and a multiple of 16 bytes."""
-    per_16_bytes = max(1, 16 // tensor.element_size())
-    span = max(s * n for s, n in zip(tensor.stride(), tensor.shape))
-    return -(-span // per_16_bytes) * per_16_bytes
-
-
 def _views(a, sfa, b, sfb, d, group_info) -> list:
     """CuTe views with dynamic shapes and strides (the types `_fake` declares at compile time).
     A static extent of 1 would let CuTe drop that mode when it builds a TMA atom (M = 1 gave a 1-D
     TMA for A and D, and a crash); dynamic extents keep every mode whatever its run-time size."""
-    return [_mkl(a, 1), _mkl(sfa, 0), _mkl(b, 1), _mkl(sfb, 1), _mkl(d, 1), _view(group_info, 0)]
-
-
-def _mkl(tensor, leading: int):
-    """A CuTe view (rows, cols, L) of a 2-D (rows, cols) or 3-D (L, rows, cols) torch tensor: the
-    group mode goes last, where the kernel expects it. `leading` is the mode with stride 1."""
-    if tensor.dim() == 2:   # L = 1, with a stride past the whole tensor (TMA wants 16-byte strides)
-        tensor = tensor.as_strided((1, *tensor.shape), (_past(tensor), *tensor.stride()))
-    return _view(tensor.permute(1, 2, 0), leading)
-
-
-def _view(tensor, leading: int):
-    """A dynamic-layout CuTe view of a torch tensor; fp8 through a uint8 view with the element type
-    set afterwards."""
-    import torch
-    from cutlass.cute.runtime import from_dlpack
-
-    if tensor.dtype == torch.float8_e4m3fn:
-        view = from_dlpack(tensor.view(torch.uint8), assumed_align=16).mark_layout_dynamic(leading_dim=leading)
-        view.element_type = cutlass.Float8E4M3FN
-        return view
-    return from_dlpack(tensor, assumed_align=16).mark_layout_dynamic(leading_dim=leading)
+    return [cute_view(batch_last(a), 1), cute_view(batch_last(sfa), 0), cute_view(batch_last(b), 1),
+            cute_view(batch_last(sfb), 1), cute_view(batch_last(d), 1), cute_view(group_info, 0)]
 
 
 if __name__ == "__main__":

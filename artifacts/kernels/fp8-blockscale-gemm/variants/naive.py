@@ -184,9 +184,10 @@ def compile_gemm(a, sfa, b, sfb):
         if t.dtype == torch.float8_e4m3fn:
             view.element_type = cutlass.Float8E4M3FN
         views.append(view)
-    stream = cuda.CUstream(torch.cuda.current_stream().cuda_stream)
-    kernel = cute.compile(NaiveBlockScaleGemm(), *views, stream)
-    return (lambda: kernel(*views, stream)), d
+    kernel = cute.compile(NaiveBlockScaleGemm(), *views, cuda.CUstream(torch.cuda.current_stream().cuda_stream))
+    # the stream is read at every launch: a launch bound to the stream current at compile time
+    # escapes a CUDA-graph capture on another stream (the graph then holds no kernel at all)
+    return (lambda: kernel(*views, cuda.CUstream(torch.cuda.current_stream().cuda_stream))), d
 
 
 if __name__ == "__main__":

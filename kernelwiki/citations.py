@@ -1,0 +1,175 @@
+"""`kernelwiki audit --sources`: check each cited quote against the pinned upstream text.
+
+A `spec` or `source-reported` claim carries `locator` (where the value stands) and `quote` (the
+verbatim words). Its source page's `origin` says where the text lives:
+
+    origin: {package: flash-attn-4, version: 4.0.0b36}     # installed distribution or a wheel
+    origin: {repo: deepseek-ai/DeepGEMM, commit: <40 hex>}  # a local git mirror
+    origin: {file: notes-README.txt}                        # a file the project was given
+
+The file is the locator up to its first ':' or ','. A package is read from the installed
+distribution when its version is the pinned one, else from `<name>-<version>-*.whl` in a wheel
+directory; a repository from `<dir>/<owner>+<name>/repo` (a bare git directory, read with
+`git show COMMIT:path`) in a mirror directory; a given file from a references directory (its
+locator need not name the file). A source without an origin (a paper, a web page)
+cannot be checked here; its quotes are counted, not checked.
+
+Quotes and files are compared after collapsing whitespace and dropping Markdown emphasis, link
+targets and code marks, so a quote of a README table row or a bold phrase reads as written.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import re
+import subprocess
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kernelwiki.pages import read_page
+from kernelwiki.problems import Problem
+from kernelwiki.repo import Repo
+
+CITED_LEVELS = ("spec", "source-reported")
+LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")
+
+
+@dataclass
+class Citations:
+    problems: list[Problem] = field(default_factory=list)
+    claims: int = 0
+    """spec and source-reported claims."""
+    quoted: int = 0
+    checkable: int = 0
+    """Quotes whose pinned file could be read on this machine."""
+    matched: int = 0
+
+
+def normalize(text: str) -> str:
+    """Whitespace collapsed; Markdown links reduced to their text; `*`, `_`-emphasis and backticks dropped."""
+    text = LINK.sub(r"\1", text)
+    text = re.sub(r"[*`]", "", text)
+    return " ".join(text.split())
+
+
+class Texts:
+    """Reads a file of a pinned package or repository; None when it is not on this machine."""
+
+    def __init__(self, wheels: list[Path], mirrors: list[Path], references: list[Path]):
+        self.wheels, self.mirrors, self.references = wheels, mirrors, references
+        self._cache: dict[tuple, str | None] = {}
+
+    def read(self, origin: dict, path: str) -> str | None:
+        key = (tuple(sorted(origin.items())), path)
+        if key not in self._cache:
+            if "package" in origin:
+                self._cache[key] = self._package(str(origin["package"]), str(origin["version"]), path)
+            elif "file" in origin:
+                found = self._reference(str(origin["file"]))
+                self._cache[key] = found.read_text(encoding="utf-8", errors="replace") if found else None
+            else:
+                self._cache[key] = self._repo(str(origin["repo"]), str(origin["commit"]), path)
+        return self._cache[key]
+
+    def available(self, origin: dict) -> bool:
+        """Whether the pinned package or commit itself is here (so a missing file is an error)."""
+        if "package" in origin:
+            return self._installed(str(origin["package"]), str(origin["version"])) is not None or \
+                self._wheel(str(origin["package"]), str(origin["version"])) is not None
+        if "file" in origin:
+            return self._reference(str(origin["file"])) is not None
+        return self._git_dir(str(origin["repo"]), str(origin["commit"])) is not None
+
+    def _reference(self, name: str) -> Path | None:
+        return next((d / name for d in self.references if (d / name).is_file()), None)
+
+    def _installed(self, name: str, version: str):
+        try:
+            dist = importlib.metadata.distribution(name)
+        except importlib.metadata.PackageNotFoundError:
+            return None
+        return dist if dist.version == version else None
+
+    def _wheel(self, name: str, version: str) -> Path | None:
+        stem = re.sub(r"[-_.]+", "_", name).lower()
+        for directory in self.wheels:
+            for wheel in sorted(directory.glob("*.whl")):
+                parts = wheel.name.split("-")
+                if len(parts) > 2 and re.sub(r"[-_.]+", "_", parts[0]).lower() == stem and parts[1] == version:
+                    return wheel
+        return None
+
+    def _package(self, name: str, version: str, path: str) -> str | None:
+        dist = self._installed(name, version)
+        if dist is not None:
+            target = Path(dist.locate_file(path))
+            if target.is_file():
+                return target.read_text(encoding="utf-8", errors="replace")
+        wheel = self._wheel(name, version)
+        if wheel is not None:
+            with zipfile.ZipFile(wheel) as archive:
+                if path in archive.namelist():
+                    return archive.read(path).decode("utf-8", errors="replace")
+        return None
+
+    def _git_dir(self, repo: str, commit: str) -> Path | None:
+        for directory in self.mirrors:
+            git_dir = directory / repo.replace("/", "+") / "repo"
+            if git_dir.is_dir() and subprocess.run(
+                    ["git", "--git-dir", str(git_dir), "cat-file", "-e", f"{commit}^{{commit}}"],
+                    capture_output=True).returncode == 0:
+                return git_dir
+        return None
+
+    def _repo(self, repo: str, commit: str, path: str) -> str | None:
+        git_dir = self._git_dir(repo, commit)
+        if git_dir is None:
+            return None
+        shown = subprocess.run(["git", "--git-dir", str(git_dir), "show", f"{commit}:{path}"], capture_output=True)
+        return shown.stdout.decode("utf-8", errors="replace") if shown.returncode == 0 else None
+
+
+def default_dirs(variable: str) -> list[Path]:
+    return [Path(p) for p in os.environ.get(variable, "").split(os.pathsep) if p]
+
+
+def check_citations(repo: Repo, wheels: list[Path], mirrors: list[Path], references: list[Path]) -> Citations:
+    """Count the cited claims and their quotes; check every quote whose pinned file is here."""
+    pages = {}
+    for path in sorted(repo.wiki.rglob("*.md")):
+        page = read_page(path, repo.rel(path))
+        if page.meta is not None:
+            pages[page.rel] = page
+    origins = {p.meta.get("id"): p.meta.get("origin") for p in pages.values()
+               if p.meta.get("type") == "source" and isinstance(p.meta.get("origin"), dict)}
+    texts = Texts(wheels, mirrors, references)
+    result = Citations()
+    for page in pages.values():
+        for index, claim in enumerate(page.meta.get("claims") or []):
+            if not isinstance(claim, dict) or claim.get("evidence") not in CITED_LEVELS:
+                continue
+            result.claims += 1
+            quote, locator = claim.get("quote"), claim.get("locator")
+            if not isinstance(quote, str):
+                continue
+            result.quoted += 1
+            origin = origins.get(claim.get("source"))
+            if origin is None or not isinstance(locator, str) or not texts.available(origin):
+                continue
+            result.checkable += 1
+            file = str(origin["file"]) if "file" in origin else re.split(r"[:,]", locator, maxsplit=1)[0].strip()
+            text = texts.read(origin, file)
+            where = origin.get("file") or \
+                f"{origin.get('package') or origin.get('repo')}@{origin.get('version') or origin.get('commit', '')[:12]}"
+            line = page.line(("claims", index, "quote"))
+            if text is None:
+                result.problems.append(Problem(page.rel, page.line(("claims", index, "locator")),
+                                               f"claims[{index}].locator", f"no file {file!r} in {where}"))
+            elif normalize(quote) not in normalize(text):
+                result.problems.append(Problem(page.rel, line, f"claims[{index}].quote",
+                                               f"not found in {where} {file}"))
+            else:
+                result.matched += 1
+    return result

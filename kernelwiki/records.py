@@ -1,0 +1,136 @@
+"""Run records as every reader sees them: read safely, checked once, ordered one way.
+
+validate reports a record's problems; refresh, get and the runner read only records without any,
+so that whatever validate lets through is exactly what the rest relies on.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+from kernelwiki.problems import Problem
+from kernelwiki.repo import Repo, UnsafeFile, read_regular
+from kernelwiki.schema import check as schema_check
+
+TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+MAX_RECORD_BYTES = 4 << 20   # records stay small (the largest real one is ~30 kB)
+CLOCK_SKEW = timedelta(minutes=10)
+RUN_ID = re.compile(r"^(?P<base>.+-(?:run|compile-only))(?:-(?P<n>[0-9]+))?$")
+
+
+class RecordProblem(ValueError):
+    def __init__(self, line: int, message: str):
+        super().__init__(message)
+        self.line = line
+        self.message = message
+
+
+@dataclass(frozen=True)
+class RecordFile:
+    rel: str
+    path: Path
+    data: Any
+    problems: tuple[Problem, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def _refuse_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a number in standard JSON")
+
+
+def read_record(path: Path) -> Any:
+    """Parse one record file; RecordProblem (with a line) for anything that is not standard JSON."""
+    try:
+        text = read_regular(path, MAX_RECORD_BYTES).decode("utf-8")
+    except UnsafeFile as err:
+        raise RecordProblem(1, f"{err}; not read") from None
+    except UnicodeDecodeError as err:
+        raise RecordProblem(1, f"not valid UTF-8 (byte {err.start})") from None
+    try:
+        return json.loads(text, parse_constant=_refuse_constant)
+    except RecursionError:
+        raise RecordProblem(1, "not a JSON run record: nested too deeply") from None
+    except ValueError as err:
+        line = getattr(err, "lineno", None) or 1
+        message = getattr(err, "msg", None) or str(err)
+        raise RecordProblem(line, f"not a JSON run record: {message}") from None
+
+
+def order_key(started_at: Any, rel: str) -> tuple:
+    """Oldest first: by started_at, then by the run-id counter (…-run, …-run-2, …-run-3 started
+    within one second, in that order)."""
+    match = RUN_ID.match(Path(rel).stem)
+    base, n = (match.group("base"), int(match.group("n") or 1)) if match else (Path(rel).stem, 0)
+    return (str(started_at), base, n, rel)
+
+
+def parse_time(value: Any) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.strptime(value, TIME_FORMAT).replace(tzinfo=timezone.utc)
+    except ValueError:
+        return None
+
+
+def check_record(repo: Repo, rel: str, path: Path, data: Any, probes: set[str], now: datetime) -> list[Problem]:
+    """What validate reports about one parsed record, beyond JSON syntax."""
+    problems = schema_check(repo.schemas, "record", data, rel, lambda p: 1)
+    if not isinstance(data, dict):
+        return problems
+
+    def add(field: str, message: str) -> None:
+        problems.append(Problem(rel, 1, field, message))
+
+    if data.get("probe") != path.parent.name:
+        add("probe", f"must equal the directory name {path.parent.name!r}")
+    if path.parent.name not in probes:
+        add("probe", f"no probe probes/{path.parent.name}/probe.yaml; a record belongs to a probe")
+    if data.get("run_id") != path.stem:
+        add("run_id", f"must equal the file name {path.stem!r}")
+    started = parse_time(data.get("started_at"))
+    for key in ("started_at", "finished_at"):
+        if key in data and parse_time(data[key]) is None:
+            add(key, f"{data[key]!r} is not a UTC time like 2026-11-29T16:17:03Z")
+        elif key in data and parse_time(data[key]) > now + CLOCK_SKEW:
+            add(key, f"{data[key]} is in the future; a record reports a run that happened")
+    finished = parse_time(data.get("finished_at"))
+    if started and finished and finished < started:
+        add("finished_at", "is before started_at")
+    return problems
+
+
+def scan(repo: Repo, probes: set[str], now: datetime | None = None, probe: str = "*") -> list[RecordFile]:
+    """Every artifacts/evidence/<probe>/<run>.json (of one probe, if given) with its problems, in path order."""
+    now = now or datetime.now(timezone.utc)
+    out: list[RecordFile] = []
+    if not repo.evidence.is_dir() or repo.evidence.is_symlink():
+        return out
+    for path in sorted(repo.evidence.glob(f"{glob.escape(probe) if probe != '*' else '*'}/*.json")):
+        rel = repo.rel(path)
+        if path.parent.is_symlink():
+            out.append(RecordFile(rel, path, None, (Problem(rel, 1, "-", "its directory is a symbolic link; not read"),)))
+            continue
+        try:
+            data = read_record(path)
+        except RecordProblem as err:
+            out.append(RecordFile(rel, path, None, (Problem(rel, err.line, "-", err.message),)))
+            continue
+        out.append(RecordFile(rel, path, data, tuple(check_record(repo, rel, path, data, probes, now))))
+    return out
+
+
+def probe_ids(repo: Repo) -> set[str]:
+    """Directories under probes/ that hold a probe.yaml (whether or not it is valid)."""
+    if not repo.probes.is_dir():
+        return set()
+    return {p.name for p in repo.probes.iterdir() if not p.is_symlink() and (p / "probe.yaml").is_file()}

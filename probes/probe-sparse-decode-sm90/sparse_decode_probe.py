@@ -1,0 +1,148 @@
+"""probe-sparse-decode-sm90: our sparse MLA decode kernel against an FP32 reference and torch SDPA.
+
+Each case: a cache of 65536 tokens per sequence (normal latent rows quantized to the V3.2 FP8 format),
+2048 distinct random indices per sequence, normal bf16 queries. Correctness: O and lse (outputs poisoned
+first) against reference.sparse_decode in FP32; the O gate is twice the relative Frobenius error and
+twice the largest element error of reference.sparse_decode_bf16 (the same attention with bf16 operands),
+lse within LSE_TOL. Timing: our kernel(s) and the torch baseline each captured in a CUDA graph, replayed
+interleaved with the L2 flushed before every replay. Compile-only mode compiles the one-pass kernel, the
+split kernel and the combine kernel for sm_90a with fake tensors and scans PTX and SASS.
+
+Run through the runner: kernelwiki probe run --probe probe-sparse-decode-sm90 [--compile-only]
+"""
+
+from __future__ import annotations
+
+import sys
+
+from kernelwiki.harness import compile as compile_mod
+from kernelwiki.harness import gates
+from kernelwiki.harness.probe import REPO_ROOT, Context, Probe
+
+sys.path.insert(0, str(REPO_ROOT / "artifacts" / "kernels" / "sparse-decode"))
+import cache_format  # noqa: E402
+import sparse_decode_sm90  # noqa: E402  (our kernel, importable without a GPU)
+
+GATE_FACTOR = 2.0   # allowed multiple of the bf16 computation's own error
+LSE_TOL = 1e-3      # natural-log units; fp32 statistics of a correct kernel differ by ~1e-6
+
+
+def flops(batch: int, heads: int, topk: int) -> int:
+    """2 x (576 + 512) FLOP per head per selected token: Q.K^T over 576 dims, P.V over 512."""
+    return 2 * (cache_format.D_QK + cache_format.D_V) * heads * topk * batch
+
+
+def bytes_moved(batch: int, heads: int, topk: int) -> int:
+    """What any implementation must move: the selected cache rows (with scales and RoPE), the indices,
+    Q in bf16, O in bf16 and lse in fp32."""
+    return batch * (topk * (cache_format.ROW_BYTES + 4) + heads * (2 * cache_format.D_QK + 2 * cache_format.D_V + 4))
+
+
+def _problem(params: dict, seed: int):
+    import torch
+
+    import reference
+
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    return reference.random_problem(params["batch"], params["heads"], params["topk"], params["cache_tokens_per_seq"], g)
+
+
+def _check(q, cache, indices, ref_o, ref_lse, gate: dict) -> tuple[dict, object]:
+    """Run our kernel once on poisoned outputs; the record's correctness mapping and the op."""
+    import torch
+
+    op = sparse_decode_sm90.SparseDecode(q, cache, indices)
+    gates.poison(op.out)
+    gates.poison(op.lse)
+    op.run()
+    torch.cuda.synchronize()
+    o = op.out.double()
+    diff = o - ref_o.double()
+    rel = float(diff.norm() / ref_o.double().norm())
+    nan_count = int(torch.isnan(o).sum()) + int(torch.isnan(op.lse).sum())
+    max_abs = float(diff.abs().max()) if nan_count == 0 else None
+    finite = torch.isfinite(ref_lse)
+    lse_err = float((op.lse[finite] - ref_lse[finite]).abs().max()) if finite.any() else 0.0
+    lse_inf_match = bool(torch.equal(op.lse[~finite], ref_lse[~finite]))
+    passed = (nan_count == 0 and rel <= gate["tolerance"] and max_abs is not None
+              and max_abs <= gate["max_abs_tolerance"] and lse_err <= LSE_TOL and lse_inf_match)
+    return {"passed": passed, "rel_err": rel, "max_abs_err": max_abs, "lse_max_abs_err": lse_err,
+            "lse_tolerance": LSE_TOL, "all_written": nan_count == 0, "nan_count": nan_count, **gate,
+            "splits": op.splits}, op
+
+
+def _gate(q, cache, indices, ref_o) -> dict:
+    """The tolerance: GATE_FACTOR times what the bf16 computation of the same attention is off by."""
+    import reference
+
+    bf16 = reference.sparse_decode_bf16(q, cache, indices).double()
+    diff = bf16 - ref_o.double()
+    rel = float(diff.norm() / ref_o.double().norm())
+    return {"tolerance": GATE_FACTOR * rel, "max_abs_tolerance": GATE_FACTOR * float(diff.abs().max()),
+            "reference_bf16_rel_err": rel, "gate": f"{GATE_FACTOR} x the bf16 reference's own error"}
+
+
+def _graph(fn):
+    """fn captured in a CUDA graph (after a warm-up on a side stream); returns its replay."""
+    import torch
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return graph.replay
+
+
+def run_case(case: dict, ctx: Context) -> dict:
+    import torch
+
+    import reference
+
+    params = case["params"]
+    batch, heads, topk = params["batch"], params["heads"], params["topk"]
+    q, cache, indices = _problem(params, ctx.seed)
+    ref_o, ref_lse = reference.sparse_decode(q, cache, indices)
+    correctness, op = _check(q, cache, indices, ref_o, ref_lse, _gate(q, cache, indices, ref_o))
+    del ref_o, ref_lse
+    torch.cuda.empty_cache()
+    candidates = {"ours": _graph(op.run), "torch": _graph(lambda: reference.sdpa_baseline(q, cache, indices))}
+    timing = ctx.timer(warmup=3, iters=20).compare(candidates)
+    tflops = {name: flops(batch, heads, topk) / (t["median_ms"] * 1e-3) / 1e12 for name, t in timing.items()}
+    tbps = bytes_moved(batch, heads, topk) / (timing["ours"]["median_ms"] * 1e-3) / 1e12
+    copy = ctx.ceilings.get("copy")
+    metrics = {"splits": op.splits, "bytes_moved": bytes_moved(batch, heads, topk), "achieved_tbps": round(tbps, 4),
+               "hbm_fraction": round(tbps / float(copy), 4) if copy else None,
+               "copy_ceiling_tbps": copy, "timing_method": "CUDA graph replay, L2 flushed before each replay"}
+    return {"correctness": correctness, "timing": timing, "metrics": metrics,
+            "baselines": [{"name": "torch", "value": round(tflops["torch"], 2)}],
+            "headline": ctx.headline("tflops", tflops["ours"], "TFLOP/s", peak_key="bf16", ceiling_key="bf16",
+                                     baseline=("torch", tflops["torch"]))}
+
+
+def negative_control(ctx: Context) -> dict:
+    """Indices shifted by one row: a kernel that reads the rows it is told to read must now be wrong."""
+    import reference
+
+    params = {"batch": 16, "heads": 64, "topk": 2048, "cache_tokens_per_seq": 65536}
+    q, cache, indices = _problem(params, ctx.seed + 1)
+    ref_o, ref_lse = reference.sparse_decode(q, cache, indices)
+    gate = _gate(q, cache, indices, ref_o)
+    return _check(q, cache, (indices + 1).clamp(max=cache.shape[0] - 1).int(), ref_o, ref_lse, gate)[0]
+
+
+def compile_kernel(arch: str) -> compile_mod.Emitted:
+    emitted = compile_mod.from_cute(sparse_decode_sm90.compile_for(arch, split=False), arch)
+    for extra in (compile_mod.from_cute(sparse_decode_sm90.compile_for(arch, split=True), arch),
+                  compile_mod.from_cute(sparse_decode_sm90.compile_combine_for(arch), arch)):
+        emitted.ptx += extra.ptx
+        if emitted.sass is not None and extra.sass is not None:
+            emitted.sass += extra.sass
+    return emitted
+
+
+if __name__ == "__main__":
+    Probe(__file__).main(run_case=run_case, negative_control=negative_control, compile=compile_kernel)

@@ -1,0 +1,66 @@
+"""audit: performance numbers in prose must sit in claim spans or on lines marked unclaimed."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import HW_PAGE
+
+from kernelwiki.audit import PERFORMANCE_NUMBER, Audit, audit_body
+
+
+def numbers(text: str) -> list[str]:
+    return [m.group(0).strip() for m in PERFORMANCE_NUMBER.finditer(text)]
+
+
+@pytest.mark.parametrize("text, found", [
+    ("reaches 1613 TFLOP/s and 71% of peak", ["1613 TFLOP/s", "71%"]),
+    ("1.3× cuDNN, 2.7x Triton, 20–30× faster", ["1.3×", "2.7x", "30×"]),
+    ("4.8 TB/s, 3350 GB/s, 1980 MHz, 700 W, 12 µs, 3 us, 1.5 ms, 40 ns", None),
+    ("32 cycles, 1 ulp, 2 ulps, 1024 FLOP/clk/SM, 740 TFLOPS", None),
+    ("a 128×256 tile, 64×K by K×N, 4 × wgmma, 2 × 1 cluster, 128 × N", []),
+    ("hex 0x1F, 4x4 grid, 7 Warps, 128 threads, v2.7x", []),
+])
+def test_what_counts_as_a_performance_number(text, found):
+    if found is None:
+        assert len(numbers(text)) == text.count(",") + 1, numbers(text)
+    else:
+        assert numbers(text) == found
+
+
+BODY = """# Title
+
+Spans are fine: <!-- claim:peak -->100 TFLOP/s<!-- /claim -->.
+So is `1.2x in code` and <!-- a comment with 5 W -->.
+A bare 99 TFLOP/s on line 6.
+Marked: 64 ulp is the definition <!-- unclaimed: definitional constant, not a measurement -->
+Empty reason 3 W <!-- unclaimed: -->
+
+```
+90% inside a fence
+```
+<!-- kernelwiki:begin claims -->
+| x | 1.0× |
+<!-- kernelwiki:end claims -->
+"""
+
+
+def test_audit_body_counts_and_locates():
+    result = Audit()
+    audit_body("wiki/x.md", BODY, 10, result)
+    assert (result.spans, result.unclaimed, result.bare, result.total) == (1, 1, 2, 4)   # an empty reason exempts nothing
+    lines = [(p.line, p.field) for p in result.problems]
+    assert lines == [(14, "prose"), (16, "unclaimed"), (16, "prose")], [str(p) for p in result.problems]
+    assert "'99 TFLOP/s'" in result.problems[0].message
+
+
+def test_cli_exit_codes_and_summary(mini):
+    page = mini.root / "wiki/hardware/example.md"
+    assert mini.run("audit")[0] == 0
+    page.write_text(HW_PAGE + "It reaches 100 TFLOP/s.\n", encoding="utf-8")
+    code, out, err = mini.run("audit")
+    line = HW_PAGE.count("\n") + 1
+    assert code == 1 and out.startswith(f"wiki/hardware/example.md:{line}: prose: performance number '100 TFLOP/s'")
+    assert "1 performance numbers in prose: 0 in claim spans, 0 marked unclaimed (0.0%), 1 bare" in err
+    page.write_text(HW_PAGE + "It reaches <!-- claim:peak -->100 TFLOP/s<!-- /claim -->.\n", encoding="utf-8")
+    assert mini.run("audit")[0] == 0

@@ -1,0 +1,118 @@
+"""The correctness gate: it must fail on every kind of wrong output, and pass a correct one.
+
+Runs on numpy arrays here (no torch on the CI machine); `check` takes torch tensors the same way.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kernelwiki.harness import gates
+
+
+def product(seed: int = 0, dtype=np.float32) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(a, b, exact FP64 product) of normal inputs."""
+    rng = np.random.default_rng(seed)
+    a, b = rng.standard_normal((64, 256)).astype(dtype), rng.standard_normal((256, 48)).astype(dtype)
+    return a, b, a.astype(np.float64) @ b.astype(np.float64)
+
+
+def to_bf16(x: np.ndarray) -> np.ndarray:
+    """Round FP32 to bfloat16 (round to nearest even) and back, as a bf16 kernel's output would be."""
+    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return rounded.astype(np.uint32).view(np.float32)
+
+
+def to_tf32(x: np.ndarray) -> np.ndarray:
+    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    return ((bits + 0xFFF + ((bits >> 13) & 1)) & 0xFFFFE000).astype(np.uint32).view(np.float32)
+
+
+def test_correct_output_passes_and_reports_its_error():
+    a, b, ref = product()
+    result = gates.check(to_bf16(a @ b), ref, "bf16")
+    assert result["passed"] and result["all_written"] and result["tolerance_basis"] == "table"
+    assert 0 < result["rel_err"] < gates.TOLERANCES["bf16"]
+
+
+def test_nan_never_passes():
+    a, b, ref = product()
+    out = (a @ b).astype(np.float64)
+    out[3, 7] = np.nan
+    result = gates.check(out, ref, "fp32")
+    assert not result["passed"] and not result["all_written"] and result["nan_count"] == 1
+    assert result["rel_err"] is None and result["max_abs_err"] is None
+
+
+def test_nan_in_the_reference_fails():
+    _, _, ref = product()
+    bad = ref.copy()
+    bad[0, 0] = np.nan
+    assert not gates.check(ref, bad, "fp32")["passed"]
+
+
+def test_shape_mismatch_fails_with_a_reason():
+    _, _, ref = product()
+    result = gates.check(ref[:, :-1], ref, "fp32")
+    assert not result["passed"] and "shape (64, 47) != reference (64, 48)" in result["reason"]
+
+
+def test_exact_mode_counts_mismatches():
+    src = np.arange(1000, dtype=np.float32).reshape(10, 100)
+    assert gates.check(src.copy(), src, "exact")["passed"]
+    out = src.copy()
+    out[4, 2] += 1
+    result = gates.check(out, src, "exact")
+    assert not result["passed"] and result["mismatched"] == 1 and result["max_abs_err"] == 1.0
+
+
+def test_one_corrupted_element_fails_though_the_frobenius_error_is_small():
+    a, b, ref = product()
+    out = (a @ b).astype(np.float64)
+    out[10, 10] += 0.5 * np.sqrt(np.mean(ref ** 2))        # one element off by half the RMS
+    result = gates.check(out, ref, "bf16")
+    assert result["rel_err"] < gates.TOLERANCES["bf16"]      # the norm alone would let it through
+    assert not result["passed"] and result["max_abs_err"] > result["max_abs_tolerance"]
+
+
+def test_skipped_k_tile_fails():
+    a, b, ref = product()
+    out = a[:, :192] @ b[:192]                               # the last 64 of K never accumulated
+    assert not gates.check(out, ref, "bf16")["passed"]
+
+
+def test_zero_reference_allows_no_error():
+    ref = np.zeros((8, 8))
+    assert gates.check(np.zeros((8, 8)), ref, "bf16")["passed"]
+    out = np.zeros((8, 8))
+    out[1, 1] = 1e-3
+    assert not gates.check(out, ref, "bf16")["passed"]
+
+
+def test_unknown_dtype_is_an_error():
+    with pytest.raises(ValueError, match="no tolerance for dtype 'fp12'"):
+        gates.check(np.zeros(2), np.zeros(2), "fp12")
+
+
+def test_derived_tolerance_catches_bf16_rounding_that_the_tf32_table_lets_through():
+    a, b, _ = product()
+    a, b = to_tf32(a), to_tf32(b)                            # inputs already representable in TF32
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    library = (a @ b).astype(np.float32)                      # same-precision computation, FP32 accumulation
+    sloppy = to_bf16(library)                                # a kernel that rounded its result to bf16
+    assert gates.check(sloppy, ref, "tf32")["passed"]        # the table is too loose to notice
+    derived = gates.reference_tolerance(library, ref)
+    assert derived["tol"] < gates.TOLERANCES["tf32"] / 10
+    assert gates.check(library, ref, "tf32", **derived)["passed"]
+    result = gates.check(sloppy, ref, "tf32", **derived)
+    assert not result["passed"] and result["tolerance_basis"] == "derived"
+
+
+def test_derived_tolerance_has_a_floor():
+    _, _, ref = product()
+    derived = gates.reference_tolerance(ref, ref)
+    assert derived["tol"] == gates.DERIVED_FLOOR and derived["max_abs_tol"] > 0
+    with pytest.raises(ValueError):
+        gates.reference_tolerance(ref[:1], ref)

@@ -1,0 +1,139 @@
+"""Our Hopper GEMM on the GPU, beyond the probe's shapes: M = 1, ragged tiles, views, odd strides,
+batches, every input type and layout can_implement accepts, split-K determinism, graph capture on a
+side stream, and the ValueErrors for what it refuses. Skipped without an sm_90 GPU."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from conftest import ROOT
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("cutlass")
+if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
+    pytest.skip("needs an sm_90 GPU", allow_module_level=True)
+sys.path.insert(0, str(ROOT / "artifacts" / "kernels" / "hopper-gemm"))
+import hopper_gemm  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+# relative Frobenius error allowed, by output type: the output's rounding dominates (bf16 ~4e-3,
+# fp16 ~5e-4); fp32 output (tf32 math on tf32-exact inputs) sums exact products in FP32
+TOL = {torch.bfloat16: 1e-2, torch.float16: 2e-3, torch.float32: 1e-4}
+
+
+def _operands(dtype, lead: tuple, m: int, n: int, k: int, seed: int = 0):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    a = torch.randn(*lead, m, k, device="cuda", generator=g)
+    b = torch.randn(*lead, n, k, device="cuda", generator=g)
+    if dtype == torch.float8_e4m3fn:
+        return a.to(dtype), b.to(dtype)
+    if dtype == torch.float32:   # values exact in tf32, so the reference sees what the MMA multiplies
+        return ((x.view(torch.int32) & -8192).view(torch.float32) for x in (a, b))
+    return a.to(dtype), b.to(dtype)
+
+
+def _check(a, b, d, alpha: float = 1.0):
+    ref = alpha * (a.double() @ b.double().transpose(-1, -2))
+    assert not torch.isnan(d).any(), "unwritten output"
+    err = ((d.double() - ref).norm() / ref.norm().clamp_min(1e-30)).item()
+    tol = TOL[d.dtype] if d.dtype != torch.float32 else TOL[torch.float32]   # the output's rounding dominates
+    assert err <= tol, f"relative error {err:.2e} > {tol:.0e}"
+
+
+@pytest.mark.parametrize("m, n, k", [(1, 8, 64), (1, 4096, 4096), (2, 264, 136), (3, 4096, 7168), (7, 520, 200),
+                                     (63, 1000, 72), (64, 8192, 1024), (65, 2112, 7168), (127, 256, 4096),
+                                     (256, 4096, 4096), (1000, 24, 1000), (4000, 2104, 7000)])
+def test_bf16_shapes(m, n, k):
+    a, b = _operands(torch.bfloat16, (), m, n, k)
+    d = hopper_gemm.gemm(a, b)
+    _check(a, b, d)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32, torch.float8_e4m3fn])
+@pytest.mark.parametrize("m", [1, 5, 130])
+def test_every_input_type(dtype, m):
+    a, b = _operands(dtype, (), m, 264, 512, seed=m)
+    d = hopper_gemm.gemm(a, b, alpha=0.5)
+    _check(a.float(), b.float(), d, 0.5)
+
+
+@pytest.mark.parametrize("tile_m, tile_n, split_k, cluster", [(64, 64, 1, (1, 1)), (64, 192, 3, (1, 1)),
+                                                            (128, 128, 2, (1, 1)), (128, 192, 1, (1, 2)), (128, 128, 1, (2, 1)),
+                                                            (128, 256, 5, (1, 1))])
+def test_forced_configurations(tile_m, tile_n, split_k, cluster):
+    a, b = _operands(torch.bfloat16, (), 333, 776, 1000)
+    d = hopper_gemm.gemm(a, b, tile_m=tile_m, tile_n=tile_n, split_k=split_k, cluster_mn=cluster)
+    _check(a, b, d)
+
+
+def test_views_and_odd_strides():
+    a, b = _operands(torch.bfloat16, (), 64, 512, 1024)
+    _check(a[17:18], b, hopper_gemm.gemm(a[17:18], b))           # one row of a larger matrix
+    wide_a, wide_b = _operands(torch.bfloat16, (), 100, 296, 1088)
+    a2, b2 = wide_a[:, 8:8 + 1024], wide_b[:, :1024]              # row stride 1088, offset by 16 bytes
+    _check(a2, b2, hopper_gemm.gemm(a2, b2))
+    at, bt = a.t().contiguous().t(), b.t().contiguous().t()      # M- and N-major (16-bit types)
+    _check(at, bt, hopper_gemm.gemm(at, bt))
+
+
+def test_batched_and_out():
+    a, b = _operands(torch.bfloat16, (3,), 100, 264, 520)
+    out = torch.full((3, 100, 264), float("nan"), dtype=torch.bfloat16, device="cuda")
+    assert hopper_gemm.gemm(a, b, out=out) is out
+    _check(a, b, out)
+    a1, b1 = _operands(torch.bfloat16, (1,), 1, 64, 64)
+    _check(a1, b1, hopper_gemm.gemm(a1, b1))
+
+
+def test_split_k_is_deterministic():
+    a, b = _operands(torch.bfloat16, (), 16, 4096, 14336)
+    run, d = hopper_gemm.compile_gemm(a, b)
+    assert run.config.split_k > 1
+    run()
+    first = d.clone()
+    for _ in range(3):
+        run()
+        assert torch.equal(d, first)
+    _check(a, b, d)
+
+
+def test_graph_capture_on_a_side_stream():
+    a, b = _operands(torch.bfloat16, (), 1, 4096, 4096)
+    run, d = hopper_gemm.compile_gemm(a, b)
+    run()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(stream), torch.cuda.graph(graph, stream=stream):
+        run()
+    torch.cuda.current_stream().wait_stream(stream)
+    d.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    _check(a, b, d)
+
+
+def test_refusals_name_the_value():
+    a, b = _operands(torch.bfloat16, (), 64, 256, 1024)
+    with pytest.raises(ValueError, match="data_ptr .* is not 16-byte aligned"):
+        storage = torch.empty(64 * 1024 + 1, dtype=torch.bfloat16, device="cuda")
+        hopper_gemm.gemm(storage[1:].view(64, 1024), b)
+    with pytest.raises(ValueError, match="K=100: the contiguous dimension of A"):
+        hopper_gemm.gemm(a[:, :100].contiguous(), b[:, :100].contiguous())
+    with pytest.raises(ValueError, match="stride 1030 .* not a multiple of 16 bytes"):
+        wide = torch.randn(64, 1030, device="cuda").bfloat16()
+        hopper_gemm.gemm(wide[:, :1024], b)
+    with pytest.raises(ValueError, match="neither M nor K is contiguous"):
+        hopper_gemm.gemm(a[:, ::2], b[:, ::2])
+    with pytest.raises(ValueError, match="same dtype"):
+        hopper_gemm.gemm(a, b.half())
+    with pytest.raises(ValueError, match="out: expected"):
+        hopper_gemm.gemm(a, b, out=torch.empty(64, 255, dtype=torch.bfloat16, device="cuda"))
+    with pytest.raises(ValueError, match="tile_n=96"):
+        hopper_gemm.gemm(a, b, tile_n=96)
+    square = torch.randn(64, 64, device="cuda").bfloat16()
+    with pytest.raises(ValueError, match="out overlaps a"):
+        hopper_gemm.gemm(square, square.clone(), out=square)
+    with pytest.raises(ValueError, match="stride 0 in mode 0"):
+        hopper_gemm.gemm(a[:1].expand(64, 1024), b)

@@ -1,0 +1,198 @@
+"""The runner against hostile probes and signals: no probe process outlives the runner, one bad
+result is that probe's record and the run goes on, and the lock survives cache removal."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, MiniRepo
+from kernelwiki.repo import Repo
+from kernelwiki.runner import runner_lock
+from test_runner import FAKE_GPU, _run, add_probe, records
+
+WRITE_OUT = "import json, os, sys, subprocess, time\nOUT = sys.argv[sys.argv.index('--out') + 1]\n"
+# A child that leaves the probe's process group and session, then sleeps; its pid goes to a file.
+ESCAPE = WRITE_OUT + (
+    "child = subprocess.Popen([sys.executable, '-c', 'import os, time; os.setsid(); time.sleep(300)'])\n"
+    "open(os.path.join(os.path.dirname(__file__), 'pids'), 'w').write(f'{os.getpid()} {child.pid}')\n"
+)
+
+
+@pytest.fixture
+def gpu(monkeypatch):
+    monkeypatch.setenv("KERNELWIKI_FAKE_GPU", FAKE_GPU)
+
+
+def probe(mini: MiniRepo, name: str, code: str) -> str:
+    probe_id = add_probe(mini, name, "passing")
+    (mini.root / f"probes/{probe_id}/run.py").write_text(code)
+    return probe_id
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().split(") ")[1][0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def wait_for(path: Path, seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while not (path.exists() and path.read_text().strip()):
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.05)
+
+
+def pids(mini: MiniRepo, probe_id: str) -> list[int]:
+    path = mini.root / f"probes/{probe_id}/pids"
+    wait_for(path)
+    time.sleep(0.2)
+    return [int(p) for p in path.read_text().split()]
+
+
+def assert_all_dead(found: list[int]) -> None:
+    deadline = time.monotonic() + 5
+    while any(alive(p) for p in found) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [p for p in found if alive(p)], "probe processes survived the runner"
+
+
+def runner_process(mini: MiniRepo, *args: str) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), KERNELWIKI_FAKE_GPU=FAKE_GPU)
+    return subprocess.Popen([sys.executable, "-m", "kernelwiki", "probe", "run", "--root", str(mini.root), *args],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_interrupted_runner_kills_the_probe_and_what_it_started(mini, signum):
+    hang = probe(mini, "hang", ESCAPE + "time.sleep(300)\n")
+    runner = runner_process(mini, "--probe", hang)
+    found = pids(mini, hang)
+    runner.send_signal(signum)
+    out, err = runner.communicate(timeout=30)
+    assert runner.returncode == 128 + signum
+    assert "Traceback" not in err and f"interrupted by {signal.Signals(signum).name}" in err
+    assert_all_dead(found)
+
+
+def test_timeout_and_exit_leave_nothing_running(mini, gpu):
+    hang = probe(mini, "hang", ESCAPE + "time.sleep(300)\n")
+    start = time.monotonic()
+    code, _, _ = _run(mini, "--probe", hang, "--timeout", "2")
+    assert code == 1 and time.monotonic() - start < 20
+    assert records(mini, hang)[0]["status"] == "timeout"
+    assert_all_dead(pids(mini, hang))
+    (mini.root / f"probes/{hang}/pids").unlink()
+    quits = probe(mini, "quits", ESCAPE + "os._exit(3)\n")
+    assert _run(mini, "--probe", quits)[0] == 1
+    assert records(mini, quits)[0]["reason"] == "exited with status 3"
+    assert_all_dead(pids(mini, quits))
+
+
+def test_next_runner_kills_what_a_sigkilled_runner_left(mini, gpu):
+    hang = probe(mini, "hang", ESCAPE + "time.sleep(300)\n")
+    runner = runner_process(mini, "--probe", hang)
+    found = pids(mini, hang)
+    runner.kill()
+    runner.communicate(timeout=30)
+    assert any(alive(p) for p in found)  # SIGKILL cannot be caught: the probe outlives its runner
+    ok = add_probe(mini, "ok", "passing")
+    code, _, err = _run(mini, "--probe", ok)
+    assert code == 0 and "killed 2 probe process(es) left running by an earlier runner" in err
+    assert_all_dead(found)
+
+
+@pytest.mark.parametrize("code, status, reason", [
+    (WRITE_OUT + "json.dump([1, 2], open(OUT, 'w'))\n", "failed", "result is a JSON list, not an object"),
+    (WRITE_OUT + "open(OUT, 'w').write('{garbage')\n", "failed", "wrote a result that is not JSON"),
+    (WRITE_OUT + "json.dump({'cases': 'lots'}, open(OUT, 'w'))\n", "failed", "cases: must be a list"),
+    (WRITE_OUT + "import signal\nos.kill(os.getpid(), signal.SIGRTMIN + 6)\ntime.sleep(5)\n", "crashed",
+     "killed by signal SIGRTMIN+6"),
+    (WRITE_OUT + "print('\\x1b[2J\\x1b]0;owned\\x07hi')\njson.dump({'cases': [{'id': 'c1', 'status': 'passed', "
+     "'headline': {'metric': 'tflops', 'value': float('nan')}}]}, open(OUT, 'w'))\n", "failed", "record schema"),
+])
+def test_one_bad_result_is_that_probes_record_and_the_run_goes_on(mini, gpu, code, status, reason):
+    bad = probe(mini, "bad", code)
+    good = add_probe(mini, "good", "passing")
+    exit_code, out, err = _run(mini, "--probe", bad, "--probe", good)
+    assert exit_code == 1 and "Traceback" not in out + err
+    [record] = records(mini, bad)
+    assert record["status"] == status and reason in record["reason"], record
+    assert records(mini, good)[0]["status"] == "passed"
+    assert "refreshed wiki/hardware/example.md" in err
+    assert "\x1b" not in err and "\x07" not in err
+    text = (mini.root / "artifacts/evidence" / bad).glob("*.json").__next__().read_text()
+    assert "NaN" not in text
+
+
+def test_compile_only_instructions_not_a_mapping(mini):
+    bad = probe(mini, "bad", WRITE_OUT + "json.dump({'instructions': ['sm_90a']}, open(OUT, 'w'))\n")
+    code, out, err = _run(mini, "--probe", bad, "--compile-only")
+    assert code == 1 and "Traceback" not in err
+    assert records(mini, bad)[0]["status"] == "failed"
+
+
+def test_escape_sequences_in_probe_output_are_shown_not_obeyed(mini, gpu):
+    noisy = probe(mini, "noisy", WRITE_OUT + "print('\\x1b[2Jcleared\\x07')\n")
+    _, _, err = _run(mini, "--probe", noisy, "--no-record")
+    assert "\\x1b[2Jcleared\\x07" in err and "\x1b" not in err
+
+
+def test_records_are_world_readable(mini, gpu):
+    ok = add_probe(mini, "ok", "passing")
+    old = os.umask(0o022)
+    try:
+        _run(mini, "--probe", ok)
+    finally:
+        os.umask(old)
+    [path] = (mini.root / "artifacts/evidence" / ok).glob("*.json")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
+
+
+def test_lock_survives_removing_the_cache(mini, gpu):
+    ok = add_probe(mini, "ok", "passing")
+    with runner_lock(Repo(mini.root)):
+        shutil.rmtree(mini.root / ".kernelwiki-cache", ignore_errors=True)
+        code, _, err = _run(mini, "--probe", ok)
+    assert code == 2 and "another probe runner" in err
+
+
+@pytest.mark.parametrize("damage", ["file", "read-only"])
+def test_unusable_cache_does_not_stop_a_run(mini, gpu, damage):
+    ok = add_probe(mini, "ok", "passing")
+    cache = mini.root / ".kernelwiki-cache"
+    shutil.rmtree(cache, ignore_errors=True)
+    if damage == "file":
+        cache.write_text("not a directory")
+    else:
+        cache.mkdir()
+        cache.chmod(0o500)
+    try:
+        code, out, err = _run(mini, "--probe", ok, "--no-record")
+    finally:
+        if cache.is_dir():
+            cache.chmod(0o700)
+    assert code == 0 and "Traceback" not in err, err
+    for argv in (["validate"], ["get", "hw-example"], ["query", "example"]):
+        assert mini.run(*argv)[0] in (0, 1)
+
+
+def test_evidence_directory_linked_outside_is_not_written(mini, gpu, tmp_path):
+    ok = add_probe(mini, "ok", "passing")
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (mini.root / "artifacts").mkdir(exist_ok=True)
+    os.symlink(outside, mini.root / "artifacts/evidence")
+    code, _, err = _run(mini, "--probe", ok)
+    assert "record not written" in err and "leaves the repository" in err
+    assert not list(outside.rglob("*"))

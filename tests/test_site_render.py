@@ -1,0 +1,193 @@
+"""The site's building blocks as pure functions: links, number formatting, claims tables, charts,
+record pages, cross-links. No mkdocs run here (tests/test_site.py builds the real site)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from kernelwiki.probes import ProbeSpec
+from kernelwiki.refresh import Record
+from kernelwiki.docsite import charts, render
+from kernelwiki.docsite.records import record_page
+
+
+def test_href_is_relative_to_the_page_url_not_the_markdown_file():
+    assert render.href("hardware/wgmma.md", "evidence/probes.md", "probe-x") == "../../evidence/probes/#probe-x"
+    assert render.href("index.md", "evidence/probes.md") == "evidence/probes/"
+    assert render.href("evidence/index.md", "evidence/probes.md") == "probes/"
+    assert render.href("evidence/probes.md", "index.md") == "../../"
+    assert render.href("hardware/wgmma.md", "hardware/wgmma.md", "a") == "./#a"
+    assert render.record_uri("artifacts/evidence/p/r.json") == "records/p/r.md"
+
+
+def test_numbers_get_three_to_four_significant_digits():
+    assert [render.fmt(v) for v in (795.8248, 15.7533, 0.7446, 1083.006, 206, 12345.6, 0.0)] == \
+        ["795.8", "15.75", "0.7446", "1083", "206", "12346", "0"]
+    assert render.fmt_ratio(1.0424) == "1.04×" and render.fmt_ratio(None) == "—"
+
+
+def test_facts_and_instruction_lists_are_readable():
+    facts = render.fact_html("fact:runtime-if-traced:then,else, fact:const-expr-if-traced:then")
+    assert "runtime if traced: <code>then,else</code>" in facts and "const expr if traced: <code>then</code>" in facts
+    assert "fact:" not in facts
+    assert render.fact_html("wgmma.mma_async, HGMMA") == "<code>wgmma.mma_async</code>, <code>HGMMA</code>"
+
+
+def _meta(comparable: bool | None) -> dict:
+    measured = {"id": "m", "metric": "tflops", "value": 660.0, "unit": "TFLOP/s", "gpu": "H200", "evidence": "measured",
+                "record": "artifacts/evidence/p/r.json", "reproduces": "r", "baseline": {"name": "cuBLAS", "value": 600.0},
+                "ratio": 1.1}
+    if comparable is not None:
+        measured["comparable"] = comparable
+    return {"claims": [{"id": "r", "metric": "tflops", "value": 600, "unit": "TFLOP/s", "gpu": "H800",
+                        "evidence": "source-reported", "source": "src-a", "conditions": "long conditions"},
+                       measured,
+                       {"id": "c", "metric": "instructions-found", "value": "HGMMA, UTMALDG", "evidence": "compiled",
+                        "record": "artifacts/evidence/p/r.json"}]}
+
+
+def test_claims_table_shows_measured_over_reported_only_when_comparable():
+    pages = {"src-a": "sources/a.md"}
+    plain = render.claims_tables(_meta(None), "kernels/k.md", pages)
+    assert "(TFLOP/s)" in plain and "795" not in plain and ">660<" in plain and ">600<" in plain
+    assert "1.1× <span class=\"kw-note\">cuBLAS, same run" in plain and "of reported" not in plain
+    assert "on H200" in plain  # the reproduction ran on another GPU than the reported value
+    assert '<details class="kw-cond"><summary>conditions</summary>long conditions</details>' in plain
+    assert 'href="../../sources/a/"' in plain and 'href="../../records/p/r/"' in plain
+    assert 'id="claim-r"' in plain and 'id="claim-m"' in plain and "<code>HGMMA</code>" in plain
+    assert "of reported" not in render.claims_tables(_meta(False), "kernels/k.md", pages)
+    assert "1.1× <span class=\"kw-note\">of reported" in render.claims_tables(_meta(True), "kernels/k.md", pages)
+
+
+def test_claim_spans_render_as_text_linked_to_their_row():
+    text = "It reaches <!-- claim:r -->600 TFLOP/s<!-- /claim --> and <!-- claim:gone -->5 us<!-- /claim -->."
+    out = render.claim_spans(text, {"r"}, "kernels/k.md")
+    assert out == 'It reaches <a class="kw-claim-ref" href="#claim-r">600 TFLOP/s</a> and 5 us.'
+
+
+def _record(cases: list[dict], started: str = "2026-11-29T18:00:00Z", path: str = "artifacts/evidence/p/r.json") -> Record:
+    return Record(path, {"probe": "p", "run_id": "r", "mode": "run", "status": "passed", "started_at": started,
+                         "environment": {"gpu": "NVIDIA H200"}, "protocol": {"method": "cuda-events"},
+                         "cases": cases})
+
+
+def _case(case_id: str, ratio: float, **params) -> dict:
+    return {"id": case_id, "status": "passed", "params": params,
+            "headline": {"metric": "tflops", "value": 100 * ratio, "unit": "TFLOP/s", "baseline": "cuBLAS",
+                         "baseline_value": 100.0, "ratio": ratio}}
+
+
+SPEC = ProbeSpec("probe-gemm", Path("."), {"id": "probe-gemm", "kind": "kernel", "pages": ["kernel-x"], "cases": []})
+
+
+def test_llm_shapes_are_drawn_as_ratio_by_m_one_line_per_nk():
+    cases = [_case(f"llm-{m}x{n}x{k}", 0.9 + m / 1e5, dtype="bf16", shape=f"{m}x{n}x{k}", set="llm-shapes")
+             for m in (128, 1024, 4096) for n, k in ((4096, 7168), (2112, 7168))]
+    cases.append(_case("odd", 1.1, dtype="bf16", shape="4096x4096x4096", set="square"))
+    found = charts.case_charts(SPEC, _record(cases), None)
+    lines = next(c for c in found if c.kind == "lines")
+    assert lines.xlabel == "M" and "llm-shapes" in lines.title and lines.ylabel == "throughput ÷ cuBLAS"
+    assert set(lines.panels[""]) == {"N×K=4096×7168", "N×K=2112×7168"}
+    assert [x for x, _ in lines.panels[""]["N×K=4096×7168"]] == [128, 1024, 4096]
+    bars = next(c for c in found if c.kind == "bars")  # the lone square case
+    assert bars.panels[""] == {"square": [("odd", 1.1)]}
+
+
+def test_a_numeric_parameter_becomes_the_axis_and_many_lines_split_into_panels():
+    cases = [_case(f"{d}-{c}-{s}-{h}", 1.0, seqlen=s, head_dim=h, causal=c, direction=d, shape="b")
+             for d in ("fwd", "bwd") for c in (False, True) for s in (1024, 2048, 4096) for h in (64, 128)]
+    chart = charts.case_charts(SPEC, _record(cases), None)[0]
+    assert chart.xlabel == "seqlen" and len(chart.panels) == 2 and all(len(v) == 4 for v in chart.panels.values())
+
+
+def test_history_needs_two_runs_and_svg_is_cached(tmp_path):
+    first = _record([_case("a", 0.9)], "2026-11-29T17:00:00Z", "artifacts/evidence/p/1.json")
+    assert charts.history_chart(SPEC, [first], None) is None
+    second = _record([_case("a", 1.0)], "2026-11-29T18:00:00Z", "artifacts/evidence/p/2.json")
+    chart = charts.history_chart(SPEC, [first, second], None)
+    assert chart.panels[""]["a"] == [("2026-11-29 17:00", 0.9), ("2026-11-29 18:00", 1.0)]
+    svg = charts.draw(chart, tmp_path)
+    assert svg.startswith("<?xml") and "<svg" in svg
+    assert not re.search(r'href="https?:|url\(https?:|@import', svg)  # namespaces only: nothing to fetch
+    (tmp_path / chart.name).write_text("<svg>cached</svg>")
+    assert charts.draw(chart, tmp_path) == "<svg>cached</svg>"
+
+
+def test_record_page_has_environment_protocol_cases_and_the_json():
+    page = record_page(_record([_case("a", 0.95, shape="8x8x8")]), {"kernel-x": "kernels/x.md"}, ["kernel-x"])
+    assert "## Cases" in page and "`a`" in page and "0.95×" in page and "## Environment" in page
+    assert "## Protocol" in page and "[r.json](r.json)" in page and "[kernel-x](../../kernels/x.md)" in page
+    assert "search:\n  exclude: true" in page
+
+
+def test_ids_and_aliases_in_prose_become_links_outside_code_headings_and_links():
+    from kernelwiki.docsite.links import Linker
+
+    linker = Linker({"hw-wgmma": "hardware/wgmma.md", "hw-tmem": "hardware/tmem.md", "technique-x": "techniques/x.md"},
+                    {"hw-wgmma": ["wgmma.mma_async", "gmma"], "hw-tmem": ["tcgen05.ld"], "technique-x": ["128x128"]})
+    text = "\n".join([
+        "# About hw-wgmma",
+        "See `hw-wgmma` and hw-tmem; `tcgen05.ld` loads, tcgen05.ld again, wgmma.mma_async issues.",
+        "A gmma word, a 128x128 tile, [hw-tmem](x.md) and https://e.com/hw-wgmma stay.",
+        "```python",
+        "hw-wgmma = 1",
+        "```",
+        "Own page: technique-x.",
+    ])
+    out = linker.link(text, "techniques/x.md", "technique-x").split("\n")
+    assert out[0] == "# About hw-wgmma"
+    assert out[1] == ("See [`hw-wgmma`](../hardware/wgmma.md) and [hw-tmem](../hardware/tmem.md); "
+                      "[`tcgen05.ld`](../hardware/tmem.md) loads, [tcgen05.ld](../hardware/tmem.md) again, "
+                      "[wgmma.mma_async](../hardware/wgmma.md) issues.")
+    assert out[2] == "A gmma word, a 128x128 tile, [hw-tmem](x.md) and https://e.com/hw-wgmma stay."
+    assert out[3:6] == ["```python", "hw-wgmma = 1", "```"] and out[6] == "Own page: technique-x."
+
+
+def test_an_alias_of_two_pages_links_nowhere():
+    from kernelwiki.docsite.links import Linker
+
+    linker = Linker({"a": "a.md", "b": "b.md"}, {"a": ["x.1"], "b": ["x.1"]})
+    assert linker.link("`x.1` and x.1", "c.md", None) == "`x.1` and x.1"
+
+
+def test_refresh_copies_comparable_from_the_case_into_the_measured_claim():
+    from conftest import ROOT
+    from kernelwiki.refresh import _measured_claims
+    from kernelwiki.vocab import Vocabulary
+
+    vocab = Vocabulary.load(ROOT / "schemas")
+    record = _record([_case("a", 1.1, dtype="bf16", shape="8x8x8"), _case("b", 0.9, dtype="bf16", shape="8x8x8")])
+    spec = ProbeSpec("probe-gemm", Path("."), {"id": "probe-gemm", "cases": [
+        {"id": "a", "claim": "reported-a", "comparable": True}, {"id": "b", "claim": "reported-b"}]})
+    claims = {c["case"]: c for c in _measured_claims(spec, record, "kernel-x", {"reported-a", "reported-b"}, vocab)}
+    assert claims["a"]["reproduces"] == "reported-a" and claims["a"]["comparable"] is True
+    assert claims["b"]["reproduces"] == "reported-b" and "comparable" not in claims["b"]
+
+
+def test_comparable_is_an_optional_boolean_of_claims_and_probe_cases():
+    import json
+
+    import jsonschema
+
+    from conftest import ROOT
+
+    claim = json.loads((ROOT / "schemas/claim.schema.json").read_text())
+    good = {"id": "m", "metric": "tflops", "value": 1.0, "evidence": "measured", "record": "artifacts/evidence/p/r.json"}
+    jsonschema.validate({**good, "comparable": True}, claim)
+    try:
+        jsonschema.validate({**good, "comparable": "yes"}, claim)
+        raise AssertionError("a non-boolean comparable passed")
+    except jsonschema.ValidationError:
+        pass
+    probe = json.loads((ROOT / "schemas/probe.schema.json").read_text())
+    assert probe["properties"]["cases"]["items"]["properties"]["comparable"]["type"] == "boolean"
+
+
+def test_search_sees_prose_without_cards_claims_tables_or_code():
+    from kernelwiki.docsite.hooks import _CODE_AND_TABLES
+
+    html = ("<p>prose</p>" + render.evidence_card({"architectures": ["sm_90a"], "probes": ["probe-x"]}, "a/b.md")
+            + render.claims_tables(_meta(None), "kernels/k.md", {"src-a": "sources/a.md"})
+            + '<div class="language-python highlight"><pre><span></span><code>x = 1</code></pre></div><p>more</p>')
+    assert _CODE_AND_TABLES.sub("", html).replace("\n", "") == "<p>prose</p><p>more</p>"
