@@ -26,8 +26,9 @@ What it does
                    promoted into its own accumulator, so a B tile in shared memory serves 256 rows
                    and a K tile brings 3/4 of the bytes per FLOP of a 128x128 tile.
       epilogue     stmatrix into shared memory, TMA store in (128, 32) slices (64 rows for 64-row
-                   tiles, 16 columns for 16-wide ones) through as many buffers as the mainloop stages leave room for; a store
-                   is waited for only when its buffer comes round again. whole_tile_epilogue
+                   tiles, 16 columns for 16-wide ones) through as many buffers as the mainloop
+                   stages leave room for; a store is waited for only when its buffer comes round
+                   again. whole_tile_epilogue
                    gives every slice of a tile a buffer (DeepGEMM's smem_d) at the cost of stages.
     `choose_tiling` picks the tile by waves of tiles on the GPU (TILE_COST) and a 1x2 cluster (A
     multicast): 256x128 at large M, 64-row tiles for M <= 64 (with narrow tiles, more SMs at work).
@@ -52,13 +53,14 @@ Layouts (DeepGEMM's names)
     which `quantize.per_token_cast` guarantees by padding.
 
 Constraints (can_implement): K a multiple of 128; N a multiple of 8 (TMA rows of D); tile_m in
-    {64, 128, 256}, tile_n in {16, 32, 64, 128, 192}, tile_n <= 128 for 256 rows; any M >= 1; A and B may be views with any 16-byte-multiple row and group
-    strides, sfa any M-major view with K-block and group strides that are multiples of 4 floats,
-    all starting on 16-byte boundaries (`compile_gemm` checks the torch tensors);
+    {64, 128, 256}, tile_n in {16, 32, 64, 128, 192}, tile_n <= 128 for 256 rows; any M >= 1;
+    A and B may be views with any 16-byte-multiple row and group strides, sfa any M-major view
+    with K-block and group strides that are multiples of 4 floats, all starting on 16-byte
+    boundaries (`compile_gemm` checks the torch tensors);
     contiguous: M a multiple of 128 (a 256-row tile whose halves belong to two groups runs K twice,
-    once per group, each pass computing its own half; padding halves are skipped); cluster_mn in {(1,1), (2,1), (1,2)}, and (1,1) or (1,2) for
-    the grouped layouts: the two CTAs of a 2x1 cluster may belong to different groups, so they
-    cannot share B.
+    once per group, each pass computing its own half; padding halves are skipped);
+    cluster_mn in {(1,1), (2,1), (1,2)}, and (1,1) or (1,2) for the grouped layouts: the two CTAs
+    of a 2x1 cluster may belong to different groups, so they cannot share B.
 
 Compile only (any machine): python artifacts/kernels/fp8-blockscale-gemm/fp8_blockscale_gemm.py --arch sm_90a
 Run: probe-fp8-blockscale-gemm (kernelwiki probe run --probe probe-fp8-blockscale-gemm) on an H200.
