@@ -259,16 +259,21 @@ def test_search_finds_tcgen05(page, server):
 
 
 def _first_hit(page, words: str) -> str:
-    """The path of the first search result for `words`, typed as a reader types them."""
+    """The path of the first search result for `words`. The box is emptied first and the old results
+    must be gone before the query is typed, so a slow search worker (a loaded machine) cannot hand
+    back the previous query's results as this one's."""
     box = page.locator(".md-search__input").first
+    items = page.locator(".md-search-result__item")
     box.press("Control+a")
-    box.press("Backspace")
+    box.press("Backspace")   # key events: the search listens to the keyboard, not to fill()
+    page.wait_for_function("() => document.querySelectorAll('.md-search-result__item').length === 0",
+                           timeout=15000)
     box.type(words, delay=10)
-    link = page.locator(".md-search-result__item .md-search-result__link").first
+    link = items.first.locator(".md-search-result__link").first
     link.wait_for(state="attached", timeout=15000)
     previous, stable = None, 0
-    while stable < 2:  # results update as each key arrives: wait until they settle
-        page.wait_for_timeout(250)
+    while stable < 3:  # then wait until the ranking has settled
+        page.wait_for_timeout(300)
         current = link.get_attribute("href") or ""
         stable = stable + 1 if current == previous else 0
         previous = current

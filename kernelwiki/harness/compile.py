@@ -31,6 +31,12 @@ class Emitted:
     """What a compile-time probe observed besides the code (e.g. "default-target:sm_100a");
     matched by expected entries written "fact:<text>"."""
 
+    def extend(self, other: "Emitted") -> None:
+        """Add another kernel's code (one probe scanning several compiled kernels); the SASS stays
+        None unless both have it."""
+        self.ptx += other.ptx
+        self.sass = self.sass + other.sass if self.sass is not None and other.sass is not None else None
+
 
 def nvdisasm() -> str | None:
     """Path of nvdisasm: on PATH, in the CUDA toolkit, or from the nvidia-cuda-nvdisasm wheel."""

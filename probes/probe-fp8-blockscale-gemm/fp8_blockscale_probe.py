@@ -596,9 +596,7 @@ def compile_kernel(arch: str) -> compile_mod.Emitted:
     for layout in ("contiguous", "masked"):
         extra = compile_mod.from_cute(kernel.compile_for(arch, layout, groups=4, cluster_mn=(1, 2)), arch)
         ranks |= set(re.findall(r"cp\.async\.bulk\.tensor\.(\d)d", extra.ptx))
-        emitted.ptx += extra.ptx
-        if emitted.sass is not None and extra.sass is not None:
-            emitted.sass += extra.sass
+        emitted.extend(extra)
     if ranks == {"3"}:   # no mode dropped: the M = 1 crash came from a 1-D TMA built for a static M of 1
         emitted.facts.append("tma-3d-dynamic-shapes:all-layouts")
     teaching = compile_mod.from_cute(naive.compile_for(arch), arch)

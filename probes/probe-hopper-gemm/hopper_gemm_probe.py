@@ -288,9 +288,7 @@ def compile_kernel(arch: str) -> compile_mod.Emitted:
                hopper_gemm.compile_for(arch, ab_dtype=AB_DTYPES["tf32"], d_dtype=_D_DTYPE["tf32"], cluster_mn=(2, 1))]
     for compiled in extras:
         extra = compile_mod.from_cute(compiled, arch)
-        emitted.ptx += extra.ptx
-        if emitted.sass is not None and extra.sass is not None:
-            emitted.sass += extra.sass
+        emitted.extend(extra)
     return emitted
 
 

@@ -138,9 +138,7 @@ def compile_kernel(arch: str) -> compile_mod.Emitted:
     emitted = compile_mod.from_cute(sparse_decode_sm90.compile_for(arch, split=False), arch)
     for extra in (compile_mod.from_cute(sparse_decode_sm90.compile_for(arch, split=True), arch),
                   compile_mod.from_cute(sparse_decode_sm90.compile_combine_for(arch), arch)):
-        emitted.ptx += extra.ptx
-        if emitted.sass is not None and extra.sass is not None:
-            emitted.sass += extra.sass
+        emitted.extend(extra)
     return emitted
 
 
