@@ -16,7 +16,9 @@ Python checks) is timed:
               full counts, then replayed from a CUDA graph after the device-side counts change to
               empty / partial groups: rows below each count must match, tiles wholly past it must
               stay unwritten.
-A naive case times the one-stage teaching variant (variants/naive.py) beside both.
+A naive case times the one-stage teaching variant (variants/naive.py) beside both. At
+4096x7168x16384, ours, DeepGEMM and cuBLAS blockwise are also timed under DeepGEMM's own benchmark
+protocol (an 8 GB memset before each launch, a power break on a power-limited GPU).
 
 The gate (`_check`), all parts must pass:
   - the harness's bf16 gate (relative Frobenius error <= 2e-2, largest element <= 0.1 x RMS);
@@ -30,7 +32,9 @@ The negative control reads A's scales from the next K block and must fail each o
 
 Compile-only mode compiles the three layouts (dynamic shapes: one kernel per layout and tiling)
 and the teaching variant for sm_90a with fake tensors and scans PTX and SASS. A run ends by
-printing a table per case (ours, DeepGEMM, cuBLAS blockwise, ours/DeepGEMM, differing elements).
+printing a table per case (ours, ours with 128-row tiles where the kernel chose 64 or 256 rows,
+ours with the whole-tile epilogue at M >= 1024, DeepGEMM, cuBLAS blockwise, ours/DeepGEMM,
+differing elements).
 
 Run through the runner: kernelwiki probe run --probe probe-fp8-blockscale-gemm [--compile-only]
 """
@@ -57,6 +61,10 @@ ROUNDING_FACTOR = 1.25   # allowed relative error / the bf16 rounding error of t
 ALLOWED_DIFFERING = 0    # elements that may differ from cuBLAS blockwise on `bit_exact` shapes
 CUBLAS = "cuBLAS blockwise FP8"
 CUBLAS_GROUPS = "cuBLAS blockwise FP8, per group, CUDA graph"
+TALL = "ours, 128-row tiles"
+WHOLE = "ours, whole-tile epilogue"
+WHOLE_TILE_EPILOGUE_FROM_M = 1024   # where the epilogue variant is timed: many tiles per SM
+POWER_BREAK_BYTES = 8 << 30          # DeepGEMM's bench_kineto flush
 PROBE = Probe(__file__)
 SUMMARY: list[dict] = []  # one row per case for the table printed at the end of a run
 
@@ -113,6 +121,40 @@ def _cublas_blockwise(a, sfa, b, sfb):
 
     sfa = sfa.t().contiguous().t()   # stride (1, M) exactly
     return _attempt(lambda: torch._scaled_mm(a, b.t(), scale_a=sfa, scale_b=sfb.t(), out_dtype=torch.bfloat16))
+
+
+def _power_break(candidates: dict, names: tuple) -> dict:
+    """Timings under DeepGEMM's own benchmark protocol (its bench_kineto flushes with an 8 GB memset
+    between launches, which also gives a power-limited GPU a break), for comparison with ours:
+    CUDA events around a graph replay, an 8 GB memset before each launch, candidates in turn."""
+    import statistics
+
+    import torch
+
+    from kernelwiki.harness.timing import cuda_graph
+
+    replays = {}
+    for name in names:
+        if name in candidates:
+            try:
+                replays[name] = cuda_graph(candidates[name])
+            except Exception:   # then it is timed under our protocol only
+                continue
+    flush = torch.empty(POWER_BREAK_BYTES, dtype=torch.uint8, device="cuda")
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times: dict = {name: [] for name in replays}
+    for _ in range(30):
+        for name, fn in replays.items():
+            flush.zero_()
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            times[name].append(start.elapsed_time(end))
+    del flush
+    return {f"{name} @ 8 GB memset": {"median_ms": statistics.median(ts), "launch": "cuda-graph",
+                                      "protocol": "DeepGEMM's: 8 GB memset before each launch, 30 in turn"}
+            for name, ts in times.items()}
 
 
 def _time(ctx: Context, candidates: dict) -> dict:
@@ -206,9 +248,19 @@ def _normal(params: dict, ctx: Context) -> dict:
     same = torch.equal(kernel.gemm(*ops), d)   # the one-call API reuses the kernel: same bits
     correctness.update(gemm_api_matches=same, passed=correctness["passed"] and same)
 
-    candidates, extra = {"ours": run}, []
+    candidates, extra, metrics = {"ours": run}, [], {}
     if tiling != chosen:
         candidates["ours, chosen tiling"] = kernel.compile_gemm(*ops, **chosen)[0]
+    _tall_tiles_ab("normal", m, n, 1, [tiling, chosen], lambda t: kernel.compile_gemm(*ops, **t),
+                   reference, exact, correctness, candidates, metrics)
+    if m >= WHOLE_TILE_EPILOGUE_FROM_M:   # DeepGEMM's whole-tile epilogue (fewer stages), checked and timed beside
+        run_whole, d_whole = kernel.compile_gemm(*ops, **tiling, whole_tile_epilogue=True)
+        gates.poison(d_whole)
+        run_whole()
+        torch.cuda.synchronize()
+        correctness["whole_tile_epilogue"] = _check(d_whole, reference, exact)
+        correctness["passed"] = correctness["passed"] and correctness["whole_tile_epilogue"]["passed"]
+        candidates[WHOLE] = run_whole
     if params.get("ablation"):   # the same kernel without the warpgroups' turn-taking, checked too
         run_free, d_free = kernel.compile_gemm(*ops, **tiling, order_warpgroups=False)
         run_free()
@@ -237,9 +289,11 @@ def _normal(params: dict, ctx: Context) -> dict:
         extra.append({"name": "cuBLAS per-tensor FP8", "value": None, "skipped": per_tensor})
     candidates["cuBLAS bf16"] = lambda: x16 @ w16.t()
     timing = _time(ctx, candidates)
+    if params.get("deepgemm_protocol"):
+        timing.update(_power_break(candidates, ("ours", deepgemm.NAME, CUBLAS)))
     tflops = _tflops(2 * m * n * k, timing)
     baseline = CUBLAS if CUBLAS in tflops else "cuBLAS bf16"
-    return _result(ctx, correctness, timing, tflops, baseline, tiling, extra)
+    return _result(ctx, correctness, timing, tflops, baseline, tiling, extra, metrics)
 
 
 def _naive(params: dict, ctx: Context) -> dict:
@@ -295,6 +349,8 @@ def _contiguous(params: dict, ctx: Context) -> dict:
     b, sfb = quantize.per_block_cast(w)
     reference = quantize.reference(a, sfa, b, sfb, "contiguous", m_indices)
     tiling = _tiling("contiguous", m, n)
+    if "tile_m" in params:   # a tiling case: the forced tile, the kernel's choice timed beside
+        tiling = {**tiling, "tile_m": params["tile_m"], "tile_n": params["tile_n"]}
     run, d = kernel.compile_gemm(a, sfa, b, sfb, "contiguous", m_indices, **tiling)
     gates.poison(d)
     run()
@@ -307,7 +363,13 @@ def _contiguous(params: dict, ctx: Context) -> dict:
 
     # the normal layout on the same rows (B = group 0): the grouped layout's own cost at equal FLOPs
     run_normal, _ = kernel.compile_gemm(a, sfa, b[0], sfb[0], tile_m=tiling["tile_m"], tile_n=tiling["tile_n"])
-    candidates, extra = {"ours": run, "ours, normal layout": run_normal}, []
+    candidates, extra, metrics = {"ours": run, "ours, normal layout": run_normal}, [], {}
+    chosen = _tiling("contiguous", m, n)
+    if chosen != tiling:
+        candidates["ours, chosen tiling"] = kernel.compile_gemm(a, sfa, b, sfb, "contiguous", m_indices, **chosen)[0]
+    _tall_tiles_ab("contiguous", m, n, 1, [tiling, chosen],
+                   lambda t: kernel.compile_gemm(a, sfa, b, sfb, "contiguous", m_indices, **t), reference[valid], None,
+                   correctness, candidates, metrics, rows=valid)
     per_group, cublas_d = [], torch.full_like(d, float("nan"))
     for grp in range(groups):
         rows = (m_indices == grp).nonzero().flatten()
@@ -327,7 +389,7 @@ def _contiguous(params: dict, ctx: Context) -> dict:
     timing = _time(ctx, candidates)
     tflops = _tflops(2 * int(valid.sum()) * n * k, timing)
     tflops["ours, normal layout"] = 2 * m * n * k / (timing["ours, normal layout"]["median_ms"] * 1e-3) / 1e12
-    return _result(ctx, correctness, timing, tflops, "ours, normal layout", tiling, extra)
+    return _result(ctx, correctness, timing, tflops, "ours, normal layout", tiling, extra, metrics)
 
 
 def _mixed_counts(groups: int, m_max: int) -> list[int]:
@@ -385,7 +447,10 @@ def _masked(params: dict, ctx: Context) -> dict:
     masked_m.fill_(m_max)
     correctness = {**full, "passed": full["passed"] and mixed["passed"], "graph_replay_mixed_counts": mixed}
 
-    candidates, extra = {"ours": run}, []
+    candidates, extra, metrics = {"ours": run}, [], {}
+    _tall_tiles_ab("masked", m_max, n, groups, [tiling],
+                   lambda t: kernel.compile_gemm(a, sfa, b, sfb, "masked", masked_m, **t), reference, None,
+                   correctness, candidates, metrics)
     calls = [_cublas_blockwise(a[grp], sfa[grp], b[grp], sfb[grp]) for grp in range(groups)]
     if all(callable(c) for c, _ in calls):
         candidates[CUBLAS_GROUPS] = lambda: [c() for c, _ in calls]
@@ -399,18 +464,40 @@ def _masked(params: dict, ctx: Context) -> dict:
     timing = _time(ctx, candidates)
     tflops = _tflops(2 * groups * m_max * n * k, timing)
     return _result(ctx, correctness, timing, tflops, CUBLAS_GROUPS if CUBLAS_GROUPS in tflops else None,
-                   tiling, extra)
+                   tiling, extra, metrics)
 
 
-def _tiling(layout: str, m: int, n: int, groups: int = 1) -> dict:
+def _tiling(layout: str, m: int, n: int, groups: int = 1, tile_ms: tuple[int, ...] = kernel.TILE_MS) -> dict:
     """The kernel's own choice of tiles and cluster for this GPU, passed explicitly so the record names it."""
     import torch
 
-    return kernel.choose_tiling(layout, m, n, torch.cuda.get_device_properties(0).multi_processor_count, groups)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    return kernel.choose_tiling(layout, m, n, sms, groups, tile_ms)
+
+
+def _tall_tiles_ab(layout: str, m: int, n: int, groups: int, tilings: list, launch, reference, exact,
+                   correctness: dict, candidates: dict, metrics: dict, rows=None) -> None:
+    """Where the kernel chose 64- or 256-row tiles, also check and time its best 128-row tile (the
+    tiling before those heights existed) as "ours, 128-row tiles", so every run shows what they bring.
+    launch(tiling) -> (run, d); tilings: those already timed; rows: the rows of d to check (None: all;
+    reference holds those rows only)."""
+    import torch
+
+    previous = _tiling(layout, m, n, groups, tile_ms=(kernel.MMA_M,))
+    if previous in tilings:
+        return
+    run, d = launch(previous)
+    gates.poison(d)
+    run()
+    torch.cuda.synchronize()
+    correctness["tiles_128_rows"] = _check(d if rows is None else d[rows], reference, exact)
+    correctness["passed"] = correctness["passed"] and correctness["tiles_128_rows"]["passed"]
+    candidates[TALL] = run
+    metrics["tile_128_rows"] = f"{previous['tile_m']}x{previous['tile_n']}x128"
 
 
 def _result(ctx: Context, correctness: dict, timing: dict, tflops: dict, baseline: str | None,
-            tiling: dict, extra: list | None = None) -> dict:
+            tiling: dict, extra: list | None = None, metrics: dict | None = None) -> dict:
     extra = extra or []
     annotations = {entry["name"]: entry for entry in extra}
     baselines = [{**annotations.get(name, {}), "name": name, "value": round(v, 2),
@@ -419,7 +506,7 @@ def _result(ctx: Context, correctness: dict, timing: dict, tflops: dict, baselin
     baselines += [entry for entry in extra if entry["name"] not in tflops]
     return {"correctness": correctness, "timing": timing,
             "metrics": {"tile": f"{tiling['tile_m']}x{tiling['tile_n']}x128",
-                        "cluster": "x".join(map(str, tiling["cluster_mn"]))},
+                        "cluster": "x".join(map(str, tiling["cluster_mn"])), **(metrics or {})},
             "baselines": baselines,
             "headline": ctx.headline("tflops", tflops["ours"], "TFLOP/s", peak_key="e4m3",
                                      baseline=(baseline, tflops[baseline]) if baseline else None)}
@@ -470,7 +557,8 @@ def run_case(case: dict, ctx: Context) -> dict:
 def _summary_row(case_id: str, result: dict) -> dict:
     values = {entry["name"]: entry.get("value") for entry in result["baselines"]}
     correctness = result["correctness"]
-    return {"case": case_id, "ours": result["headline"]["value"], "DeepGEMM": values.get(deepgemm.NAME),
+    return {"case": case_id, "ours": result["headline"]["value"], "tall": values.get(TALL), "whole": values.get(WHOLE),
+            "DeepGEMM": values.get(deepgemm.NAME),
             "cuBLAS": values.get(CUBLAS, values.get(CUBLAS_GROUPS)),
             "differing": correctness.get("elements_differing_from_cublas_blockwise"),
             "differing_deepgemm": correctness.get("elements_differing_from_deepgemm"), "passed": correctness["passed"]}
@@ -528,10 +616,11 @@ def print_summary(rows: list[dict]) -> None:
     if not rows:
         return
     fmt = lambda v, spec=".0f": "-" if v is None else format(v, spec)  # noqa: E731
-    print(f"{'case':<34} {'ours':>6} {'DeepGEMM':>8} {'cuBLAS':>6} {'ours/DG':>7} {'diff cuBLAS':>11} {'diff DG':>7} ok")
+    print(f"{'case':<34} {'ours':>6} {'128-row':>7} {'wholeEpi':>8} {'DeepGEMM':>8} {'cuBLAS':>6} {'ours/DG':>7} "
+          f"{'diff cuBLAS':>11} {'diff DG':>7} ok")
     for r in rows:
         ratio = r["ours"] / r["DeepGEMM"] if r["DeepGEMM"] else None
-        print(f"{r['case']:<34} {fmt(r['ours']):>6} {fmt(r['DeepGEMM']):>8} {fmt(r['cuBLAS']):>6} "
+        print(f"{r['case']:<34} {fmt(r['ours']):>6} {fmt(r.get('tall')):>7} {fmt(r.get('whole')):>8} {fmt(r['DeepGEMM']):>8} {fmt(r['cuBLAS']):>6} "
               f"{fmt(ratio, '.3f'):>7} {fmt(r['differing'], 'd'):>11} {fmt(r['differing_deepgemm'], 'd'):>7} "
               f"{'yes' if r['passed'] else 'NO'}", flush=True)
 

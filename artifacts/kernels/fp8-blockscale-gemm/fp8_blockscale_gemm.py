@@ -7,20 +7,31 @@ What it does
     Each 128-element K tile is one scale block: the consumers run its four wgmma k32 steps into a
     short-lived FP32 accumulator (the tensor core's own FP8 accumulation is not full FP32), wait for
     them, and promote: acc += tmp * sfa[row] * sfb[block], in FP32 FFMA, once per K tile.
-    Output tiles are 128 x tile_n, tile_n in {64, 128, 192}; a 192-wide tile can straddle two B
-    scale blocks, so its promotion takes the second block's scale from the split column on.
-    384 threads per CTA, one CTA per SM, persistent:
+    Output tiles are tile_m x tile_n, tile_m in {64, 128, 256}, tile_n in {16, 32, 64, 128, 192} (256
+    rows with at most 128 columns); a 192-wide tile can straddle two B scale blocks, so its
+    promotion takes the second block's scale from the split column on.
+    One CTA per SM, persistent, a producer warpgroup and one (64-row tiles) or two consumer
+    warpgroups (384 threads):
       warpgroup 0  producer (setmaxnreg down): its warp 0 TMA-loads the A tile, the B tile and the
-                   tile's 128 A scales of each K tile into one stage of a shared-memory ring
+                   tile's A scales of each K tile into one stage of a shared-memory ring
                    (one mbarrier transaction covers all three); A or B multicast inside a cluster;
-      warpgroups 1-2 consumers (setmaxnreg up), 64 rows each: per K tile wait for the stage,
+      consumers    (setmaxnreg up), 64 rows each: per K tile wait for the stage,
                    fence / 4 x wgmma / commit, read the rows' A scales from shared memory and the
                    B scale(s) from global memory while the MMAs run, wait_group 0, release the
                    stage, promote. The two warpgroups take turns issuing (two named barriers), so
                    the tensor core runs one's K tile while the other promotes; without the turns
                    both tend to promote at the same time and the tensor core idles meanwhile.
-      epilogue     stmatrix into shared memory, TMA store in (128, 32) slices.
-    `choose_tiling` picks the tile by waves of tiles on the GPU and a 1x2 cluster (A multicast).
+                   A 256-row tile is two 128-row halves (DeepGEMM's WAVE_BLOCK_M): per K tile the
+                   consumers run the halves one after the other through the same temporary, each
+                   promoted into its own accumulator, so a B tile in shared memory serves 256 rows
+                   and a K tile brings 3/4 of the bytes per FLOP of a 128x128 tile.
+      epilogue     stmatrix into shared memory, TMA store in (128, 32) slices (64 rows for 64-row
+                   tiles, 16 columns for 16-wide ones) through as many buffers as the mainloop
+                   stages leave room for; a store is waited for only when its buffer comes round
+                   again. whole_tile_epilogue
+                   gives every slice of a tile a buffer (DeepGEMM's smem_d) at the cost of stages.
+    `choose_tiling` picks the tile by waves of tiles on the GPU (TILE_COST) and a 1x2 cluster (A
+    multicast): 256x128 at large M, 64-row tiles for M <= 64 (with narrow tiles, more SMs at work).
     Shapes and strides are dynamic (compiled once per layout, tiling and variant): with a static
     extent of 1 (M = 1) CuTe drops that mode when it builds the TMA atoms, and A's load and D's
     store became 1-D copies of the wrong box (a crash); with dynamic extents every copy is 3-D.
@@ -29,8 +40,9 @@ Layouts (DeepGEMM's names)
     normal      A (M, K), sfa (M, K/128), B (N, K), sfb (ceil(N/128), K/128), D (M, N).
     contiguous  m-grouped, experts concatenated along M: A (M, K) as above; B (G, N, K), sfb
                 (G, ceil(N/128), K/128); m_indices (M,) int32 gives each row's group. Every
-                128-row tile must lie in one group (segments aligned to 128 rows); a tile whose
-                first row has index -1 (padding) is skipped and its rows of D are left as they were.
+                128 rows lie in one group (segments aligned to 128 rows); 128 rows whose first row
+                has index -1 (padding) are skipped and their rows of D are left as they were. A
+                256-row tile whose halves belong to two groups runs K once per group.
     masked      m-grouped with a fixed M_max: A (G, M_max, K), sfa (G, M_max, K/128), B and sfb as
                 for contiguous, D (G, M_max, N); masked_m (G,) int32 on the device gives each group's
                 valid rows, so the launch does not depend on host-side counts (CUDA-graph safe).
@@ -40,13 +52,15 @@ Layouts (DeepGEMM's names)
     rows is one K block's scales; its K-block stride must be a multiple of 4 floats (16 bytes),
     which `quantize.per_token_cast` guarantees by padding.
 
-Constraints (can_implement): K a multiple of 128; N a multiple of 8 (TMA rows of D); tile_n in
-    {64, 128, 192}; any M >= 1; A and B may be views with any 16-byte-multiple row and group
-    strides, sfa any M-major view with K-block and group strides that are multiples of 4 floats,
-    all starting on 16-byte boundaries (`compile_gemm` checks the torch tensors);
-    contiguous: M a multiple of 128; cluster_mn in {(1,1), (2,1), (1,2)}, and (1,1) or (1,2) for
-    the grouped layouts: the two CTAs of a 2x1 cluster may belong to different groups, so they
-    cannot share B.
+Constraints (can_implement): K a multiple of 128; N a multiple of 8 (TMA rows of D); tile_m in
+    {64, 128, 256}, tile_n in {16, 32, 64, 128, 192}, tile_n <= 128 for 256 rows; any M >= 1;
+    A and B may be views with any 16-byte-multiple row and group strides, sfa any M-major view
+    with K-block and group strides that are multiples of 4 floats, all starting on 16-byte
+    boundaries (`compile_gemm` checks the torch tensors);
+    contiguous: M a multiple of 128 (a 256-row tile whose halves belong to two groups runs K twice,
+    once per group, each pass computing its own half; padding halves are skipped);
+    cluster_mn in {(1,1), (2,1), (1,2)}, and (1,1) or (1,2) for the grouped layouts: the two CTAs
+    of a 2x1 cluster may belong to different groups, so they cannot share B.
 
 Compile only (any machine): python artifacts/kernels/fp8-blockscale-gemm/fp8_blockscale_gemm.py --arch sm_90a
 Run: probe-fp8-blockscale-gemm (kernelwiki probe run --probe probe-fp8-blockscale-gemm) on an H200.
@@ -76,17 +90,16 @@ from sm90_common import (DUMP_DIR, SMEM_BYTES, WARPGROUP_THREADS, batch_last, ca
 PRODUCER_REGISTERS, CONSUMER_REGISTERS = 40, 232   # setmaxnreg targets (multiples of 8, sum fits 64K)
 BLOCK = 128            # scale granularity along K (and along N for B): one K tile = one scale block
 TILE_MS = (64, 128, 256)  # 64: one consumer warpgroup; 256: two 128-row halves sharing B and the temporary
-TILE_NS = (32, 64, 128, 192)  # a tile meets at most two 128-wide B scale blocks
+TILE_NS = (16, 32, 64, 128, 192)  # a tile meets at most two 128-wide B scale blocks
 MMA_M = 128            # rows of one half: what the consumer warpgroups cover with one round of wgmmas
 MAX_STAGES = 16       # small tiles: more loads in flight for the memory-bound small-M shapes
 EPI_TILE_N = 32       # epilogue slice: (128, 32) columns at a time through shared memory
-EPI_STAGES = 2        # two epilogue buffers leave room for one more mainloop stage
+EPI_STAGES = 2        # epilogue buffers at least; more where the mainloop stages leave room
 # Estimated time per output tile relative to 128x128, for choose_tiling: the bytes a K tile brings
-# into shared memory, (tile_m + tile_n) x 128 (the 128-row widths timed at 0.75 / 1.0 / 1.3), and at
-# least 0.8 x the tile's area for the tensor core (256x128).
-TILE_COST = {(64, 32): 0.375, (64, 64): 0.5, (64, 128): 0.75, (64, 192): 1.0,
+# into shared memory, (tile_m + tile_n) x 128 / 256 (the 128-row widths timed at about 0.75 / 1.0 /
+# 1.3), and at least 0.8 x the tile's area for the tensor core (256x128).
+TILE_COST = {(64, 16): 0.3125, (64, 32): 0.375, (64, 64): 0.5, (64, 128): 0.75, (64, 192): 1.0,
              (128, 64): 0.75, (128, 128): 1.0, (128, 192): 1.3, (256, 128): 1.6}
-MEASURED_OTHER_TILES = ((64, 32), (256, 128))   # non-128-row tiles checked and timed on the H200 (tiling cases)
 TURN_BARRIER = 2       # named barriers 2 and 3 (0: syncthreads, 1: the epilogue)
 LAYOUTS = ("normal", "contiguous", "masked")
 CLUSTERS = ((1, 1), (2, 1), (1, 2))
@@ -96,7 +109,8 @@ warnings.filterwarnings("ignore", message="Migrated to examples/CuTeDSL/helpers"
 
 class Fp8BlockScaleGemm:
     def __init__(self, layout: str = "normal", tile_n: int = 128, cluster_mn: tuple[int, int] = (2, 1), swizzle: int = 1,
-                 tile_m: int = 128, order_warpgroups: bool = True, unscaled_k_tile: int = -1, sfa_k_shift: int = 0):
+                 tile_m: int = 128, order_warpgroups: bool = True, unscaled_k_tile: int = -1, sfa_k_shift: int = 0,
+                 whole_tile_epilogue: bool = False):
         self.layout = layout
         self.ab_dtype, self.sf_dtype, self.d_dtype, self.acc_dtype = (
             cutlass.Float8E4M3FN, cutlass.Float32, cutlass.BFloat16, cutlass.Float32)
@@ -111,14 +125,32 @@ class Fp8BlockScaleGemm:
         self.cluster_mn = cluster_mn
         self.swizzle = swizzle
         self.order_warpgroups = order_warpgroups and self.warpgroups == 2
+        # contiguous layout with 256-row tiles: the two halves may belong to different groups
+        self.split_groups = layout == "contiguous" and self.halves == 2
         # the negative control: this K tile is accumulated without its scales (sfa * sfb taken as 1)
         self.unscaled_k_tile = unscaled_k_tile
         # the realistic negative control: A's scales read from K block (k + shift) mod K blocks
         self.sfa_k_shift = sfa_k_shift
         self.epi_tile = (self.mma_m, min(EPI_TILE_N, tile_n))
         stage_bytes = (tile_m + tile_n) * BLOCK + tile_m * 4   # A, B (1 byte each), A scales (fp32)
-        epi_bytes = EPI_STAGES * self.epi_tile[0] * self.epi_tile[1] * 2
-        self.stages = min(MAX_STAGES, (SMEM_BYTES - epi_bytes - 1024) // (stage_bytes + 16))
+        # as many mainloop stages as fit beside two epilogue buffers, then as many more epilogue
+        # buffers as the rest holds (up to one per slice of a tile): a TMA store is waited for only
+        # when its buffer comes round again, so more buffers mean fewer waits in the epilogue.
+        # whole_tile_epilogue: a buffer for every slice (DeepGEMM's whole-tile smem_d, whose stores
+        # are waited for only by the next tile's epilogue), at the cost of mainloop stages
+        slices = self.halves * tile_n // self.epi_tile[1]
+        least = max(EPI_STAGES, slices) if whole_tile_epilogue else EPI_STAGES
+        self.stages = max(s for s in range(1, MAX_STAGES + 1) if self.smem_bytes(s, least) <= SMEM_BYTES)
+        self.epi_stages = max(e for e in range(EPI_STAGES, max(EPI_STAGES, slices) + 1)
+                              if self.smem_bytes(self.stages, e) <= SMEM_BYTES)
+
+    def smem_bytes(self, stages: int, epi_stages: int) -> int:
+        """Shared memory of SharedStorage (in __call__) with these stage counts, alignment included."""
+        align = lambda offset, to: -(-offset // to) * to  # noqa: E731
+        offset = align(stages * 2 * 8, 1024) + stages * self.tile_m * BLOCK            # barriers, A
+        offset = align(offset, 1024) + stages * self.tile_n * BLOCK                     # B
+        offset = align(offset, 128) + stages * self.tile_m * 4                          # A scales
+        return align(offset, 1024) + epi_stages * self.epi_tile[0] * self.epi_tile[1] * 2   # D slices
 
     @staticmethod
     def can_implement(layout: str, m: int, n: int, k: int, groups: int = 1, tile_n: int = 128,
@@ -133,9 +165,6 @@ class Fp8BlockScaleGemm:
         if tile_m > MMA_M and tile_n > BLOCK:
             raise ValueError(f"tile {tile_m}x{tile_n}: a {tile_m}-row tile takes tile_n <= {BLOCK} (two halves' "
                              "accumulators and the temporary must fit in 232 registers a thread)")
-        if tile_m > MMA_M and layout == "contiguous":
-            raise ValueError(f"tile_m={tile_m}: the contiguous layout takes tile_m <= {MMA_M} (groups are aligned "
-                             f"to {MMA_M} rows, so a larger tile could span two groups)")
         if tuple(cluster_mn) not in CLUSTERS:
             raise ValueError(f"cluster_mn={tuple(cluster_mn)} unsupported; use one of {CLUSTERS}")
         if layout != "normal" and cluster_mn[0] != 1:
@@ -168,7 +197,7 @@ class Fp8BlockScaleGemm:
         assert cute.cosize(sA_layout) == cute.cosize(sA_mma_layout)
         sB_layout = sm90_utils.make_smem_layout_b(LayoutEnum.ROW_MAJOR, self.tile_mnk, self.ab_dtype, self.stages)
         sSFA_layout = cute.make_layout((self.tile_m, 1, self.stages))   # the tile's A scales of one K block
-        sD_layout = sm90_utils.make_smem_layout_epi(self.d_dtype, LayoutEnum.ROW_MAJOR, self.epi_tile, EPI_STAGES)
+        sD_layout = sm90_utils.make_smem_layout_epi(self.d_dtype, LayoutEnum.ROW_MAJOR, self.epi_tile, self.epi_stages)
 
         cluster_m, cluster_n = self.cluster_mn
         tma_a, gA_tma = load_atom(mA, sA_layout, (self.tile_m, BLOCK), cluster_n)
@@ -220,7 +249,7 @@ class Fp8BlockScaleGemm:
         sA_mma = storage.sA.get_tensor(sA_mma_layout.outer, swizzle=sA_mma_layout.inner)  # (mma_m, 128, stages*halves)
         sB = storage.sB.get_tensor(sB_layout.outer, swizzle=sB_layout.inner)   # (tile_n, 128, stages) e4m3
         sSFA = storage.sSFA.get_tensor(sSFA_layout)                            # (tile_m, 1, stages) fp32
-        sD = storage.sD.get_tensor(sD_layout.outer, swizzle=sD_layout.inner)   # (mma_m, 32, EPI_STAGES) bf16
+        sD = storage.sD.get_tensor(sD_layout.outer, swizzle=sD_layout.inner)   # (mma_m, 32, epi_stages) bf16
 
         stage_bytes = (cute.size_in_bytes(self.ab_dtype, cute.slice_(sA_layout, (None, None, 0)))
                        + cute.size_in_bytes(self.ab_dtype, cute.slice_(sB_layout, (None, None, 0)))
@@ -290,27 +319,63 @@ class Fp8BlockScaleGemm:
         state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
         while work.is_valid_tile:
             tile_m, tile_n, l = work.tile_idx
-            runs, l_a, l_b = self._work(mGroup, m_rows, tile_m, l)
-            if runs:
-                tAgA_tile = tAgA[(None, tile_m, None, l_a)]     # (TMA, k_tiles)
-                tBgB_tile = tBgB[(None, tile_n, None, l_b)]
-                tSgSFA_tile = tSgSFA[(None, tile_m, None, l_a)]
-                for k_tile in cutlass.range(k_tiles, unroll=1):
-                    ab_pipeline.producer_acquire(state)
-                    barrier = ab_pipeline.producer_get_barrier(state)
-                    cute.copy(tma_a, tAgA_tile[(None, k_tile)], tAsA[(None, state.index)], tma_bar_ptr=barrier,
-                              mcast_mask=a_mask)
-                    cute.copy(tma_b, tBgB_tile[(None, k_tile)], tBsB[(None, state.index)], tma_bar_ptr=barrier,
-                              mcast_mask=b_mask)
-                    sfa_k = k_tile
-                    if cutlass.const_expr(self.sfa_k_shift != 0):
-                        sfa_k = (k_tile + self.sfa_k_shift) % k_tiles
-                    cute.copy(tma_sfa, tSgSFA_tile[(None, sfa_k)], tSsSFA[(None, state.index)], tma_bar_ptr=barrier)
-                    ab_pipeline.producer_commit(state)
-                    state.advance()
+            loads = (tma_a, tAgA, tAsA, a_mask, tma_b, tBgB, tBsB, b_mask, tma_sfa, tSgSFA, tSsSFA)
+            if cutlass.const_expr(self.split_groups):
+                first, second, _, _ = self._half_groups(mGroup, m_rows, tile_m)
+                if first >= 0:
+                    state = self._load(ab_pipeline, state, k_tiles, *loads, tile_m, tile_n, l, first)
+                if second >= 0:   # halves of two groups: a second pass over K with the second group's B
+                    state = self._load(ab_pipeline, state, k_tiles, *loads, tile_m, tile_n, l, second)
+            else:
+                runs, l_a, l_b = self._work(mGroup, m_rows, tile_m, l)
+                if runs:
+                    state = self._load(ab_pipeline, state, k_tiles, *loads, tile_m, tile_n, l_a, l_b)
             scheduler.advance_to_next_work()
             work = scheduler.get_current_work()
         ab_pipeline.producer_tail(state)  # do not exit while a consumer in the cluster may still signal us
+
+    @cute.jit
+    def _load(self, ab_pipeline, state, k_tiles, tma_a, tAgA, tAsA, a_mask, tma_b, tBgB, tBsB, b_mask, tma_sfa,
+              tSgSFA, tSsSFA, tile_m, tile_n, l_a, l_b):
+        """TMA-load one tile's K tiles (A, B of group l_b, A's scales) into the ring. Returns the
+        advanced state: the caller rebinds it (the tracer carries locals, not a helper's changes)."""
+        tAgA_tile = tAgA[(None, tile_m, None, l_a)]     # (TMA, k_tiles)
+        tBgB_tile = tBgB[(None, tile_n, None, l_b)]
+        tSgSFA_tile = tSgSFA[(None, tile_m, None, l_a)]
+        for k_tile in cutlass.range(k_tiles, unroll=1):
+            ab_pipeline.producer_acquire(state)
+            barrier = ab_pipeline.producer_get_barrier(state)
+            cute.copy(tma_a, tAgA_tile[(None, k_tile)], tAsA[(None, state.index)], tma_bar_ptr=barrier,
+                      mcast_mask=a_mask)
+            cute.copy(tma_b, tBgB_tile[(None, k_tile)], tBsB[(None, state.index)], tma_bar_ptr=barrier,
+                      mcast_mask=b_mask)
+            sfa_k = k_tile
+            if cutlass.const_expr(self.sfa_k_shift != 0):
+                sfa_k = (k_tile + self.sfa_k_shift) % k_tiles
+            cute.copy(tma_sfa, tSgSFA_tile[(None, sfa_k)], tSsSFA[(None, state.index)], tma_bar_ptr=barrier)
+            ab_pipeline.producer_commit(state)
+            state.advance()
+        return state
+
+    @cute.jit
+    def _half_groups(self, mGroup, m_rows, tile_m):
+        """Contiguous layout, 256-row tiles: (first, second, g0, g1). g0, g1: the groups of the tile's
+        two 128-row halves (-1: padding rows or past M); first: the group of the first pass over K
+        (g0, or g1 when the first half is padding); second: the group of a second pass when the
+        halves belong to two groups, else -1. A pass computes the halves of its group only."""
+        row = tile_m * self.tile_m
+        g0, g1 = cutlass.Int32(-1), cutlass.Int32(-1)
+        if row < m_rows:
+            g0 = mGroup[row]
+        if row + MMA_M < m_rows:
+            g1 = mGroup[row + MMA_M]
+        first = g0
+        if g0 < 0:
+            first = g1
+        second = cutlass.Int32(-1)
+        if g0 >= 0 and g1 >= 0 and g1 != g0:
+            second = g1
+        return first, second, g0, g1
 
     @cute.jit
     def _consume(self, ab_pipeline, scheduler_params, mGroup, m_rows, k_tiles, tiled_mma, sA, sB, sSFA, mSFB, sD,
@@ -332,7 +397,7 @@ class Fp8BlockScaleGemm:
         stmatrix = cute.make_copy_atom(cute.nvgpu.warp.StMatrix8x8x16bOp(False, 4), self.d_dtype)
         r2s = cute.make_tiled_copy_S(r2s_atom, cute.make_tiled_copy_C_atom(stmatrix, tiled_mma))
         thr_r2s = r2s.get_slice(consumer_tidx)
-        tRS_sD = thr_r2s.partition_D(sD)                      # (R2S, R2S_M, R2S_N, EPI_STAGES)
+        tRS_sD = thr_r2s.partition_D(sD)                      # (R2S, R2S_M, R2S_N, epi_stages)
         tRS_accs = [r2s.retile(acc) for acc in accs]
         slice_shape = cute.shape(thr_r2s.partition_S(sD))[:3]
         rSlice_out = cute.make_rmem_tensor(slice_shape, self.d_dtype)
@@ -340,7 +405,7 @@ class Fp8BlockScaleGemm:
         consumers = self.warpgroups * WARPGROUP_THREADS
         epilogue_barrier = pipeline.NamedBarrier(barrier_id=1, num_threads=consumers)
         store_pipeline = pipeline.PipelineTmaStore.create(
-            num_stages=EPI_STAGES, producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, consumers))
+            num_stages=self.epi_stages, producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, consumers))
         store_warp = WARPGROUP_THREADS // 32   # the first consumer warp issues the TMA stores
         # Turn-taking: the two consumer warpgroups issue their wgmmas one after the other
         # (barrier 2 = warpgroup 0's turn, 3 = warpgroup 1's), so the tensor core runs one's half
@@ -360,7 +425,11 @@ class Fp8BlockScaleGemm:
         slices_done = cutlass.Int32(0)
         while work.is_valid_tile:
             tile_m, tile_n, l = work.tile_idx
-            runs, l_a, l_b = self._work(mGroup, m_rows, tile_m, l)
+            if cutlass.const_expr(self.split_groups):
+                first, second, g0, g1 = self._half_groups(mGroup, m_rows, tile_m)
+                runs, l_a = first >= 0, l
+            else:
+                runs, l_a, l_b = self._work(mGroup, m_rows, tile_m, l)
             if runs:
                 # The tile's columns [n0, n0 + tile_n) meet at most two B scale blocks: lo up to
                 # local column `split`, hi after it (a 192-wide tile at n0 % 128 == 64 splits at 64).
@@ -371,53 +440,79 @@ class Fp8BlockScaleGemm:
                 split = BLOCK - n0 % BLOCK
                 for h in cutlass.range_constexpr(self.halves):
                     accs[h].fill(0.0)
-                for k_tile in cutlass.range(k_tiles, unroll=1):
-                    # B scales: plain loads issued before the wgmmas, consumed after them
-                    sfb_lo = mSFB[block_lo, k_tile, l_b]
-                    sfb_hi = sfb_lo
-                    if cutlass.const_expr(self.tile_n > BLOCK):
-                        sfb_hi = mSFB[block_hi, k_tile, l_b]
-                    ab_pipeline.consumer_wait(state)
-                    for h in cutlass.range_constexpr(self.halves):
-                        if cutlass.const_expr(self.order_warpgroups):
-                            my_turn.arrive_and_wait()
-                        tiled_mma = self._mma(tiled_mma, rTmp, tCrA, tCrB, state.index * self.halves + h,
-                                              state.index)
-                        if cutlass.const_expr(self.order_warpgroups):
-                            other_turn.arrive()
-                        scale_a0 = sSFA[h * self.mma_m + row0, 0, state.index]
-                        scale_a1 = sSFA[h * self.mma_m + row0 + 8, 0, state.index]
-                        warpgroup.wait_group(0)
-                        if cutlass.const_expr(h == self.halves - 1):
-                            ab_pipeline.consumer_release(state)   # every half of the stage has been read
-                        self._retire(accs[h], rTmp, scale_a0, scale_a1, sfb_lo, sfb_hi, split, k_tile)
-                    state.advance()
+                loop = (ab_pipeline, k_tiles, tCrA, tCrB, sSFA, mSFB, accs, rTmp, row0, my_turn, other_turn,
+                        block_lo, block_hi, split)
+                stores = (True,) * self.halves
+                if cutlass.const_expr(self.split_groups):
+                    if first >= 0:
+                        tiled_mma, state = self._mainloop(*loop, tiled_mma, state, first, g0 == first, g1 == first)
+                    if second >= 0:
+                        tiled_mma, state = self._mainloop(*loop, tiled_mma, state, second, False, True)
+                    stores = (g0 >= 0, g1 >= 0)   # padding halves are left as they were
+                else:
+                    tiled_mma, state = self._mainloop(*loop, tiled_mma, state, l_b, True, True)
 
-                # epilogue: each half (mma_m, tile_n) in (mma_m, 32) slices through an EPI_STAGES ring
+                # epilogue: each half (mma_m, tile_n) in (mma_m, 32) slices through a ring of epi_stages
                 gD_slices = cute.zipped_divide(gD[(None, None, tile_m, tile_n, l_a)], self.epi_tile)
                 bSG_sD, bSG_gD = cpasync.tma_partition(tma_d, 0, cute.make_layout(1), cute.group_modes(sD, 0, 2),
                                                        gD_slices)
                 slices = self.tile_n // self.epi_tile[1]
                 for h in cutlass.range_constexpr(self.halves):
-                    for s in cutlass.range_constexpr(slices):
-                        for v in cutlass.range_constexpr(slice_size):
-                            rSlice_out[v] = tRS_accs[h][s * slice_size + v].to(self.d_dtype)
-                        buffer = (slices_done + h * slices + s) % EPI_STAGES
-                        cute.copy(r2s, rSlice_out, tRS_sD[(None, None, None, buffer)])
-                        cute.arch.fence_proxy("async.shared", space="cta")   # stmatrix writes -> TMA reads
-                        epilogue_barrier.arrive_and_wait()
-                        if warp == store_warp:
-                            cute.copy(tma_d, bSG_sD[(None, buffer)], bSG_gD[(None, (h, s))])
-                            store_pipeline.producer_commit()
-                            store_pipeline.producer_acquire()
-                        epilogue_barrier.arrive_and_wait()
-                slices_done += self.halves * slices
+                    if stores[h]:
+                        for s in cutlass.range_constexpr(slices):
+                            for v in cutlass.range_constexpr(slice_size):
+                                rSlice_out[v] = tRS_accs[h][s * slice_size + v].to(self.d_dtype)
+                            # the ring advances by stores made: a buffer comes round only after the
+                            # epi_stages - 1 stores the acquire below leaves in flight
+                            buffer = slices_done % self.epi_stages
+                            cute.copy(r2s, rSlice_out, tRS_sD[(None, None, None, buffer)])
+                            cute.arch.fence_proxy("async.shared", space="cta")   # stmatrix writes -> TMA reads
+                            epilogue_barrier.arrive_and_wait()
+                            if warp == store_warp:
+                                cute.copy(tma_d, bSG_sD[(None, buffer)], bSG_gD[(None, (h, s))])
+                                store_pipeline.producer_commit()
+                                store_pipeline.producer_acquire()
+                            epilogue_barrier.arrive_and_wait()
+                            slices_done += 1
             scheduler.advance_to_next_work()
             work = scheduler.get_current_work()
         if cutlass.const_expr(self.order_warpgroups):
             if wg == 0:
                 my_turn.arrive_and_wait()   # take warpgroup 1's last hand-over: every arrival is matched
         store_pipeline.producer_tail()
+
+    @cute.jit
+    def _mainloop(self, ab_pipeline, k_tiles, tCrA, tCrB, sSFA, mSFB, accs, tmp, row0, my_turn, other_turn, block_lo,
+                  block_hi, split, tiled_mma, state, l_b, active0, active1):
+        """One pass over K for the tile: per K tile, the wgmmas of each active half (B of group l_b)
+        into tmp, then its promotion into that half's accumulator. active0/1: Python True for every
+        layout but the contiguous one with 256-row tiles, where a pass computes the halves of its
+        group only. Returns the MMA and the advanced state for the caller to rebind."""
+        active = (active0, active1)
+        for k_tile in cutlass.range(k_tiles, unroll=1):
+            # B scales: plain loads issued before the wgmmas, consumed after them
+            sfb_lo = mSFB[block_lo, k_tile, l_b]
+            sfb_hi = sfb_lo
+            if cutlass.const_expr(self.tile_n > BLOCK):
+                sfb_hi = mSFB[block_hi, k_tile, l_b]
+            ab_pipeline.consumer_wait(state)
+            for h in cutlass.range_constexpr(self.halves):
+                if active[h]:
+                    if cutlass.const_expr(self.order_warpgroups):
+                        my_turn.arrive_and_wait()
+                    tiled_mma = self._mma(tiled_mma, tmp, tCrA, tCrB, state.index * self.halves + h, state.index)
+                    if cutlass.const_expr(self.order_warpgroups):
+                        other_turn.arrive()
+                    scale_a0 = sSFA[h * self.mma_m + row0, 0, state.index]
+                    scale_a1 = sSFA[h * self.mma_m + row0 + 8, 0, state.index]
+                    warpgroup.wait_group(0)
+                    if cutlass.const_expr(h == self.halves - 1 and not self.split_groups):
+                        ab_pipeline.consumer_release(state)   # every half of the stage has been read
+                    self._retire(accs[h], tmp, scale_a0, scale_a1, sfb_lo, sfb_hi, split, k_tile)
+            if cutlass.const_expr(self.split_groups):
+                ab_pipeline.consumer_release(state)   # after the last active half, whichever it was
+            state.advance()
+        return tiled_mma, state
 
     @cute.jit
     def _mma(self, tiled_mma, tmp, tCrA, tCrB, a_stage, b_stage):
@@ -513,21 +608,22 @@ def compile_gemm(a, sfa, b, sfb, layout: str = "normal", group_info=None, tile_n
     return (lambda: kernel(*views, current_stream())), d
 
 
-def choose_tiling(layout: str, m: int, n: int, sms: int, groups: int = 1) -> dict:
+def choose_tiling(layout: str, m: int, n: int, sms: int, groups: int = 1, tile_ms: tuple[int, ...] = TILE_MS) -> dict:
     """{tile_m, tile_n, cluster_mn} for an M x N output (M: rows per group for masked, all rows
-    otherwise): the tile with the lowest estimated time (waves of tiles on `sms` SMs times
-    TILE_COST) among the 128-row tiles and, for the normal layout, the other tiles the H200 has run
-    (MEASURED_OTHER_TILES: in the 2026-12-01 run 64x32 beat the 128-row choice at M = 64 and 128 with
-    N = 2112, and 256x128 beat it at 4096 x 4096 x 7168; the grouped layouts' groups are 128-row
-    aligned); and a 1x2 cluster (two N tiles sharing A), which timed at least as fast as 2x1 on most
-    shapes and suits every layout."""
-    def estimate(tile: tuple[int, int]) -> float:
+    otherwise): the tile with the lowest estimated time, waves of tiles on `sms` SMs times TILE_COST
+    (ties go to the taller tile: two consumer warpgroups overlap promotion with the other's MMAs),
+    and a 1x2 cluster (two N tiles sharing A), which timed at least as fast as 2x1 on most shapes and
+    suits every layout. tile_ms: the tile heights to choose from (the probe times the best 128-row
+    tile beside)."""
+    def estimate(tile: tuple[int, int]) -> tuple[float, int]:
         tile_m, tile_n = tile
-        tiles = -(-m // tile_m) * (groups if layout == "masked" else 1) * -(-n // tile_n)
-        return -(-tiles // sms) * TILE_COST[tile]
+        tiles_n = -(-n // tile_n)
+        tiles_n += tiles_n % 2     # a 1x2 cluster also runs (and discards) a tile past an odd count
+        tiles = -(-m // tile_m) * (groups if layout == "masked" else 1) * tiles_n
+        return -(-tiles // sms) * TILE_COST[tile], -tile_m
 
-    candidates = [t for t in TILE_COST if t[0] == MMA_M or (layout == "normal" and t in MEASURED_OTHER_TILES)]
-    tile_m, tile_n = min(candidates, key=lambda t: (estimate(t), -t[0] * t[1]))
+    tiles = [t for t in TILE_COST if t[0] in tile_ms]
+    tile_m, tile_n = min(tiles, key=estimate)
     return {"tile_m": tile_m, "tile_n": tile_n, "cluster_mn": (1, 2)}
 
 
