@@ -56,27 +56,39 @@ def test_partial_tiles_and_grouped_layouts_are_accepted():
     GEMM.can_implement("masked", 1, 4096, 7168, 4, tile_m=256, cluster_mn=(1, 2))
 
 
-@pytest.mark.parametrize("layout, m, n, groups, tile", [
-    ("normal", 4096, 2112, 1, (128, 192)),   # 11 tiles of 192 per row of tiles: 3 waves; 256x128 also needs 3
-    ("normal", 4096, 7168, 1, (256, 128)),   # 7 waves of 256x128 instead of 10 of 128x192
-    ("normal", 4096, 4096, 1, (256, 128)),
-    ("normal", 64, 2112, 1, (64, 16)),       # 132 CTAs at work instead of 33 (DeepGEMM's choice too)
-    ("normal", 1, 8, 1, (64, 16)),
-    ("normal", 1, 4096, 1, (64, 32)),        # 128 tiles: one wave
-    ("normal", 128, 7168, 1, (128, 64)),     # a tie with 64x128 goes to two consumer warpgroups
-    ("normal", 64, 32768, 1, (64, 128)),
-    ("contiguous", 32768, 4096, 4, (256, 128)),
-    ("contiguous", 1536, 4096, 5, (128, 192)),
-    ("masked", 256, 4096, 4, (256, 128)),
+@pytest.mark.parametrize("layout, m, n, groups, tile, cluster", [
+    ("normal", 4096, 2112, 1, (128, 192), (1, 2)),   # 12 tiles of 192 per row of tiles: 3 waves; 256x128 also 3
+    ("normal", 4096, 7168, 1, (256, 128), (1, 2)),   # 7 waves of 256x128 instead of 10 of 128x192
+    ("normal", 4096, 24576, 1, (256, 128), (1, 2)),
+    ("normal", 64, 2112, 1, (64, 32), (1, 1)),       # few rows: K tiles in flight, no cluster
+    ("normal", 1, 8, 1, (64, 32), (1, 1)),
+    ("normal", 64, 24576, 1, (64, 128), (1, 1)),     # 64x192 has no K tiles in flight: never chosen
+    ("normal", 128, 7168, 1, (128, 64), (1, 1)),
+    ("normal", 128, 24576, 1, (128, 64), (1, 1)),    # nor 128x192 below 129 rows
+    ("normal", 128, 4096, 1, (64, 64), (1, 1)),
+    ("contiguous", 32768, 4096, 4, (128, 192), (1, 2)),   # no 256-row tiles in the contiguous layout
+    ("contiguous", 1536, 4096, 5, (128, 192), (1, 2)),
+    ("masked", 256, 4096, 4, (256, 128), (1, 2)),
 ])
-def test_choose_tiling(layout, m, n, groups, tile):
+def test_choose_tiling(layout, m, n, groups, tile, cluster):
     chosen = kernel.choose_tiling(layout, m, n, 132, groups)
-    assert (chosen["tile_m"], chosen["tile_n"]) == tile and chosen["cluster_mn"] == (1, 2)
+    assert (chosen["tile_m"], chosen["tile_n"]) == tile and chosen["cluster_mn"] == cluster
 
 
 def test_choose_tiling_within_given_heights():
     assert kernel.choose_tiling("normal", 4096, 7168, 132, tile_ms=(128,))["tile_m"] == 128
-    assert kernel.choose_tiling("normal", 4096, 7168, 132, tile_ms=(128,))["tile_n"] == 192
+
+
+def test_mainloop_defaults_follow_the_tile():
+    """K tiles in flight up to 128 wide with one half; turns only for 128 x 192; the whole-tile
+    epilogue for 256-row tiles; mma_ahead refused where the registers do not fit."""
+    assert GEMM(tile_m=64, tile_n=32).mma_ahead and GEMM(tile_m=128, tile_n=128).mma_ahead
+    wide, tall = GEMM(tile_m=128, tile_n=192), GEMM(tile_m=256, tile_n=128)
+    assert not wide.mma_ahead and wide.order_warpgroups
+    assert not tall.mma_ahead and not tall.order_warpgroups and tall.epi_stages == 8
+    assert not GEMM(tile_m=128, tile_n=128).order_warpgroups   # K tiles in flight: no turns
+    with pytest.raises(ValueError, match="mma_ahead: tile 256x128"):
+        GEMM(tile_m=256, tile_n=128, mma_ahead=True)
 
 
 def test_whole_tile_epilogue_trades_stages_for_a_buffer_per_slice():
@@ -85,10 +97,11 @@ def test_whole_tile_epilogue_trades_stages_for_a_buffer_per_slice():
     assert op.smem_bytes(op.stages, op.epi_stages) <= kernel.SMEM_BYTES
 
 
-@pytest.mark.parametrize("tile_m, tile_n, stages, epi_stages", [
-    (64, 32, 16, 2), (128, 64, 8, 2), (128, 128, 6, 3), (128, 192, 5, 2), (256, 128, 4, 3)])
-def test_stages_fill_shared_memory(tile_m, tile_n, stages, epi_stages):
-    op = GEMM(tile_n=tile_n, tile_m=tile_m)
+@pytest.mark.parametrize("tile_m, tile_n, whole, stages, epi_stages", [
+    (64, 32, None, 16, 2), (128, 64, None, 8, 2), (128, 128, None, 6, 3), (128, 192, None, 5, 2),
+    (256, 128, False, 4, 3)])
+def test_stages_fill_shared_memory(tile_m, tile_n, whole, stages, epi_stages):
+    op = GEMM(tile_n=tile_n, tile_m=tile_m, whole_tile_epilogue=whole)
     assert (op.stages, op.epi_stages) == (stages, epi_stages)
     assert op.smem_bytes(op.stages, op.epi_stages) <= kernel.SMEM_BYTES
     slice_bytes = min(tile_m, 128) * min(32, tile_n) * 2
@@ -120,7 +133,11 @@ def test_every_layout_compiles_to_unserialized_qgmma(layout, tile_m, tile_n, clu
     qgmma = len(re.findall(r"\bQGMMA\b", sass))
     halves = tile_m // min(tile_m, 128)
     passes = 1.5 if layout == "contiguous" and halves == 2 else 1   # the second pass runs the second half only
-    assert qgmma == 4 * halves * passes                    # one K tile: four k32 steps per half, issued once
+    ahead = GEMM(layout, tile_n, cluster, tile_m=tile_m).mma_ahead
+    # four k32 steps per half, issued once a K tile; with two K tiles in flight from four places
+    # (before the pairs, the pair's two steps, the even tail) and the in-flight wait leaving one group
+    assert qgmma == 4 * halves * passes * (4 if ahead else 1)
+    assert ("WARPGROUP.DEPBAR.LE gsb0, 0x1" in sass) == ahead
     assert sass.count("WARPGROUP.DEPBAR") < qgmma          # not one wait per wgmma (ptxas serialization)
     assert not re.search(r"\b(STL|LDL)\b", sass)           # no spills
     promotions = len(re.findall(r"\bFFMA\b", sass))

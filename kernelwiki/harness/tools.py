@@ -116,7 +116,8 @@ def tensor_pipe_metrics(limit: int) -> list[str]:
 def profile(kernel_regex: str, metrics: list[str], driver: list[str]) -> tuple[dict, str]:
     """ncu's value of each metric for the first launch of a kernel matching `kernel_regex` (None
     where ncu printed none), and ncu's whole output."""
-    output = run(["ncu", "--kernel-name", f"regex:{kernel_regex}", "--launch-count", "1", "--metrics",
+    # --clock-control none: the GPU's clocks are left as they are (ncu would lock them to base)
+    output = run(["ncu", "--clock-control", "none", "--kernel-name", f"regex:{kernel_regex}", "--launch-count", "1", "--metrics",
                   ",".join(metrics), *driver])
     values = {}
     for name in metrics:

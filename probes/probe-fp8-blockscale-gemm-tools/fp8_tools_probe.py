@@ -24,11 +24,11 @@ from kernelwiki.harness.probe import REPO_ROOT, Context, Probe
 
 DRIVER = """
 import sys, torch
-sys.path[:0] = [{kernel_dir!r}, {repo_root!r}]
+sys.path[:0] = [{kernel_dir!r}, {repo_root!r}, {baseline_dir!r}]
 import fp8_blockscale_gemm as kernel, quantize
 from kernelwiki.harness import gates, tools
 layout, what = sys.argv[1], sys.argv[2]
-m, n, k, tile_n, seed = (int(x) for x in sys.argv[3:8])
+m, n, k, tile_n, tile_m, seed = (int(x) for x in sys.argv[3:9])
 g = torch.Generator(device="cuda").manual_seed(seed)
 groups = 3 if layout != "normal" else 1
 if layout == "masked":
@@ -50,7 +50,17 @@ if what == "cublas":
     # the reference after cuBLAS's kernel: ncu profiles the first GEMM-named launch
     print(tools.driver_line(gates.check(out, quantize.reference(a, sfa, b, sfb, layout, info), "bf16")))
     sys.exit(0)
-run, d = kernel.compile_gemm(a, sfa, b, sfb, layout, info, tile_n=tile_n or None)
+if what == "deepgemm":   # DeepGEMM 340d988 on the same operands (normal layout), when importable
+    import deepgemm_baseline
+    launch, out = deepgemm_baseline.normal(a, sfa, b, sfb)
+    if launch is None:
+        print(tools.driver_line({{"passed": False, "reason": out}}))
+        sys.exit(0)
+    launch()
+    torch.cuda.synchronize()
+    print(tools.driver_line(gates.check(out, quantize.reference(a, sfa, b, sfb), "bf16")))
+    sys.exit(0)
+run, d = kernel.compile_gemm(a, sfa, b, sfb, layout, info, tile_n=tile_n or None, tile_m=tile_m or None)
 gates.poison(d)
 run()
 torch.cuda.synchronize()
@@ -73,14 +83,15 @@ NCU_METRICS = ["sm__throughput.avg.pct_of_peak_sustained_elapsed", "gpu__time_du
 def _driver(tmp: Path) -> Path:
     path = tmp / "driver.py"
     path.write_text(DRIVER.format(kernel_dir=str(REPO_ROOT / "artifacts" / "kernels" / "fp8-blockscale-gemm"),
-                                  repo_root=str(REPO_ROOT)))
+                                  repo_root=str(REPO_ROOT),
+                                  baseline_dir=str(REPO_ROOT / "probes" / "probe-fp8-blockscale-gemm")))
     return path
 
 
 def _driver_command(tmp: str, params: dict, what: str, seed: int) -> list[str]:
     m, n, k = params["shape"].split("x")
-    tile_n = str(params.get("tile_n", 0))   # 0: the kernel's choose_tiling
-    return [sys.executable, "-W", "ignore", str(_driver(Path(tmp))), params["layout"], what, m, n, k, tile_n,
+    tile_n, tile_m = str(params.get("tile_n", 0)), str(params.get("tile_m", 0))   # 0: the kernel's choose_tiling
+    return [sys.executable, "-W", "ignore", str(_driver(Path(tmp))), params["layout"], what, m, n, k, tile_n, tile_m,
             str(seed)]
 
 
@@ -111,13 +122,20 @@ def run_case(case: dict, ctx: Context) -> dict:
     ours, output = _profile(params, "ours", "Fp8BlockScaleGemm", metrics, ctx.seed)
     # cuBLAS's FP8 kernels are named nvjet_* (or *gemm*); the driver's other kernels are elementwise
     cublas, _ = _profile(params, "cublas", "nvjet|[Gg]emm|xmma", metrics, ctx.seed)
+    # DeepGEMM's kernel is fp8_gemm_kernel<...>; skipped (value None, the driver's reason) when not importable
+    theirs, theirs_output = _profile(params, "deepgemm", "fp8_gemm_kernel", metrics, ctx.seed)
     correctness = tools.driver_result(output)
     profiled = "Fp8BlockScaleGemm" in output and ours[tensor_pipe] is not None
     correctness["passed"] = bool(correctness.get("output_ok")) and profiled
     if not profiled:
         correctness["tail"] = output[-2000:]
-    return {"correctness": correctness, "metrics": {**ours, **{f"cuBLAS {k}": v for k, v in cublas.items()}},
-            "baselines": [{"name": "cuBLAS blockwise FP8, tensor pipe active", "value": cublas[tensor_pipe] or 0.0}],
+    deepgemm = {"name": "DeepGEMM, tensor pipe active", "value": theirs[tensor_pipe]}
+    if theirs[tensor_pipe] is None:
+        deepgemm["skipped"] = tools.driver_result(theirs_output).get("gate", {}).get("reason") or theirs_output[-300:]
+    return {"correctness": correctness, "metrics": {**ours, **{f"cuBLAS {k}": v for k, v in cublas.items()},
+                                                    **{f"DeepGEMM {k}": v for k, v in theirs.items()}},
+            "baselines": [{"name": "cuBLAS blockwise FP8, tensor pipe active", "value": cublas[tensor_pipe] or 0.0},
+                          deepgemm],
             "headline": ctx.headline(case["metric"], ours[tensor_pipe] or 0.0, "% of active cycles",
                                      baseline=("cuBLAS blockwise FP8", cublas[tensor_pipe])
                                      if cublas[tensor_pipe] else None)}

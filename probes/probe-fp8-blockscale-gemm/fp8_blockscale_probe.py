@@ -63,7 +63,11 @@ CUBLAS = "cuBLAS blockwise FP8"
 CUBLAS_GROUPS = "cuBLAS blockwise FP8, per group, CUDA graph"
 TALL = "ours, 128-row tiles"
 WHOLE = "ours, whole-tile epilogue"
-WHOLE_TILE_EPILOGUE_FROM_M = 1024   # where the epilogue variant is timed: many tiles per SM
+RING = "ours, epilogue ring"                   # 256-row tiles without their default whole-tile epilogue
+ONE_K_TILE = "ours, one K tile in flight"      # mma_ahead off
+WITH_TURNS, WITHOUT_TURNS = "ours with warpgroup turns", "ours without warpgroup turns"
+CLUSTER_1X2 = "ours, 1x2 cluster"              # where the choice has no cluster
+WHOLE_TILE_EPILOGUE_FROM_M = 1024   # where the epilogue flip is timed: many tiles per SM
 POWER_BREAK_BYTES = 8 << 30          # DeepGEMM's bench_kineto flush
 PROBE = Probe(__file__)
 SUMMARY: list[dict] = []  # one row per case for the table printed at the end of a run
@@ -253,20 +257,8 @@ def _normal(params: dict, ctx: Context) -> dict:
         candidates["ours, chosen tiling"] = kernel.compile_gemm(*ops, **chosen)[0]
     _tall_tiles_ab("normal", m, n, 1, [tiling, chosen], lambda t: kernel.compile_gemm(*ops, **t),
                    reference, exact, correctness, candidates, metrics)
-    if m >= WHOLE_TILE_EPILOGUE_FROM_M:   # DeepGEMM's whole-tile epilogue (fewer stages), checked and timed beside
-        run_whole, d_whole = kernel.compile_gemm(*ops, **tiling, whole_tile_epilogue=True)
-        gates.poison(d_whole)
-        run_whole()
-        torch.cuda.synchronize()
-        correctness["whole_tile_epilogue"] = _check(d_whole, reference, exact)
-        correctness["passed"] = correctness["passed"] and correctness["whole_tile_epilogue"]["passed"]
-        candidates[WHOLE] = run_whole
-    if params.get("ablation"):   # the same kernel without the warpgroups' turn-taking, checked too
-        run_free, d_free = kernel.compile_gemm(*ops, **tiling, order_warpgroups=False)
-        run_free()
-        correctness["without_turns"] = _check(d_free, reference)
-        correctness["passed"] = correctness["passed"] and correctness["without_turns"]["passed"]
-        candidates["ours without warpgroup turns"] = run_free
+    _ablations(lambda variant: kernel.compile_gemm(*ops, **{**tiling, **variant}), tiling,
+               params.get("ablation", False), m >= WHOLE_TILE_EPILOGUE_FROM_M, reference, exact, correctness, candidates)
     if cublas_out is not None:
         candidates[CUBLAS] = cublas
         correctness["cublas_blockwise_rel_err"] = _rel(cublas_out.float(), reference)
@@ -475,6 +467,34 @@ def _tiling(layout: str, m: int, n: int, groups: int = 1, tile_ms: tuple[int, ..
     return kernel.choose_tiling(layout, m, n, sms, groups, tile_ms)
 
 
+def _ablations(launch, tiling: dict, every: bool, epilogue: bool, reference, exact, correctness: dict,
+               candidates: dict) -> None:
+    """The chosen kernel with one of its defaults flipped, checked and timed beside it, so every run
+    shows what each default brings: K tiles in flight, the warpgroups' turns, the cluster (every:
+    the case's `ablation` flag) and the epilogue (epilogue: from WHOLE_TILE_EPILOGUE_FROM_M rows).
+    launch(variant) -> (run, d) for the chosen tiling with the variant's settings (overriding it)."""
+    import torch
+
+    op = kernel.Fp8BlockScaleGemm(tile_n=tiling["tile_n"], cluster_mn=tiling["cluster_mn"], tile_m=tiling["tile_m"])
+    flips = {}
+    if every and op.mma_ahead:
+        flips[ONE_K_TILE] = {"mma_ahead": False}
+    if every and op.warpgroups == 2 and not op.mma_ahead:
+        flips[WITHOUT_TURNS if op.order_warpgroups else WITH_TURNS] = {"order_warpgroups": not op.order_warpgroups}
+    if every and tuple(tiling["cluster_mn"]) == (1, 1):
+        flips[CLUSTER_1X2] = {"cluster_mn": (1, 2)}
+    if epilogue:
+        flips[RING if op.halves == 2 else WHOLE] = {"whole_tile_epilogue": op.halves != 2}
+    for name, variant in flips.items():
+        run, d = launch(variant)
+        gates.poison(d)
+        run()
+        torch.cuda.synchronize()
+        correctness[name] = _check(d, reference, exact)
+        correctness["passed"] = correctness["passed"] and correctness[name]["passed"]
+        candidates[name] = run
+
+
 def _tall_tiles_ab(layout: str, m: int, n: int, groups: int, tilings: list, launch, reference, exact,
                    correctness: dict, candidates: dict, metrics: dict, rows=None) -> None:
     """Where the kernel chose 64- or 256-row tiles, also check and time its best 128-row tile (the
@@ -557,7 +577,7 @@ def run_case(case: dict, ctx: Context) -> dict:
 def _summary_row(case_id: str, result: dict) -> dict:
     values = {entry["name"]: entry.get("value") for entry in result["baselines"]}
     correctness = result["correctness"]
-    return {"case": case_id, "ours": result["headline"]["value"], "tall": values.get(TALL), "whole": values.get(WHOLE),
+    return {"case": case_id, "ours": result["headline"]["value"], "tall": values.get(TALL), "whole": values.get(WHOLE, values.get(RING)),
             "DeepGEMM": values.get(deepgemm.NAME),
             "cuBLAS": values.get(CUBLAS, values.get(CUBLAS_GROUPS)),
             "differing": correctness.get("elements_differing_from_cublas_blockwise"),

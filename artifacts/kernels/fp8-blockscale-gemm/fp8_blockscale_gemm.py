@@ -15,23 +15,33 @@ What it does
       warpgroup 0  producer (setmaxnreg down): its warp 0 TMA-loads the A tile, the B tile and the
                    tile's A scales of each K tile into one stage of a shared-memory ring
                    (one mbarrier transaction covers all three); A or B multicast inside a cluster;
-      consumers    (setmaxnreg up), 64 rows each: per K tile wait for the stage,
-                   fence / 4 x wgmma / commit, read the rows' A scales from shared memory and the
-                   B scale(s) from global memory while the MMAs run, wait_group 0, release the
-                   stage, promote. The two warpgroups take turns issuing (two named barriers), so
-                   the tensor core runs one's K tile while the other promotes; without the turns
-                   both tend to promote at the same time and the tensor core idles meanwhile.
-                   A 256-row tile is two 128-row halves (DeepGEMM's WAVE_BLOCK_M): per K tile the
-                   consumers run the halves one after the other through the same temporary, each
-                   promoted into its own accumulator, so a B tile in shared memory serves 256 rows
-                   and a K tile brings 3/4 of the bytes per FLOP of a 128x128 tile.
+      consumers    (setmaxnreg up), 64 rows each. The tensor core idles unless a warpgroup has
+                   its next wgmmas queued before the ones running finish, so what lies between a
+                   wait_group and the next issue is kept short; three mainloops:
+                   - K tiles in flight (mma_ahead; tiles up to 128 wide, one 128-row half, the
+                     default there): K tile k+1's 4 x wgmma go into a second temporary before K
+                     tile k's are waited for (wait_group 1), then k's stage is released and k is
+                     promoted; the tensor core always has work queued. Small M is latency-bound,
+                     and this is where it pays most.
+                   - one K tile at a time with turns (128 x 192, whose accumulator and temporary
+                     leave no room for a second one): per K tile wait for the stage, 4 x wgmma,
+                     wait_group 0, release, promote; the two warpgroups take turns issuing (two
+                     named barriers), so one's MMAs run while the other promotes.
+                   - 256-row tiles: two 128-row halves (DeepGEMM's WAVE_BLOCK_M) run one after the
+                     other through one temporary, each promoted into its own accumulator, so a B
+                     tile in shared memory serves 256 rows (3/4 of a 128 x 128 tile's bytes per
+                     FLOP); no turns (the halves already stagger the warpgroups).
+                   The last two prepare the next K tile (its B scales, a try_wait on its stage's
+                   barrier, the next pipeline state) while the last half's MMAs run. A scales
+                   come from shared memory, B scales from global memory, both per K tile.
       epilogue     stmatrix into shared memory, TMA store in (128, 32) slices (64 rows for 64-row
                    tiles, 16 columns for 16-wide ones) through as many buffers as the mainloop
                    stages leave room for; a store is waited for only when its buffer comes round
-                   again. whole_tile_epilogue
-                   gives every slice of a tile a buffer (DeepGEMM's smem_d) at the cost of stages.
-    `choose_tiling` picks the tile by waves of tiles on the GPU (TILE_COST) and a 1x2 cluster (A
-    multicast): 256x128 at large M, 64-row tiles for M <= 64 (with narrow tiles, more SMs at work).
+                   again. whole_tile_epilogue (the default for 256-row tiles) gives every slice of
+                   a tile a buffer (DeepGEMM's smem_d) at the cost of a stage.
+    `choose_tiling` picks the tile by waves of tiles on the GPU times a cost per tile fitted to H200
+    timings (TILE_COST), and a 1x2 cluster (A multicast) from 129 rows on: 256x128 or 128-row tiles
+    at large M, tiles with K tiles in flight and no cluster for M <= 128.
     Shapes and strides are dynamic (compiled once per layout, tiling and variant): with a static
     extent of 1 (M = 1) CuTe drops that mode when it builds the TMA atoms, and A's load and D's
     store became 1-D copies of the wrong box (a crash); with dynamic extents every copy is 3-D.
@@ -95,11 +105,19 @@ MMA_M = 128            # rows of one half: what the consumer warpgroups cover wi
 MAX_STAGES = 16       # small tiles: more loads in flight for the memory-bound small-M shapes
 EPI_TILE_N = 32       # epilogue slice: (128, 32) columns at a time through shared memory
 EPI_STAGES = 2        # epilogue buffers at least; more where the mainloop stages leave room
-# Estimated time per output tile relative to 128x128, for choose_tiling: the bytes a K tile brings
-# into shared memory, (tile_m + tile_n) x 128 / 256 (the 128-row widths timed at about 0.75 / 1.0 /
-# 1.3), and at least 0.8 x the tile's area for the tensor core (256x128).
-TILE_COST = {(64, 16): 0.3125, (64, 32): 0.375, (64, 64): 0.5, (64, 128): 0.75, (64, 192): 1.0,
-             (128, 64): 0.75, (128, 128): 1.0, (128, 192): 1.3, (256, 128): 1.6}
+# Estimated time of one wave of output tiles, for choose_tiling: fitted to scratch timings of every
+# tile of this kernel (K tiles in flight up to 128 wide, turns at 128 x 192, halves and the whole-tile
+# epilogue at 256 x 128) on DeepGEMM's normal shapes at M = 64, 128 and 4096 on the H200
+# (2026-12-01). The probe re-times the choice against the best 128-row tile in every run. 64 x 192
+# is left out: it has no K tiles in flight, and 64 x 128 timed faster.
+TILE_COST = {(64, 16): 0.3, (64, 32): 0.3, (64, 64): 0.45, (64, 128): 0.6, (128, 64): 0.55, (128, 128): 0.9,
+             (128, 192): 1.4, (256, 128): 1.75}
+# The contiguous layout: no 256-row tiles (a tile split between two groups runs its halves without
+# the mainloop's look-ahead, and 256 x 128 timed well below 128 x 192 there); 128 x 192 timed faster
+# than 128 x 128 on every contiguous shape
+CONTIGUOUS_TILE_COST = {**{t: c for t, c in TILE_COST.items() if t[0] <= 128}, (128, 128): 1.0, (128, 192): 1.3}
+CLUSTER_FROM_M = 129   # fewer rows: no cluster (A is a few KB per K tile; 1x1 timed faster for 64x32 and 128x64)
+MMA_AHEAD_MAX_N = 128  # widest tile with K tiles in flight: accumulator + two temporaries = 192 FP32 registers
 TURN_BARRIER = 2       # named barriers 2 and 3 (0: syncthreads, 1: the epilogue)
 LAYOUTS = ("normal", "contiguous", "masked")
 CLUSTERS = ((1, 1), (2, 1), (1, 2))
@@ -109,8 +127,8 @@ warnings.filterwarnings("ignore", message="Migrated to examples/CuTeDSL/helpers"
 
 class Fp8BlockScaleGemm:
     def __init__(self, layout: str = "normal", tile_n: int = 128, cluster_mn: tuple[int, int] = (2, 1), swizzle: int = 1,
-                 tile_m: int = 128, order_warpgroups: bool = True, unscaled_k_tile: int = -1, sfa_k_shift: int = 0,
-                 whole_tile_epilogue: bool = False):
+                 tile_m: int = 128, order_warpgroups: bool | None = None, unscaled_k_tile: int = -1, sfa_k_shift: int = 0,
+                 whole_tile_epilogue: bool | None = None, mma_ahead: bool | None = None):
         self.layout = layout
         self.ab_dtype, self.sf_dtype, self.d_dtype, self.acc_dtype = (
             cutlass.Float8E4M3FN, cutlass.Float32, cutlass.BFloat16, cutlass.Float32)
@@ -124,7 +142,17 @@ class Fp8BlockScaleGemm:
         self.threads = WARPGROUP_THREADS * (1 + self.warpgroups)
         self.cluster_mn = cluster_mn
         self.swizzle = swizzle
-        self.order_warpgroups = order_warpgroups and self.warpgroups == 2
+        # two K tiles in flight (two temporaries): the next K tile's wgmmas are issued before this
+        # one's are waited for and promoted; for one half whose accumulator and two temporaries fit
+        self.mma_ahead = self.halves == 1 and tile_n <= MMA_AHEAD_MAX_N if mma_ahead is None else mma_ahead
+        if self.mma_ahead and not (self.halves == 1 and tile_n <= MMA_AHEAD_MAX_N):
+            raise ValueError(f"mma_ahead: tile {tile_m}x{tile_n}; two K tiles in flight need tile_m <= {MMA_M} "
+                             f"and tile_n <= {MMA_AHEAD_MAX_N} (registers)")
+        # turn-taking: timed faster for one 128-row half, slower for 256-row tiles (2026-12-01), whose
+        # two halves already stagger the warpgroups; with K tiles in flight the queue is never empty
+        if order_warpgroups is None:
+            order_warpgroups = self.halves == 1
+        self.order_warpgroups = order_warpgroups and self.warpgroups == 2 and not self.mma_ahead
         # contiguous layout with 256-row tiles: the two halves may belong to different groups
         self.split_groups = layout == "contiguous" and self.halves == 2
         # the negative control: this K tile is accumulated without its scales (sfa * sfb taken as 1)
@@ -139,6 +167,8 @@ class Fp8BlockScaleGemm:
         # whole_tile_epilogue: a buffer for every slice (DeepGEMM's whole-tile smem_d, whose stores
         # are waited for only by the next tile's epilogue), at the cost of mainloop stages
         slices = self.halves * tile_n // self.epi_tile[1]
+        if whole_tile_epilogue is None:   # timed at least as fast for 256-row tiles (2026-12-01)
+            whole_tile_epilogue = self.halves == 2
         least = max(EPI_STAGES, slices) if whole_tile_epilogue else EPI_STAGES
         self.stages = max(s for s in range(1, MAX_STAGES + 1) if self.smem_bytes(s, least) <= SMEM_BYTES)
         self.epi_stages = max(e for e in range(EPI_STAGES, max(EPI_STAGES, slices) + 1)
@@ -186,9 +216,7 @@ class Fp8BlockScaleGemm:
         # mA: (M, K, L) K-major; mSFA: (M, K/128, L) M-major; mB: (N, K, G) K-major;
         # mSFB: (ceil(N/128), K/128, G); mD: (M, N, L) N-major; L = G for masked, else 1.
         # mGroup: m_indices (M,) for contiguous, masked_m (G,) for masked, unused (1,) for normal.
-        k_major = cute.nvgpu.OperandMajorMode.K
-        tiled_mma = sm90_utils.make_trivial_tiled_mma(self.ab_dtype, self.ab_dtype, k_major, k_major, self.acc_dtype,
-                                                      (self.warpgroups, 1, 1), tiler_mn=(64, self.tile_n))
+        tiled_mma = self._tiled_mma()
         # A as TMA writes it, (tile_m, 128) per stage, and as the MMAs read it, (mma_m, 128) per half
         # and stage: the same bytes, since a K-major swizzled tile stacks its 8-row atoms along M
         sA_layout = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, self.tile_mnk, self.ab_dtype, self.stages)
@@ -223,6 +251,12 @@ class Fp8BlockScaleGemm:
         self.kernel(tiled_mma, tma_a, gA_tma, tma_b, gB_tma, tma_sfa, gSFA_tma, tma_d, gD_tma, mSFB, mGroup,
                     sA_layout, sA_mma_layout, sB_layout, sSFA_layout, sD_layout, scheduler_params).launch(
             grid=grid, block=(self.threads, 1, 1), cluster=(cluster_m, cluster_n, 1), min_blocks_per_mp=1, stream=stream)
+
+    def _tiled_mma(self) -> cute.TiledMma:
+        """The consumers' wgmma m64nNk32 (e4m3 x e4m3 -> FP32, both operands K-major in shared memory)."""
+        k_major = cute.nvgpu.OperandMajorMode.K
+        return sm90_utils.make_trivial_tiled_mma(self.ab_dtype, self.ab_dtype, k_major, k_major, self.acc_dtype,
+                                                 (self.warpgroups, 1, 1), tiler_mn=(64, self.tile_n))
 
     @cute.kernel
     def kernel(self, tiled_mma: cute.TiledMma, tma_a: cute.CopyAtom, gA_tma: cute.Tensor, tma_b: cute.CopyAtom,
@@ -386,7 +420,14 @@ class Fp8BlockScaleGemm:
         tCrB = tiled_mma.make_fragment_B(thr_mma.partition_B(sB))
         acc_shape = thr_mma.partition_C(cute.make_identity_tensor((self.mma_m, self.tile_n))).shape  # ((2, 2, N/8), 1, 1)
         accs = [cute.make_rmem_tensor(acc_shape, self.acc_dtype) for _ in range(self.halves)]  # promoted FP32 sums
-        rTmp = cute.make_rmem_tensor(acc_shape, self.acc_dtype)     # one half's K-tile wgmma result
+        # one half's K-tile wgmma result; two with K tiles in flight (the next one's MMAs run meanwhile)
+        tmps = [cute.make_rmem_tensor(acc_shape, self.acc_dtype) for _ in range(1 + self.mma_ahead)]
+        # the first k32 step of a K tile overwrites the temporary, the others add to it: one MMA for
+        # each, set here once (an MMA changed inside a loop or branch would have to be carried out of it)
+        mma_first, mma_rest = tiled_mma, self._tiled_mma()
+        mma_first.set(warpgroup.Field.ACCUMULATE, False)
+        mma_rest.set(warpgroup.Field.ACCUMULATE, True)
+        mmas = (mma_first, mma_rest)
         # wgmma m64nNk32 accumulator: element (c, r, j) of a thread sits at row warp%4*16 + r*8 + lane/4
         # of its warpgroup's 64 rows; r = 0/1 are the thread's two rows, so two A scales per K tile and half.
         lane = consumer_tidx % 32
@@ -440,17 +481,18 @@ class Fp8BlockScaleGemm:
                 split = BLOCK - n0 % BLOCK
                 for h in cutlass.range_constexpr(self.halves):
                     accs[h].fill(0.0)
-                loop = (ab_pipeline, k_tiles, tCrA, tCrB, sSFA, mSFB, accs, rTmp, row0, my_turn, other_turn,
-                        block_lo, block_hi, split)
+                loop = (ab_pipeline, k_tiles, mmas, tCrA, tCrB, sSFA, mSFB, accs, tmps, row0, block_lo, block_hi, split)
                 stores = (True,) * self.halves
                 if cutlass.const_expr(self.split_groups):
                     if first >= 0:
-                        tiled_mma, state = self._mainloop(*loop, tiled_mma, state, first, g0 == first, g1 == first)
+                        state = self._mainloop(*loop, my_turn, other_turn, state, first, g0 == first, g1 == first)
                     if second >= 0:
-                        tiled_mma, state = self._mainloop(*loop, tiled_mma, state, second, False, True)
+                        state = self._mainloop(*loop, my_turn, other_turn, state, second, False, True)
                     stores = (g0 >= 0, g1 >= 0)   # padding halves are left as they were
+                elif cutlass.const_expr(self.mma_ahead):
+                    state = self._mainloop_ahead(*loop, state, l_b)
                 else:
-                    tiled_mma, state = self._mainloop(*loop, tiled_mma, state, l_b, True, True)
+                    state = self._mainloop(*loop, my_turn, other_turn, state, l_b, True, True)
 
                 # epilogue: each half (mma_m, tile_n) in (mma_m, 32) slices through a ring of epi_stages
                 gD_slices = cute.zipped_divide(gD[(None, None, tile_m, tile_n, l_a)], self.epi_tile)
@@ -482,50 +524,107 @@ class Fp8BlockScaleGemm:
         store_pipeline.producer_tail()
 
     @cute.jit
-    def _mainloop(self, ab_pipeline, k_tiles, tCrA, tCrB, sSFA, mSFB, accs, tmp, row0, my_turn, other_turn, block_lo,
-                  block_hi, split, tiled_mma, state, l_b, active0, active1):
+    def _mainloop(self, ab_pipeline, k_tiles, mmas, tCrA, tCrB, sSFA, mSFB, accs, tmps, row0, block_lo, block_hi, split,
+                  my_turn, other_turn, state, l_b, active0, active1):
         """One pass over K for the tile: per K tile, the wgmmas of each active half (B of group l_b)
-        into tmp, then its promotion into that half's accumulator. active0/1: Python True for every
-        layout but the contiguous one with 256-row tiles, where a pass computes the halves of its
-        group only. Returns the MMA and the advanced state for the caller to rebind."""
+        into the temporary, then its promotion into that half's accumulator. active0/1: Python True
+        for every layout but the contiguous one with 256-row tiles, where a pass computes the halves
+        of its group only. The tensor core idles unless a warpgroup issues its next K tile before
+        the other's MMAs finish, so the path from a wait to the next issue holds the promotion only:
+        the next K tile's B scales, stage barrier test and state are prepared while the last half's
+        MMAs run. Returns the advanced state for the caller to rebind."""
         active = (active0, active1)
+        sfb_lo, sfb_hi = self._sfb(mSFB, block_lo, block_hi, 0, l_b)
+        ready = ab_pipeline.consumer_try_wait(state)
         for k_tile in cutlass.range(k_tiles, unroll=1):
-            # B scales: plain loads issued before the wgmmas, consumed after them
-            sfb_lo = mSFB[block_lo, k_tile, l_b]
-            sfb_hi = sfb_lo
-            if cutlass.const_expr(self.tile_n > BLOCK):
-                sfb_hi = mSFB[block_hi, k_tile, l_b]
-            ab_pipeline.consumer_wait(state)
+            ab_pipeline.consumer_wait(state, ready)
+            following = state.clone()
+            following.advance()
+            sfb_lo_now, sfb_hi_now = sfb_lo, sfb_hi
             for h in cutlass.range_constexpr(self.halves):
                 if active[h]:
                     if cutlass.const_expr(self.order_warpgroups):
                         my_turn.arrive_and_wait()
-                    tiled_mma = self._mma(tiled_mma, tmp, tCrA, tCrB, state.index * self.halves + h, state.index)
+                    self._mma(mmas, tmps[0], tCrA, tCrB, state.index * self.halves + h, state.index)
                     if cutlass.const_expr(self.order_warpgroups):
                         other_turn.arrive()
+                    if cutlass.const_expr(h == self.halves - 1 and not self.split_groups):
+                        # while the MMAs run: the next K tile's B scales and whether its stage landed
+                        sfb_lo, sfb_hi = self._sfb(mSFB, block_lo, block_hi, cutlass.min(k_tile + 1, k_tiles - 1), l_b)
+                        ready = ab_pipeline.consumer_try_wait(following)
                     scale_a0 = sSFA[h * self.mma_m + row0, 0, state.index]
                     scale_a1 = sSFA[h * self.mma_m + row0 + 8, 0, state.index]
                     warpgroup.wait_group(0)
                     if cutlass.const_expr(h == self.halves - 1 and not self.split_groups):
                         ab_pipeline.consumer_release(state)   # every half of the stage has been read
-                    self._retire(accs[h], tmp, scale_a0, scale_a1, sfb_lo, sfb_hi, split, k_tile)
+                    self._retire(accs[h], tmps[0], scale_a0, scale_a1, sfb_lo_now, sfb_hi_now, split, k_tile)
             if cutlass.const_expr(self.split_groups):
                 ab_pipeline.consumer_release(state)   # after the last active half, whichever it was
-            state.advance()
-        return tiled_mma, state
+                sfb_lo, sfb_hi = self._sfb(mSFB, block_lo, block_hi, cutlass.min(k_tile + 1, k_tiles - 1), l_b)
+                ready = ab_pipeline.consumer_try_wait(following)
+            state = following
+        return state
 
     @cute.jit
-    def _mma(self, tiled_mma, tmp, tCrA, tCrB, a_stage, b_stage):
-        """Start one half's K-tile wgmmas (four k32 steps) into tmp, the first one overwriting it.
-        Returns the MMA with its ACCUMULATE field set: the caller rebinds it, because the tracer
-        carries plain locals across staged loops, not attributes changed inside a helper."""
+    def _mainloop_ahead(self, ab_pipeline, k_tiles, mmas, tCrA, tCrB, sSFA, mSFB, accs, tmps, row0, block_lo,
+                        block_hi, split, state, l_b):
+        """One pass over K with two K tiles in flight (one 128-row half, mma_ahead): K tile k + 1's
+        wgmmas go into the other temporary before K tile k's are waited for and promoted, so the
+        tensor core always has queued work and a K tile's MMA latency hides behind the previous
+        promotion. Which temporary is which must be static (registers), so K tiles go in pairs; the
+        last one or two end the pass without a next issue. Returns the advanced state."""
+        ab_pipeline.consumer_wait(state)
+        self._mma(mmas, tmps[0], tCrA, tCrB, state.index, state.index)
+        k_tile = cutlass.Int32(0)
+        step = (ab_pipeline, k_tiles, mmas, tCrA, tCrB, sSFA, mSFB, accs[0], row0, block_lo, block_hi, split, l_b)
+        for _ in cutlass.range((k_tiles - 1) // 2, unroll=1):
+            state, k_tile = self._step_ahead(*step, tmps[0], tmps[1], state, k_tile, True)
+            state, k_tile = self._step_ahead(*step, tmps[1], tmps[0], state, k_tile, True)
+        if k_tiles % 2 == 0:   # two left: the one in flight in tmps[0] and the last
+            state, k_tile = self._step_ahead(*step, tmps[0], tmps[1], state, k_tile, True)
+            state, k_tile = self._step_ahead(*step, tmps[1], tmps[0], state, k_tile, False)
+        else:
+            state, k_tile = self._step_ahead(*step, tmps[0], tmps[1], state, k_tile, False)
+        return state
+
+    @cute.jit
+    def _step_ahead(self, ab_pipeline, k_tiles, mmas, tCrA, tCrB, sSFA, mSFB, acc, row0, block_lo, block_hi, split,
+                    l_b, tmp, tmp_next, state, k_tile, issue_next: cutlass.Constexpr):
+        """K tile k_tile (its wgmmas in flight into tmp from `state`): issue the next K tile's into
+        tmp_next (issue_next), wait for k_tile's, release its stage, promote. Returns (the next
+        state, k_tile + 1)."""
+        sfb_lo, sfb_hi = self._sfb(mSFB, block_lo, block_hi, k_tile, l_b)
+        scale_a0 = sSFA[row0, 0, state.index]
+        scale_a1 = sSFA[row0 + 8, 0, state.index]
+        following = state.clone()
+        following.advance()
+        if cutlass.const_expr(issue_next):
+            ab_pipeline.consumer_wait(following)
+            self._mma(mmas, tmp_next, tCrA, tCrB, following.index, following.index)
+            warpgroup.wait_group(1)
+        else:
+            warpgroup.wait_group(0)
+        ab_pipeline.consumer_release(state)
+        self._retire(acc, tmp, scale_a0, scale_a1, sfb_lo, sfb_hi, split, k_tile)
+        return following, k_tile + 1
+
+    @cute.jit
+    def _sfb(self, mSFB, block_lo, block_hi, k_tile, l_b):
+        """B's scales of K tile k_tile for the tile's column blocks (the same block twice for tiles
+        within one 128-column block)."""
+        lo = mSFB[block_lo, k_tile, l_b]
+        hi = lo
+        if cutlass.const_expr(self.tile_n > BLOCK):
+            hi = mSFB[block_hi, k_tile, l_b]
+        return lo, hi
+
+    @cute.jit
+    def _mma(self, mmas, tmp, tCrA, tCrB, a_stage, b_stage):
+        """Start one half's K-tile wgmmas (four k32 steps) into tmp, the first overwriting it."""
         warpgroup.fence()
-        tiled_mma.set(warpgroup.Field.ACCUMULATE, False)
         for kb in cutlass.range_constexpr(cute.size(tCrA, mode=[2])):
-            cute.gemm(tiled_mma, tmp, tCrA[(None, None, kb, a_stage)], tCrB[(None, None, kb, b_stage)], tmp)
-            tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
+            cute.gemm(mmas[min(kb, 1)], tmp, tCrA[(None, None, kb, a_stage)], tCrB[(None, None, kb, b_stage)], tmp)
         warpgroup.commit_group()
-        return tiled_mma
 
     @cute.jit
     def _retire(self, acc, tmp, scale_a0, scale_a1, sfb_lo, sfb_hi, split, k_tile):
@@ -610,21 +709,25 @@ def compile_gemm(a, sfa, b, sfb, layout: str = "normal", group_info=None, tile_n
 
 def choose_tiling(layout: str, m: int, n: int, sms: int, groups: int = 1, tile_ms: tuple[int, ...] = TILE_MS) -> dict:
     """{tile_m, tile_n, cluster_mn} for an M x N output (M: rows per group for masked, all rows
-    otherwise): the tile with the lowest estimated time, waves of tiles on `sms` SMs times TILE_COST
-    (ties go to the taller tile: two consumer warpgroups overlap promotion with the other's MMAs),
-    and a 1x2 cluster (two N tiles sharing A), which timed at least as fast as 2x1 on most shapes and
-    suits every layout. tile_ms: the tile heights to choose from (the probe times the best 128-row
-    tile beside)."""
+    otherwise): the tile with the lowest estimated time, waves of tiles on `sms` SMs times the
+    layout's tile cost (ties go to the larger tile), and a 1x2 cluster (two N tiles sharing A) from
+    CLUSTER_FROM_M rows on, none below, where only tiles with K tiles in flight are weighed.
+    tile_ms: the tile heights to choose from (the probe times the best 128-row tile beside)."""
+    cluster = (1, 2) if m >= CLUSTER_FROM_M else (1, 1)
+    costs = CONTIGUOUS_TILE_COST if layout == "contiguous" else TILE_COST
+
     def estimate(tile: tuple[int, int]) -> tuple[float, int]:
         tile_m, tile_n = tile
         tiles_n = -(-n // tile_n)
-        tiles_n += tiles_n % 2     # a 1x2 cluster also runs (and discards) a tile past an odd count
+        tiles_n += tiles_n % cluster[1]   # a 1x2 cluster also runs (and discards) a tile past an odd count
         tiles = -(-m // tile_m) * (groups if layout == "masked" else 1) * tiles_n
-        return -(-tiles // sms) * TILE_COST[tile], -tile_m
+        return -(-tiles // sms) * costs[tile], -tile_m * tile_n
 
-    tiles = [t for t in TILE_COST if t[0] in tile_ms]
+    # few rows: only tiles with K tiles in flight (128 x 192 at 128 x 24576 x 1536 timed at 0.91 of 128 x 64)
+    few_rows = m < CLUSTER_FROM_M
+    tiles = [t for t in costs if t[0] in tile_ms and not (few_rows and (t[0] > MMA_M or t[1] > MMA_AHEAD_MAX_N))]
     tile_m, tile_n = min(tiles, key=estimate)
-    return {"tile_m": tile_m, "tile_n": tile_n, "cluster_mn": (1, 2)}
+    return {"tile_m": tile_m, "tile_n": tile_n, "cluster_mn": cluster}
 
 
 def gemm(a, sfa, b, sfb, layout: str = "normal", group_info=None):
