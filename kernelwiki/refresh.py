@@ -147,7 +147,8 @@ def refresh_text(raw: bytes, rel: str, vocab: Vocabulary, probes: dict[str, Prob
     if changed:
         header = f"{FENCE}\n{yamlio.dump(implied)}{FENCE}\n".replace("\n", newline)
     linked = [probes[p] for p in meta.get("probes") or [] if isinstance(p, str) and p in probes]
-    renderers = {**RENDERERS, "runs": lambda _: render_runs(linked, records, meta.get("id"))}
+    renderers = {**RENDERERS, "runs": lambda _: render_runs(linked, records, meta.get("id")),
+                 "versus": lambda _: render_versus(linked, records, meta.get("id"))}
     new_body = render_blocks(body, implied, newline, renderers)
     if new_body != body:
         changed.append("(generated blocks)")
@@ -538,6 +539,45 @@ RENDERERS = {"claims": render_claims}
 
 
 # --- run history block -----------------------------------------------------------------------------
+VERSUS_RUNS = 3   # the latest passing runs of one commit whose median the versus block shows
+OUR_VARIANT = re.compile(r"^ours[ ,]")   # a baseline that is our kernel with something changed
+
+
+def render_versus(linked: list[ProbeSpec], records: dict[str, list[Record]], page_id: str | None) -> str:
+    """`<!-- kernelwiki:begin versus -->`: ours against the kernel each case reproduces
+    (`reproduced_by`) and against our own variants (baselines named "ours, ...", "ours with ...",
+    "ours without ..."): ours / candidate in each of the latest VERSUS_RUNS passing runs made from
+    the same commit as the latest one (one kernel version), oldest first, and their median. Above
+    1, ours is faster.
+    """
+    rows = ["", "| probe | case | candidate | ours / candidate per run, oldest first | median |", "|---|---|---|---|---|"]
+    for spec in linked:
+        runs = [r for r in records.get(spec.id, []) if r.data.get("mode") == "run" and r.data.get("status") == "passed"]
+        if not runs:
+            continue
+        commit = (runs[-1].data.get("environment") or {}).get("commit")
+        same = [r for r in runs if (r.data.get("environment") or {}).get("commit") == commit][-VERSUS_RUNS:]
+        ratios: dict[tuple[str, str], list[float]] = {}
+        for record in same:
+            for case in record.data.get("cases") or []:
+                case_spec = spec.case(case.get("id", "")) or {}
+                pages = case_spec.get("pages")
+                if case.get("status") != "passed" or (pages is not None and page_id not in pages):
+                    continue
+                for entry in case.get("baselines") or []:
+                    name = str(entry.get("name", ""))
+                    if entry.get("ratio") is None or not (name == case_spec.get("reproduced_by") or OUR_VARIANT.match(name)):
+                        continue
+                    ratios.setdefault((case["id"], name), []).append(float(entry["ratio"]))
+        for (case_id, name), values in sorted(ratios.items()):
+            cells = ", ".join(f"{v:.3g}" for v in values)
+            rows.append(f"| {spec.id} | {case_id} | {name} | {cells} | {statistics.median(values):.3g} |")
+    if len(rows) == 3:
+        rows = ["", "No passing run of a linked probe compares ours with another kernel or a variant of ours yet."]
+    rows.append("")
+    return "\n".join(rows) + "\n"
+
+
 def render_runs(linked: list[ProbeSpec], records: dict[str, list[Record]], page_id: str | None) -> str:
     """`<!-- kernelwiki:begin runs -->`: each case's ratio to its baseline in every passing run.
 

@@ -98,6 +98,28 @@ def test_runs_block_lists_every_passing_run(mini):
     assert mini.run("refresh", "--check")[0] == 0
 
 
+def test_versus_block_has_our_variants_in_the_latest_runs_of_one_commit(mini):
+    """ours / each variant of ours per run and the median, over the newest runs made from the
+    latest run's commit only; cuBLAS baselines are the runs table's business, not listed here."""
+    import json
+
+    from test_refresh import RECORD
+    page = setup(mini, body="# Example\n\n<!-- kernelwiki:begin versus -->\nstale\n<!-- kernelwiki:end versus -->\n")
+    runs = (("r1", "old", 2.0), ("r2", "new", 1.2), ("r3", "new", 1.1), ("r4", "new", 1.3), ("r5", "new", 1.0))
+    for run_id, commit, ratio in runs:
+        record = json.loads(json.dumps(RECORD))
+        record.update(run_id=run_id, started_at=f"2026-11-29T10:0{run_id[1]}:00Z")
+        record["environment"]["commit"] = commit
+        record["cases"][0]["baselines"] = [{"name": "ours, one K tile in flight", "value": 100.0, "ratio": ratio},
+                                           {"name": "cuBLAS", "value": 100.0, "ratio": 0.5}]
+        mini.write(f"artifacts/evidence/probe-x/{run_id}.json", json.dumps(record))
+    mini.run("refresh")
+    text = page.read_text(encoding="utf-8")
+    assert "| probe-x | c1 | ours, one K tile in flight | 1.1, 1.3, 1 | 1.1 |" in text
+    assert "| cuBLAS |" not in text and "stale" not in text
+    assert mini.run("refresh", "--check")[0] == 0
+
+
 def test_a_span_broken_across_lines_is_reported(mini):
     page = setup(mini, body="# Example\n\nsee <!-- claim:peak -->100\nTFLOP/s<!-- /claim --> here\n")
     found = [p for p in mini.problems() if p["field"] == "claim span"]
