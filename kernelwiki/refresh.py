@@ -540,29 +540,31 @@ RENDERERS = {"claims": render_claims}
 
 # --- run history block -----------------------------------------------------------------------------
 VERSUS_RUNS = 3   # the latest passing runs of one commit whose median the versus block shows
-OUR_VARIANT = re.compile(r"^ours[ ,]")   # a baseline that is our kernel with something changed
+OUR_VARIANT = re.compile(r"^ours[ ,][^@]*$")   # our kernel with something changed (not another timing protocol: "@")
 
 
 def render_versus(linked: list[ProbeSpec], records: dict[str, list[Record]], page_id: str | None) -> str:
     """`<!-- kernelwiki:begin versus -->`: ours against the kernel each case reproduces
     (`reproduced_by`) and against our own variants (baselines named "ours, ...", "ours with ...",
-    "ours without ..."): ours / candidate in each of the latest VERSUS_RUNS passing runs made from
-    the same commit as the latest one (one kernel version), oldest first, and their median. Above
-    1, ours is faster.
+    "ours without ...", not those timed under another protocol, "... @ ..."): ours / candidate in
+    each of the latest VERSUS_RUNS passing runs made from the same commit on the same GPU as the
+    latest one (one kernel version), oldest first, and their median. Above 1, ours is faster.
+    Cases that time a teaching variant as ours (params `variant`) are left out.
     """
     rows = ["", "| probe | case | candidate | ours / candidate per run, oldest first | median |", "|---|---|---|---|---|"]
     for spec in linked:
         runs = [r for r in records.get(spec.id, []) if r.data.get("mode") == "run" and r.data.get("status") == "passed"]
         if not runs:
             continue
-        commit = (runs[-1].data.get("environment") or {}).get("commit")
-        same = [r for r in runs if (r.data.get("environment") or {}).get("commit") == commit][-VERSUS_RUNS:]
+        version = _kernel_version(runs[-1])
+        same = [r for r in runs if _kernel_version(r) == version][-VERSUS_RUNS:]
         ratios: dict[tuple[str, str], list[float]] = {}
         for record in same:
             for case in record.data.get("cases") or []:
                 case_spec = spec.case(case.get("id", "")) or {}
                 pages = case_spec.get("pages")
-                if case.get("status") != "passed" or (pages is not None and page_id not in pages):
+                if (case.get("status") != "passed" or (pages is not None and page_id not in pages)
+                        or (case.get("params") or {}).get("variant")):
                     continue
                 for entry in case.get("baselines") or []:
                     name = str(entry.get("name", ""))
@@ -576,6 +578,12 @@ def render_versus(linked: list[ProbeSpec], records: dict[str, list[Record]], pag
         rows = ["", "No passing run of a linked probe compares ours with another kernel or a variant of ours yet."]
     rows.append("")
     return "\n".join(rows) + "\n"
+
+
+def _kernel_version(record: Record) -> tuple:
+    """What makes runs comparable for the versus block: the commit they ran and the GPU."""
+    environment = record.data.get("environment") or {}
+    return environment.get("commit"), environment.get("gpu")
 
 
 def render_runs(linked: list[ProbeSpec], records: dict[str, list[Record]], page_id: str | None) -> str:
@@ -594,7 +602,8 @@ def render_runs(linked: list[ProbeSpec], records: dict[str, list[Record]], page_
             for case in record.data.get("cases") or []:
                 headline = case.get("headline") or {}
                 pages = (spec.case(case.get("id", "")) or {}).get("pages")
-                if case.get("status") != "passed" or headline.get("ratio") is None or (pages and page_id not in pages):
+                if case.get("status") != "passed" or headline.get("ratio") is None or (
+                        pages is not None and page_id not in pages):
                     continue
                 ratios.setdefault((case["id"], str(headline.get("baseline", ""))), []).append(float(headline["ratio"]))
         for (case_id, baseline), values in sorted(ratios.items()):

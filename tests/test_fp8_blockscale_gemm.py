@@ -77,6 +77,10 @@ def test_choose_tiling(layout, m, n, groups, tile, cluster):
 
 def test_choose_tiling_within_given_heights():
     assert kernel.choose_tiling("normal", 4096, 7168, 132, tile_ms=(128,))["tile_m"] == 128
+    with pytest.raises(ValueError, match=r"tile_ms=\(256,\): no tile of those heights for the normal layout with M=64"):
+        kernel.choose_tiling("normal", 64, 4096, 132, tile_ms=(256,))
+    with pytest.raises(ValueError, match="tile_ms=.256,.: no tile of those heights for the contiguous layout"):
+        kernel.choose_tiling("contiguous", 4096, 4096, 132, 4, tile_ms=(256,))
 
 
 def test_mainloop_defaults_follow_the_tile():
@@ -221,7 +225,7 @@ def test_probe_summary_table(capsys):
         {"case": "normal-1x8x128", "ours": 0.01, "DeepGEMM": None, "cuBLAS": None, "differing": None,
          "differing_deepgemm": None, "passed": False}])
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split()[:7] == ["case", "ours", "128-row", "wholeEpi", "DeepGEMM", "cuBLAS", "ours/DG"]
+    assert lines[0].split()[:7] == ["case", "ours", "128-row", "epiFlip", "DeepGEMM", "cuBLAS", "ours/DG"]
     assert lines[1].split() == ["normal-4096x4096x7168", "1100", "1000", "-", "1375", "1300", "0.800", "0", "0", "yes"]
     assert lines[2].split() == ["normal-1x8x128", "0", "-", "-", "-", "-", "-", "-", "-", "NO"]
 

@@ -99,24 +99,37 @@ def test_runs_block_lists_every_passing_run(mini):
 
 
 def test_versus_block_has_our_variants_in_the_latest_runs_of_one_commit(mini):
-    """ours / each variant of ours per run and the median, over the newest runs made from the
-    latest run's commit only; cuBLAS baselines are the runs table's business, not listed here."""
+    """ours / each variant of ours and / the case's reproduction per run and their median, over the
+    newest runs made from the latest run's commit and GPU only; not cuBLAS (the runs table's), not
+    entries timed under another protocol ("@"), not cases on other pages or timing a teaching variant."""
     import json
 
     from test_refresh import RECORD
     page = setup(mini, body="# Example\n\n<!-- kernelwiki:begin versus -->\nstale\n<!-- kernelwiki:end versus -->\n")
-    runs = (("r1", "old", 2.0), ("r2", "new", 1.2), ("r3", "new", 1.1), ("r4", "new", 1.3), ("r5", "new", 1.0))
-    for run_id, commit, ratio in runs:
+    mini.write("probes/probe-x/probe.yaml", "id: probe-x\ntitle: x\nkind: microbench\npages:\n- hw-example\n"
+               "archs:\n- sm_90a\nentry: run.py\ncases:\n- id: c1\n  claim: peak\n  reproduced_by: Other\n"
+               "- id: c2\n  pages: [some-other-page]\n- id: c3\n")
+    # the second-newest run is from another commit, one from another GPU: both left out
+    runs = (("r1", "new", "NVIDIA H200", 1.2), ("r2", "new", "NVIDIA H200", 1.1), ("r3", "new", "NVIDIA H100", 9.0),
+            ("r4", "new", "NVIDIA H200", 1.3), ("r5", "old", "NVIDIA H200", 2.0), ("r6", "new", "NVIDIA H200", 1.0))
+    for run_id, commit, gpu, ratio in runs:
         record = json.loads(json.dumps(RECORD))
         record.update(run_id=run_id, started_at=f"2026-11-29T10:0{run_id[1]}:00Z")
-        record["environment"]["commit"] = commit
-        record["cases"][0]["baselines"] = [{"name": "ours, one K tile in flight", "value": 100.0, "ratio": ratio},
-                                           {"name": "cuBLAS", "value": 100.0, "ratio": 0.5}]
+        record["environment"].update(commit=commit, gpu=gpu)
+        entries = [{"name": "ours, one K tile in flight", "value": 100.0, "ratio": ratio},
+                   {"name": "Other", "value": 100.0, "ratio": ratio / 2},
+                   {"name": "ours @ 8 GB memset", "value": 100.0, "ratio": 0.8},
+                   {"name": "cuBLAS", "value": 100.0, "ratio": 0.5}]
+        case = record["cases"][0]
+        case["baselines"] = entries
+        record["cases"] = [case, {**case, "id": "c2"}, {**case, "id": "c3", "params": {**case["params"], "variant": "naive"}}]
         mini.write(f"artifacts/evidence/probe-x/{run_id}.json", json.dumps(record))
     mini.run("refresh")
     text = page.read_text(encoding="utf-8")
     assert "| probe-x | c1 | ours, one K tile in flight | 1.1, 1.3, 1 | 1.1 |" in text
-    assert "| cuBLAS |" not in text and "stale" not in text
+    assert "| probe-x | c1 | Other | 0.55, 0.65, 0.5 | 0.55 |" in text
+    assert "| c2 |" not in text and "| c3 |" not in text
+    assert "cuBLAS" not in text and "@" not in text and "stale" not in text
     assert mini.run("refresh", "--check")[0] == 0
 
 

@@ -52,6 +52,9 @@ if what == "cublas":
     sys.exit(0)
 if what == "deepgemm":   # DeepGEMM 340d988 on the same operands (normal layout), when importable
     import deepgemm_baseline
+    if layout != "normal":
+        print(tools.driver_line({{"passed": False, "reason": f"DeepGEMM is profiled in the normal layout only, not {{layout}}"}}))
+        sys.exit(0)
     launch, out = deepgemm_baseline.normal(a, sfa, b, sfb)
     if launch is None:
         print(tools.driver_line({{"passed": False, "reason": out}}))
@@ -129,7 +132,8 @@ def run_case(case: dict, ctx: Context) -> dict:
     correctness["passed"] = bool(correctness.get("output_ok")) and profiled
     if not profiled:
         correctness["tail"] = output[-2000:]
-    deepgemm = {"name": "DeepGEMM, tensor pipe active", "value": theirs[tensor_pipe]}
+    deepgemm = {"name": "DeepGEMM, tensor pipe active", "value": theirs[tensor_pipe],
+                "output_ok": tools.driver_result(theirs_output).get("output_ok")}
     if theirs[tensor_pipe] is None:
         deepgemm["skipped"] = tools.driver_result(theirs_output).get("gate", {}).get("reason") or theirs_output[-300:]
     return {"correctness": correctness, "metrics": {**ours, **{f"cuBLAS {k}": v for k, v in cublas.items()},

@@ -33,7 +33,7 @@ The negative control reads A's scales from the next K block and must fail each o
 Compile-only mode compiles the three layouts (dynamic shapes: one kernel per layout and tiling)
 and the teaching variant for sm_90a with fake tensors and scans PTX and SASS. A run ends by
 printing a table per case (ours, ours with 128-row tiles where the kernel chose 64 or 256 rows,
-ours with the whole-tile epilogue at M >= 1024, DeepGEMM, cuBLAS blockwise, ours/DeepGEMM,
+ours with the epilogue flipped at M >= 1024, DeepGEMM, cuBLAS blockwise, ours/DeepGEMM,
 differing elements).
 
 Run through the runner: kernelwiki probe run --probe probe-fp8-blockscale-gemm [--compile-only]
@@ -62,9 +62,11 @@ ALLOWED_DIFFERING = 0    # elements that may differ from cuBLAS blockwise on `bi
 CUBLAS = "cuBLAS blockwise FP8"
 CUBLAS_GROUPS = "cuBLAS blockwise FP8, per group, CUDA graph"
 TALL = "ours, 128-row tiles"
+CHOSEN = "ours, chosen tiling"                 # beside a forced tiling
 WHOLE = "ours, whole-tile epilogue"
 RING = "ours, epilogue ring"                   # 256-row tiles without their default whole-tile epilogue
-ONE_K_TILE = "ours, one K tile in flight"      # mma_ahead off
+ONE_K_TILE = "ours, one K tile in flight"      # mma_ahead off (one consumer warpgroup)
+ONE_K_TILE_TURNS = "ours, one K tile in flight, with turns"   # mma_ahead off, two warpgroups: turns on
 WITH_TURNS, WITHOUT_TURNS = "ours with warpgroup turns", "ours without warpgroup turns"
 CLUSTER_1X2 = "ours, 1x2 cluster"              # where the choice has no cluster
 WHOLE_TILE_EPILOGUE_FROM_M = 1024   # where the epilogue flip is timed: many tiles per SM
@@ -254,7 +256,7 @@ def _normal(params: dict, ctx: Context) -> dict:
 
     candidates, extra, metrics = {"ours": run}, [], {}
     if tiling != chosen:
-        candidates["ours, chosen tiling"] = kernel.compile_gemm(*ops, **chosen)[0]
+        _checked_candidate(CHOSEN, kernel.compile_gemm(*ops, **chosen), reference, exact, correctness, candidates)
     _tall_tiles_ab("normal", m, n, 1, [tiling, chosen], lambda t: kernel.compile_gemm(*ops, **t),
                    reference, exact, correctness, candidates, metrics)
     _ablations(lambda variant: kernel.compile_gemm(*ops, **{**tiling, **variant}), tiling,
@@ -358,7 +360,8 @@ def _contiguous(params: dict, ctx: Context) -> dict:
     candidates, extra, metrics = {"ours": run, "ours, normal layout": run_normal}, [], {}
     chosen = _tiling("contiguous", m, n)
     if chosen != tiling:
-        candidates["ours, chosen tiling"] = kernel.compile_gemm(a, sfa, b, sfb, "contiguous", m_indices, **chosen)[0]
+        _checked_candidate(CHOSEN, kernel.compile_gemm(a, sfa, b, sfb, "contiguous", m_indices, **chosen),
+                           reference[valid], None, correctness, candidates, rows=valid)
     _tall_tiles_ab("contiguous", m, n, 1, [tiling, chosen],
                    lambda t: kernel.compile_gemm(a, sfa, b, sfb, "contiguous", m_indices, **t), reference[valid], None,
                    correctness, candidates, metrics, rows=valid)
@@ -477,8 +480,8 @@ def _ablations(launch, tiling: dict, every: bool, epilogue: bool, reference, exa
 
     op = kernel.Fp8BlockScaleGemm(tile_n=tiling["tile_n"], cluster_mn=tiling["cluster_mn"], tile_m=tiling["tile_m"])
     flips = {}
-    if every and op.mma_ahead:
-        flips[ONE_K_TILE] = {"mma_ahead": False}
+    if every and op.mma_ahead:   # two consumer warpgroups without it take turns (the default there)
+        flips[ONE_K_TILE_TURNS if op.warpgroups == 2 else ONE_K_TILE] = {"mma_ahead": False}
     if every and op.warpgroups == 2 and not op.mma_ahead:
         flips[WITHOUT_TURNS if op.order_warpgroups else WITH_TURNS] = {"order_warpgroups": not op.order_warpgroups}
     if every and tuple(tiling["cluster_mn"]) == (1, 1):
@@ -486,13 +489,23 @@ def _ablations(launch, tiling: dict, every: bool, epilogue: bool, reference, exa
     if epilogue:
         flips[RING if op.halves == 2 else WHOLE] = {"whole_tile_epilogue": op.halves != 2}
     for name, variant in flips.items():
-        run, d = launch(variant)
-        gates.poison(d)
-        run()
-        torch.cuda.synchronize()
-        correctness[name] = _check(d, reference, exact)
-        correctness["passed"] = correctness["passed"] and correctness[name]["passed"]
-        candidates[name] = run
+        _checked_candidate(name, launch(variant), reference, exact, correctness, candidates)
+
+
+def _checked_candidate(name: str, run_d: tuple, reference, exact, correctness: dict, candidates: dict,
+                       rows=None) -> None:
+    """Run a variant of ours once on a poisoned output, gate it like ours (correctness[name]; a
+    failure fails the case), then add it to the timed candidates. rows: the rows of d to check
+    (None: all; reference holds those rows only)."""
+    import torch
+
+    run, d = run_d
+    gates.poison(d)
+    run()
+    torch.cuda.synchronize()
+    correctness[name] = _check(d if rows is None else d[rows], reference, exact)
+    correctness["passed"] = correctness["passed"] and correctness[name]["passed"]
+    candidates[name] = run
 
 
 def _tall_tiles_ab(layout: str, m: int, n: int, groups: int, tilings: list, launch, reference, exact,
@@ -516,12 +529,22 @@ def _tall_tiles_ab(layout: str, m: int, n: int, groups: int, tilings: list, laun
     metrics["tile_128_rows"] = f"{previous['tile_m']}x{previous['tile_n']}x128"
 
 
+def _ratio(tflops: dict, name: str) -> float | None:
+    """ours / name, both under the same protocol: an entry timed under another protocol ("X @ 8 GB
+    memset") is compared with ours under that protocol; ours under it has no ratio."""
+    ours = "ours"
+    if " @ " in name:
+        ours = "ours @ " + name.split(" @ ", 1)[1]
+    if name == ours or not tflops.get(name) or not tflops.get(ours):
+        return None
+    return round(tflops[ours] / tflops[name], 4)
+
+
 def _result(ctx: Context, correctness: dict, timing: dict, tflops: dict, baseline: str | None,
             tiling: dict, extra: list | None = None, metrics: dict | None = None) -> dict:
     extra = extra or []
     annotations = {entry["name"]: entry for entry in extra}
-    baselines = [{**annotations.get(name, {}), "name": name, "value": round(v, 2),
-                  "ratio": round(tflops["ours"] / v, 4) if v else None}
+    baselines = [{**annotations.get(name, {}), "name": name, "value": round(v, 2), "ratio": _ratio(tflops, name)}
                  for name, v in tflops.items() if name != "ours"]
     baselines += [entry for entry in extra if entry["name"] not in tflops]
     return {"correctness": correctness, "timing": timing,
@@ -636,7 +659,7 @@ def print_summary(rows: list[dict]) -> None:
     if not rows:
         return
     fmt = lambda v, spec=".0f": "-" if v is None else format(v, spec)  # noqa: E731
-    print(f"{'case':<34} {'ours':>6} {'128-row':>7} {'wholeEpi':>8} {'DeepGEMM':>8} {'cuBLAS':>6} {'ours/DG':>7} "
+    print(f"{'case':<34} {'ours':>6} {'128-row':>7} {'epiFlip':>8} {'DeepGEMM':>8} {'cuBLAS':>6} {'ours/DG':>7} "
           f"{'diff cuBLAS':>11} {'diff DG':>7} ok")
     for r in rows:
         ratio = r["ours"] / r["DeepGEMM"] if r["DeepGEMM"] else None

@@ -160,7 +160,6 @@ class Fp8BlockScaleGemm:
         # the realistic negative control: A's scales read from K block (k + shift) mod K blocks
         self.sfa_k_shift = sfa_k_shift
         self.epi_tile = (self.mma_m, min(EPI_TILE_N, tile_n))
-        stage_bytes = (tile_m + tile_n) * BLOCK + tile_m * 4   # A, B (1 byte each), A scales (fp32)
         # as many mainloop stages as fit beside two epilogue buffers, then as many more epilogue
         # buffers as the rest holds (up to one per slice of a tile): a TMA store is waited for only
         # when its buffer comes round again, so more buffers mean fewer waits in the epilogue.
@@ -726,6 +725,9 @@ def choose_tiling(layout: str, m: int, n: int, sms: int, groups: int = 1, tile_m
     # few rows: only tiles with K tiles in flight (128 x 192 at 128 x 24576 x 1536 timed at 0.91 of 128 x 64)
     few_rows = m < CLUSTER_FROM_M
     tiles = [t for t in costs if t[0] in tile_ms and not (few_rows and (t[0] > MMA_M or t[1] > MMA_AHEAD_MAX_N))]
+    if not tiles:
+        raise ValueError(f"tile_ms={tuple(tile_ms)}: no tile of those heights for the {layout} layout with M={m} "
+                         f"(offered: {sorted({t[0] for t in costs if not few_rows or t[0] <= MMA_M})})")
     tile_m, tile_n = min(tiles, key=estimate)
     return {"tile_m": tile_m, "tile_n": tile_n, "cluster_mn": cluster}
 
