@@ -68,7 +68,7 @@ def test_partial_tiles_and_grouped_layouts_are_accepted():
     ("normal", 128, 4096, 1, (64, 64), (1, 1)),
     ("contiguous", 32768, 4096, 4, (128, 192), (1, 2)),   # no 256-row tiles in the contiguous layout
     ("contiguous", 1536, 4096, 5, (128, 192), (1, 2)),
-    ("masked", 256, 4096, 4, (256, 128), (1, 2)),
+    ("masked", 256, 4096, 4, (128, 128), (1, 2)),   # no 256-row tiles in the grouped layouts
 ])
 def test_choose_tiling(layout, m, n, groups, tile, cluster):
     chosen = kernel.choose_tiling(layout, m, n, 132, groups)

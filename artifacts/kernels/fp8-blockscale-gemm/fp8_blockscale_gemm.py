@@ -41,7 +41,8 @@ What it does
                    a tile a buffer (DeepGEMM's smem_d) at the cost of a stage.
     `choose_tiling` picks the tile by waves of tiles on the GPU times a cost per tile fitted to H200
     timings (TILE_COST), and a 1x2 cluster (A multicast) from 129 rows on: 256x128 or 128-row tiles
-    at large M, tiles with K tiles in flight and no cluster for M <= 128.
+    at large M (256 rows in the normal layout only), tiles with K tiles in flight and no cluster for
+    M <= 128.
     Shapes and strides are dynamic (compiled once per layout, tiling and variant): with a static
     extent of 1 (M = 1) CuTe drops that mode when it builds the TMA atoms, and A's load and D's
     store became 1-D copies of the wrong box (a crash); with dynamic extents every copy is 3-D.
@@ -116,6 +117,9 @@ TILE_COST = {(64, 16): 0.3, (64, 32): 0.3, (64, 64): 0.45, (64, 128): 0.6, (128,
 # the mainloop's look-ahead, and 256 x 128 timed well below 128 x 192 there); 128 x 192 timed faster
 # than 128 x 128 on every contiguous shape
 CONTIGUOUS_TILE_COST = {**{t: c for t, c in TILE_COST.items() if t[0] <= 128}, (128, 128): 1.0, (128, 192): 1.3}
+# The masked layout: no 256-row tiles either (the probe's "ours, 128-row tiles" beside the 256-row
+# choice ran faster at N x K = 7168 x 2048 and within about 1 % at 4096 x 7168, 2026-12-01)
+MASKED_TILE_COST = {t: c for t, c in TILE_COST.items() if t[0] <= 128}
 CLUSTER_FROM_M = 129   # fewer rows: no cluster (A is a few KB per K tile; 1x1 timed faster for 64x32 and 128x64)
 MMA_AHEAD_MAX_N = 128  # widest tile with K tiles in flight: accumulator + two temporaries = 192 FP32 registers
 TURN_BARRIER = 2       # named barriers 2 and 3 (0: syncthreads, 1: the epilogue)
@@ -713,7 +717,7 @@ def choose_tiling(layout: str, m: int, n: int, sms: int, groups: int = 1, tile_m
     CLUSTER_FROM_M rows on, none below, where only tiles with K tiles in flight are weighed.
     tile_ms: the tile heights to choose from (the probe times the best 128-row tile beside)."""
     cluster = (1, 2) if m >= CLUSTER_FROM_M else (1, 1)
-    costs = CONTIGUOUS_TILE_COST if layout == "contiguous" else TILE_COST
+    costs = {"contiguous": CONTIGUOUS_TILE_COST, "masked": MASKED_TILE_COST}.get(layout, TILE_COST)
 
     def estimate(tile: tuple[int, int]) -> tuple[float, int]:
         tile_m, tile_n = tile
