@@ -1,3 +1,3 @@
-from kernelwiki.cli import main
+from kernelwiki.faces.cli import main
 
 raise SystemExit(main())

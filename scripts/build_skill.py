@@ -6,7 +6,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from kernelwiki.agents import AgentsFormat, sync  # noqa: E402
+from kernelwiki.faces.skill import AgentsFormat, sync  # noqa: E402
 
 parser = argparse.ArgumentParser(description=__doc__)
 parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if the skill is out of date")

@@ -4,6 +4,6 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from kernelwiki.cli import main  # noqa: E402
+from kernelwiki.faces.cli import main  # noqa: E402
 
 sys.exit(main(["probe", "run", *sys.argv[1:]]))

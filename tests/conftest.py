@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelwiki.cli import main
+from kernelwiki.faces.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 PROBLEM_LINE = re.compile(r"^(?P<path>[^:]+):(?P<line>\d+): (?P<field>[^:]+): (?P<message>.+)$")

@@ -12,11 +12,11 @@ import pytest
 import yaml
 
 from conftest import ROOT
-from kernelwiki.agents import SKILL_PATH, AgentsFormat, skill_text, sync
-from kernelwiki.cli import build_parser
-from kernelwiki.index import Wiki
-from kernelwiki.probes import load_probes
-from kernelwiki.repo import Repo
+from kernelwiki.faces.skill import SKILL_PATH, AgentsFormat, skill_text, sync
+from kernelwiki.faces.cli import build_parser
+from kernelwiki.storage.index import Wiki
+from kernelwiki.probing.specs import load_probes
+from kernelwiki.storage.repo import Repo
 
 AGENTS = (ROOT / "AGENTS.md").read_text(encoding="utf-8")
 

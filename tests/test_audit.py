@@ -6,7 +6,7 @@ import pytest
 
 from conftest import HW_PAGE
 
-from kernelwiki.audit import PERFORMANCE_NUMBER, Audit, audit_body
+from kernelwiki.commands.audit import PERFORMANCE_NUMBER, Audit, audit_body
 
 
 def numbers(text: str) -> list[str]:

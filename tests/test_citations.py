@@ -7,8 +7,8 @@ import zipfile
 
 from conftest import HW_PAGE, SOURCE_PAGE
 
-from kernelwiki.citations import normalize
-from kernelwiki.pages import parse_page, render_page
+from kernelwiki.commands.citations import normalize
+from kernelwiki.model.pages import parse_page, render_page
 
 def claim(cid: str, src: str, locator: str, quote: str) -> dict:
     return {"id": cid, "metric": "tflops", "value": 100, "evidence": "source-reported", "source": src,

@@ -23,10 +23,10 @@ from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
 from conftest import HW_PAGE, PROBLEM_LINE, MiniRepo
-from kernelwiki.cli import main
-from kernelwiki.fastschema import passes
-from kernelwiki.pages import read_page
-from kernelwiki.schema import _validators
+from kernelwiki.faces.cli import main
+from kernelwiki.model.fastschema import passes
+from kernelwiki.model.pages import read_page
+from kernelwiki.model.schema import _validators
 
 EXAMPLES = int(os.environ.get("KERNELWIKI_FUZZ_EXAMPLES", "150"))
 SEED = os.environ.get("KERNELWIKI_FUZZ_SEED")
@@ -124,7 +124,7 @@ def test_any_frontmatter_gets_clean_answers(frontmatter: str, fences: tuple[str,
 @given(data=st.dictionaries(st.text(max_size=12), values, max_size=6), extra=raw_lines)
 def test_yamlio_reads_and_writes_like_pyyaml(data: dict, extra: str):
     """yamlio builds values and the canonical text itself (for speed); both must equal PyYAML's."""
-    from kernelwiki import yamlio
+    from kernelwiki.model import yamlio
 
     for text in (dumped(data), extra):
         try:

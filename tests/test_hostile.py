@@ -126,7 +126,7 @@ def test_comments_are_never_dropped(mini):
 
 # --- paths ---------------------------------------------------------------------------------------
 def test_root_that_is_not_a_checkout(mini, tmp_path, monkeypatch, capsys):
-    from kernelwiki.cli import main
+    from kernelwiki.faces.cli import main
 
     for argv in (["validate", "--root", str(tmp_path)], ["get", "x", "--root", "/nonexistent"],
                  ["probe", "run", "--all", "--root", str(tmp_path)]):
@@ -265,7 +265,7 @@ def test_duplicate_id_blames_only_the_duplicates(mini):
     (["probe", "run", "--all", "--compile-only", "--arch", "sm_99z"], "unknown architecture 'sm_99z'"),
 ])
 def test_bad_numbers_and_names_are_refused(mini, capsys, argv, fragment):
-    from kernelwiki.cli import main
+    from kernelwiki.faces.cli import main
 
     try:
         code = main([argv[0], *argv[1:2], "--root", str(mini.root), *argv[2:]] if argv[0] == "probe"
@@ -279,10 +279,10 @@ def test_bad_numbers_and_names_are_refused(mini, capsys, argv, fragment):
 # --- the fast schema check -------------------------------------------------------------------------
 def test_fast_schema_check_agrees_with_jsonschema_on_the_real_files():
     from conftest import ROOT
-    from kernelwiki import yamlio
-    from kernelwiki.fastschema import passes
-    from kernelwiki.pages import read_page
-    from kernelwiki.schema import _validators
+    from kernelwiki.model import yamlio
+    from kernelwiki.model.fastschema import passes
+    from kernelwiki.model.pages import read_page
+    from kernelwiki.model.schema import _validators
 
     schemas = ROOT / "schemas"
     documents = [("page", read_page(p, p.name).meta) for p in sorted((ROOT / "wiki").rglob("*.md"))]
@@ -295,13 +295,13 @@ def test_fast_schema_check_agrees_with_jsonschema_on_the_real_files():
 
 
 def test_parsing_shared_among_cpus_gives_the_same_answers(mini, monkeypatch):
-    import kernelwiki.index
+    import kernelwiki.storage.index
 
     mini.write("wiki/hardware/bad.md", page_with("1: one\n"))
     mini.write("wiki/hardware/odd.md", page_with("tags2: [x]\n", page_id="hw-odd"))
     mini.write("wiki/hardware/example.md", HW_PAGE.replace("dtype: bf16", "dtype: bf17"))
     one = mini.run("validate", "--no-cache")
-    monkeypatch.setattr(kernelwiki.index, "PARALLEL_MIN", 1)
+    monkeypatch.setattr(kernelwiki.storage.index, "PARALLEL_MIN", 1)
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     assert mini.run("validate", "--no-cache") == one and one[0] == 1
     assert mini.run("validate") == one  # builds the cache in parallel
@@ -309,11 +309,11 @@ def test_parsing_shared_among_cpus_gives_the_same_answers(mini, monkeypatch):
 
 
 def test_get_reads_one_page_and_trusts_no_stale_name(mini, monkeypatch):
-    import kernelwiki.index
+    import kernelwiki.storage.index
 
     assert "skill-example" in mini.run("get", "skill-example")[1]  # full load; writes the alias map
     with monkeypatch.context() as patch:  # by id, alias or path: the one page file, not the index
-        patch.setattr(kernelwiki.index.Wiki, "load", None)
+        patch.setattr(kernelwiki.storage.index.Wiki, "load", None)
         for name in ("hw-example", "skill-example", "SKILL-EXAMPLE", "wiki/hardware/example.md"):
             code, out, _ = mini.run("get", name)
             assert code == 0 and "id: hw-example" in out
@@ -327,13 +327,13 @@ def test_get_reads_one_page_and_trusts_no_stale_name(mini, monkeypatch):
 
 
 def test_ctrl_c_in_any_command_is_a_clean_exit(mini, monkeypatch, capsys):
-    import kernelwiki.validate
-    from kernelwiki.cli import main
+    import kernelwiki.commands.validate
+    from kernelwiki.faces.cli import main
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(kernelwiki.validate, "validate", interrupted)
+    monkeypatch.setattr(kernelwiki.commands.validate, "validate", interrupted)
     assert main(["validate", "--root", str(mini.root)]) == 130
     assert capsys.readouterr().err == "interrupted\n"
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, MiniRepo
-from kernelwiki.repo import Repo
-from kernelwiki.runner import runner_lock
+from kernelwiki.storage.repo import Repo
+from kernelwiki.probing.runner import runner_lock
 from test_runner import FAKE_GPU, _run, add_probe, records
 
 WRITE_OUT = "import json, os, sys, subprocess, time\nOUT = sys.argv[sys.argv.index('--out') + 1]\n"

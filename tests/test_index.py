@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 
-from kernelwiki.index import CACHE_FILE, Wiki
-from kernelwiki.repo import Repo
+from kernelwiki.storage.index import CACHE_FILE, Wiki
+from kernelwiki.storage.repo import Repo
 
 
 def test_cache_is_reused_and_refreshed(mini):
@@ -53,7 +53,7 @@ def test_frontmatter_file_of_another_save_is_not_trusted(tmp_path):
     import pickle
 
     from conftest import MiniRepo
-    from kernelwiki.index import META_FILE
+    from kernelwiki.storage.index import META_FILE
 
     mini = MiniRepo(tmp_path / "repo")
     repo = Repo(mini.root)

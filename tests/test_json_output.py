@@ -12,11 +12,11 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from conftest import ROOT
-from kernelwiki.cli import main
-from kernelwiki.index import Wiki
-from kernelwiki.output import latest_record_document
-from kernelwiki.probes import load_probes
-from kernelwiki.repo import Repo
+from kernelwiki.faces.cli import main
+from kernelwiki.storage.index import Wiki
+from kernelwiki.faces.output import latest_record_document
+from kernelwiki.probing.specs import load_probes
+from kernelwiki.storage.repo import Repo
 
 OUTPUT = ROOT / "schemas" / "output"
 NAMES = ("get.v1", "query.v1", "probe-list.v1", "probe-show.v1", "latest-record.v1", "validate.v1")
@@ -138,7 +138,7 @@ def test_nan_in_frontmatter_is_an_error_not_output(mini):
 
 def test_nan_record_is_never_an_mcp_result_either(mini):
     pytest.importorskip("mcp")
-    from kernelwiki.mcp_server import call
+    from kernelwiki.faces.mcp_server import call
 
     _nan_record(mini)
     for name, arguments in (("get_page", {"page": "hw-example", "include_code": True}), ("list_probes", {}),

@@ -158,7 +158,7 @@ def test_validate_tool(client):
 
 
 def test_without_the_mcp_package_says_how_to_install_it():
-    code = "import sys; sys.modules['mcp'] = None; from kernelwiki.cli import main; sys.exit(main(['mcp']))"
+    code = "import sys; sys.modules['mcp'] = None; from kernelwiki.faces.cli import main; sys.exit(main(['mcp']))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
                           env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert done.returncode == 1 and "pip install 'kernelwiki[mcp]'" in done.stderr and "Traceback" not in done.stderr

@@ -7,9 +7,9 @@ import json
 import pytest
 
 from conftest import ROOT
-from kernelwiki.index import Wiki
-from kernelwiki.query import Filters, search
-from kernelwiki.repo import Repo
+from kernelwiki.storage.index import Wiki
+from kernelwiki.commands.query import Filters, search
+from kernelwiki.storage.repo import Repo
 
 
 @pytest.fixture(scope="module")
@@ -84,9 +84,9 @@ def test_cli_json_and_unknown_tag(mini):
 def test_term_index_ranks_exactly_like_scanning_the_text(wiki, monkeypatch, tmp_path, words):
     import re
 
-    import kernelwiki.query
+    import kernelwiki.commands.query
 
     indexed = [(h.entry.id, h.score) for h in search(wiki, words, Filters(), 0)]
-    monkeypatch.setattr(kernelwiki.query, "TOKEN", re.compile(r"(?!)"))  # no term is a plain word
+    monkeypatch.setattr(kernelwiki.commands.query, "TOKEN", re.compile(r"(?!)"))  # no term is a plain word
     scanned = [(h.entry.id, h.score) for h in search(wiki, words, Filters(), 0)]
     assert indexed == scanned

@@ -8,8 +8,8 @@ import time
 import pytest
 
 from conftest import MiniRepo
-from kernelwiki.repo import Repo
-from kernelwiki.runner import runner_lock
+from kernelwiki.storage.repo import Repo
+from kernelwiki.probing.runner import runner_lock
 
 FAKE_GPU = "NVIDIA H200,sm_90a"
 
@@ -86,7 +86,7 @@ def _run(mini: MiniRepo, *args: str) -> tuple[int, str, str]:
     import io
     from contextlib import redirect_stderr, redirect_stdout
 
-    from kernelwiki.cli import main
+    from kernelwiki.faces.cli import main
 
     out, err = io.StringIO(), io.StringIO()
     with redirect_stdout(out), redirect_stderr(err):

@@ -186,8 +186,8 @@ def shot(page, name: str) -> None:
 
 def _pages_with(**match) -> list[dict]:
     """Frontmatter of the wiki's pages whose fields equal `match` (read from the files, as the site does)."""
-    from kernelwiki.index import Wiki
-    from kernelwiki.repo import Repo
+    from kernelwiki.storage.index import Wiki
+    from kernelwiki.storage.repo import Repo
 
     wiki = Wiki.load(Repo.find(ROOT))
     return [dict(e.meta, rel=e.rel) for e in wiki.by_id().values()
@@ -204,8 +204,8 @@ KERNEL_PAGES = [_url(p["rel"]) for p in _pages_with(type="kernel")]
 def _has_a_measured_probe(url: str) -> bool:
     """Whether a probe of the page has a passing run on a GPU (FA4 is `compiled` for its primary
     arch, sm_100a, yet measured on the H200)."""
-    from kernelwiki.refresh import load_records
-    from kernelwiki.repo import Repo
+    from kernelwiki.commands.refresh import load_records
+    from kernelwiki.storage.repo import Repo
 
     records = load_records(Repo.find(ROOT))
     meta = next(p for p in _pages_with(type="kernel") if _url(p["rel"]) == url)

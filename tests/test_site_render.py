@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from kernelwiki.probes import ProbeSpec
-from kernelwiki.refresh import Record
+from kernelwiki.probing.specs import ProbeSpec
+from kernelwiki.commands.refresh import Record
 from kernelwiki.docsite import charts, render
 from kernelwiki.docsite.records import record_page
 
@@ -153,8 +153,8 @@ def test_an_alias_of_two_pages_links_nowhere():
 
 def test_refresh_copies_comparable_from_the_case_into_the_measured_claim():
     from conftest import ROOT
-    from kernelwiki.refresh import _measured_claims
-    from kernelwiki.vocab import Vocabulary
+    from kernelwiki.commands.refresh import _measured_claims
+    from kernelwiki.model.vocab import Vocabulary
 
     vocab = Vocabulary.load(ROOT / "schemas")
     record = _record([_case("a", 1.1, dtype="bf16", shape="8x8x8"), _case("b", 0.9, dtype="bf16", shape="8x8x8")])

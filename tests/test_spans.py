@@ -7,7 +7,7 @@ import pytest
 from conftest import messages
 from test_refresh import setup
 
-from kernelwiki.spans import render, render_spans, with_unit
+from kernelwiki.model.spans import render, render_spans, with_unit
 
 BODY = """# Example
 

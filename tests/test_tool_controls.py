@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kernelwiki.harness import tools
-from kernelwiki.probes import ProbeSpec
+from kernelwiki.probing.specs import ProbeSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 GOOD = tools.driver_line({"passed": True, "rel_err": 0.0, "tolerance": 0.0})

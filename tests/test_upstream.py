@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from kernelwiki.repo import Repo
-from kernelwiki.upstream import UpstreamError, cache_dir, fetch, repo_name
+from kernelwiki.storage.repo import Repo
+from kernelwiki.commands.upstream import UpstreamError, cache_dir, fetch, repo_name
 
 COMMIT = "54e22612409371d6364144b69086735beb54e98b"
 UPSTREAM_PATH = "include/kernel/gemm.cuh"
@@ -179,7 +179,7 @@ def test_repo_name():
 
 def test_mcp_fetch_upstream(mini, upstream):
     pytest.importorskip("mcp")
-    from kernelwiki.mcp_server import call
+    from kernelwiki.faces.mcp_server import call
 
     _pinned_page(mini)
     upstream.files[_url_path()] = GOOD.encode()

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from conftest import HW_PAGE, ROOT, messages
-from kernelwiki.cli import main
+from kernelwiki.faces.cli import main
 
 
 def test_embedded_wiki_is_valid(capsys):

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kernelwiki.probes import ProbeSpec
-from kernelwiki.refresh import Record
+from kernelwiki.probing.specs import ProbeSpec
+from kernelwiki.commands.refresh import Record
 
 MAX_LINES = 6
 _SHAPE = re.compile(r"^(\d+)x(\d+)x(\d+)$")  # MxNxK

@@ -3,9 +3,9 @@ architecture x page coverage, footgun index, tags index."""
 
 from __future__ import annotations
 
-from kernelwiki.index import Entry
-from kernelwiki.probes import ProbeSpec
-from kernelwiki.refresh import Record
+from kernelwiki.storage.index import Entry
+from kernelwiki.probing.specs import ProbeSpec
+from kernelwiki.commands.refresh import Record
 from kernelwiki.docsite.charts import latest_run
 from kernelwiki.docsite.render import LEVEL_TEXT, STATUS_TEXT, badge, fmt, fmt_ratio, is_number, record_uri, rel_link
 from kernelwiki.harness.env import short_gpu_name

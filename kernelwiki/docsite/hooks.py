@@ -12,11 +12,11 @@ from pathlib import Path
 from mkdocs.plugins import CombinedEvent, event_priority
 from mkdocs.structure.files import File, Files
 
-from kernelwiki.index import Wiki
-from kernelwiki.probes import load_probes
-from kernelwiki.refresh import load_records
-from kernelwiki.repo import Repo
-from kernelwiki import yamlio
+from kernelwiki.storage.index import Wiki
+from kernelwiki.probing.specs import load_probes
+from kernelwiki.commands.refresh import load_records
+from kernelwiki.storage.repo import Repo
+from kernelwiki.model import yamlio
 from kernelwiki.docsite import charts, generated, links, render
 from kernelwiki.docsite import records as records_page
 

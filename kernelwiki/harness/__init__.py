@@ -6,4 +6,6 @@
 - `peaks`    datasheet peaks and the ceilings measured by probe-calibration
 - `compile`  emitted PTX/SASS scanning, nvcc and nvdisasm helpers (compile-only mode)
 - `probe`    the entry point a probe script calls: argument parsing, cases, negative control, output
+
+May import kernelwiki.model only: probe code on a GPU machine imports it.
 """

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from kernelwiki import yamlio
+from kernelwiki.model import yamlio
 from kernelwiki.harness import compile as compile_mod
 from kernelwiki.harness import peaks
 from kernelwiki.harness.env import detect_gpu, short_gpu_name

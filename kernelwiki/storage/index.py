@@ -23,11 +23,12 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from kernelwiki import __version__
-from kernelwiki.pages import Page, parse_page, read_page, read_page_bytes
-from kernelwiki.problems import Problem
-from kernelwiki.repo import Repo, UnsafeFile
-from kernelwiki.schema import fingerprint
-from kernelwiki.vocab import QUERY_ALIASES, Vocabulary, closest
+from kernelwiki.model.pages import Page, parse_page, read_page, read_page_bytes
+from kernelwiki.model.problems import Problem
+from kernelwiki.storage.repo import Repo
+from kernelwiki.model.files import UnsafeFile
+from kernelwiki.model.schema import fingerprint
+from kernelwiki.model.vocab import QUERY_ALIASES, Vocabulary, closest
 
 PARALLEL_MIN = 1000
 """Parse this many pages or more and the work is shared among the CPUs (forking costs ~50 ms)."""
@@ -67,7 +68,7 @@ class Entry:
         """Problems found by the per-file checks; None until validate has run them."""
         self.ranking: Any = None
         """What query ranks this page by, kept with the cache so that a query need not work it
-        out again for every page (see query.ranking_fields)."""
+        out again for every page (see ranking_fields)."""
 
     @property
     def meta(self) -> dict[str, Any] | None:
@@ -153,7 +154,7 @@ class Wiki:
     """Cache key: the tool version, its code, the schemas and the vocabulary."""
     use_cache: bool = True
     partial: bool = False
-    """Only some pages are loaded (a single-page lookup, see kernelwiki.lookup); the first
+    """Only some pages are loaded (a single-page lookup, see kernelwiki.storage.lookup); the first
     question about all pages loads the rest, and a partial index is never saved."""
     _texts: dict[str, str] | None = None
 
@@ -335,9 +336,20 @@ class Wiki:
         return [word, *QUERY_ALIASES.get(word.lower(), [])]
 
 
+def ranking_fields(entry: Entry) -> tuple:
+    """What query ranks a page by, kept in the cache: (id, id without its prefix, aliases, title, tags and architectures, headline), lower-cased."""
+    page_id = (entry.id or "").lower()
+    # Tuples, not sets: a page has a few of each, and tuples unpickle several times faster.
+    return (page_id, page_id.split("-", 1)[-1], tuple(str(a).lower() for a in entry.get("aliases") or []),
+            str(entry.get("title") or "").lower(),
+            tuple(str(t).lower() for t in (entry.get("tags") or []) + (entry.get("architectures") or [])),
+            entry.headline.lower())
+
+
 def cache_key(repo: Repo) -> str:
     """Changes with the tool version, its code, the schemas and the vocabulary."""
-    code = sorted(f"{p.name}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in Path(__file__).parent.glob("*.py"))
+    package = Path(__file__).resolve().parents[1]
+    code = sorted(f"{p.relative_to(package)}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in package.rglob("*.py"))
     digest = hashlib.sha256("\n".join(code).encode()).hexdigest()[:12]
     return f"{__version__}:{digest}:{fingerprint(repo.schemas)}"
 
@@ -351,8 +363,6 @@ def _read_cache(repo: Repo, key: str) -> tuple[dict | None, dict[str, Entry]]:
 
 
 def _to_plain(entry: Entry) -> tuple:
-    from kernelwiki.query import ranking_fields  # query builds on the index, not the other way round
-
     local = None if entry.local_problems is None else [astuple(p) for p in entry.local_problems]
     return (entry.mtime_ns, entry.size, entry.ctime_ns, entry.sha256, entry.head, entry.headline,
             [astuple(p) for p in entry.read_problems], local, entry.ranking or ranking_fields(entry))

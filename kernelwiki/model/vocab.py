@@ -39,7 +39,7 @@ class Vocabulary:
 
     @classmethod
     def load(cls, schemas_dir: Path) -> "Vocabulary":
-        from kernelwiki import yamlio
+        from kernelwiki.model import yamlio
 
         data, _ = yamlio.load((schemas_dir / "vocabulary.yaml").read_text(encoding="utf-8"))
         return cls(data)

@@ -28,9 +28,9 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kernelwiki.pages import read_page
-from kernelwiki.problems import Problem
-from kernelwiki.repo import Repo
+from kernelwiki.model.pages import read_page
+from kernelwiki.model.problems import Problem
+from kernelwiki.storage.repo import Repo
 
 CITED_LEVELS = ("spec", "source-reported")
 LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")

@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kernelwiki.index import Entry, Wiki
-from kernelwiki.records import order_key, probe_ids
-from kernelwiki.records import scan as scan_records
-from kernelwiki.repo import UnsafeFile, read_regular, sha256_file
+from kernelwiki.storage.index import Entry, Wiki
+from kernelwiki.storage.records import order_key, probe_ids
+from kernelwiki.storage.records import scan as scan_records
+from kernelwiki.model.files import UnsafeFile, read_regular, sha256_file
 
 LANGUAGES = {".py": "python", ".cu": "cuda", ".cuh": "cuda", ".cpp": "cpp", ".h": "cpp", ".hpp": "cpp",
              ".yaml": "yaml", ".yml": "yaml", ".json": "json", ".sh": "bash", ".md": "markdown", ".ptx": "ptx"}
@@ -28,7 +28,7 @@ class Options:
     include_code: bool = False
     fmt: str = "md"
     fetch_upstream: bool = False
-    """--include-code: download pinned upstream files that are not installed (kernelwiki.upstream)."""
+    """--include-code: download pinned upstream files that are not installed (kernelwiki.commands.upstream)."""
 
 
 @dataclass
@@ -51,12 +51,8 @@ class Result:
 
 
 def get_page(wiki: Wiki, entry: Entry, options: Options) -> str:
-    result = build(wiki, entry, options)
-    if options.fmt == "json":
-        from kernelwiki.output import dumps
-
-        return dumps(result.document)
-    return result.markdown()
+    """The page as Markdown (JSON documents are written by kernelwiki.faces.output)."""
+    return build(wiki, entry, options).markdown()
 
 
 def build(wiki: Wiki, entry: Entry, options: Options) -> Result:
@@ -120,7 +116,7 @@ def artifact_bundle(wiki: Wiki, meta: dict, fetch_upstream: bool = False) -> dic
     provenance_path = root / "PROVENANCE.yaml"
     provenance: dict = {}
     if provenance_path.is_file():
-        from kernelwiki import yamlio
+        from kernelwiki.model import yamlio
 
         try:
             provenance, _ = yamlio.load(read_regular(provenance_path, MAX_FILE_BYTES).decode("utf-8"))
@@ -177,7 +173,7 @@ def _upstream_item(wiki: Wiki, item: dict, upstream: dict, fetch_upstream: bool)
                else "PROVENANCE.yaml names no upstream repo and commit")
         out["note"] = f"{out.get('note', 'not shown')}; --fetch-upstream cannot help: {why}"
         return out
-    from kernelwiki.upstream import UpstreamError, fetch
+    from kernelwiki.commands.upstream import UpstreamError, fetch
 
     try:
         text, url, cached = fetch(str(upstream["repo"]), str(upstream["commit"]), str(item.get("path")),

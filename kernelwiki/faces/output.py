@@ -13,9 +13,9 @@ import math
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # `get --format json` imports this module; it needs none of these at run time
-    from kernelwiki.index import Wiki
-    from kernelwiki.probes import ProbeSpec
-    from kernelwiki.query import Hit
+    from kernelwiki.storage.index import Wiki
+    from kernelwiki.probing.specs import ProbeSpec
+    from kernelwiki.commands.query import Hit
 
 QUERY = "query.v1"
 PROBE_LIST = "probe-list.v1"
@@ -65,7 +65,7 @@ def query_document(hits: list[Hit]) -> dict:
 
 
 def probe_summary(wiki: Wiki, spec: ProbeSpec) -> dict:
-    from kernelwiki.get import latest_record
+    from kernelwiki.commands.get import latest_record
 
     return {"id": spec.id, "title": spec.data.get("title"), "kind": spec.kind, "archs": spec.archs,
             "pages": spec.pages, "latest_record": latest_record(wiki, spec.id)}
@@ -86,7 +86,7 @@ class UnknownCase(LookupError):
 
 def latest_record_document(wiki: Wiki, spec: ProbeSpec, case: str | None = None) -> dict:
     """A probe's newest run record summary; with `case`, only that case (UnknownCase if absent)."""
-    from kernelwiki.get import latest_record
+    from kernelwiki.commands.get import latest_record
 
     record = latest_record(wiki, spec.id)
     if record is not None and case is not None:

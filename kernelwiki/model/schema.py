@@ -8,8 +8,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
-from kernelwiki.problems import Problem, field_path
-from kernelwiki.vocab import did_you_mean
+from kernelwiki.model.problems import Problem, field_path
+from kernelwiki.model.vocab import did_you_mean
 
 SCHEMA_FILES = ("claim", "page", "provenance", "probe", "record")
 
@@ -42,7 +42,7 @@ def check(
     schemas_dir: Path, name: str, data: Any, rel: str, line_of: Callable[[tuple], int]
 ) -> list[Problem]:
     """Validate `data` against schemas/<name>.schema.json; `line_of(path)` gives a file line."""
-    from kernelwiki.fastschema import passes
+    from kernelwiki.model.fastschema import passes
 
     if passes(schemas_dir, name, data):
         return []

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from kernelwiki import yamlio
+from kernelwiki.model import yamlio
 
 SKILL_NAME = "kernelwiki"
 SKILL_PATH = Path("skills") / SKILL_NAME / "SKILL.md"

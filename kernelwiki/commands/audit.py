@@ -1,7 +1,7 @@
 """`kernelwiki audit`: find performance numbers in prose that no claim backs.
 
 A performance number is a number followed by a performance unit (TFLOP/s, GB/s, ×, %, µs, cycles,
-...). In page prose it must sit inside an inline claim span (kernelwiki.spans) so that `refresh`
+...). In page prose it must sit inside an inline claim span (kernelwiki.model.spans) so that `refresh`
 owns its text. Not audited: the frontmatter, fenced code, inline `code`, claim spans, generated
 blocks and HTML comments. A line that carries `<!-- unclaimed: reason -->` is exempt — for numbers
 that are not measurements (a definition, an example input) — and is counted, so the share of
@@ -13,10 +13,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from kernelwiki.pages import read_page
-from kernelwiki.problems import Problem
-from kernelwiki.repo import Repo
-from kernelwiki.spans import SPAN, body_first_line, prose_lines
+from kernelwiki.model.pages import read_page
+from kernelwiki.model.problems import Problem
+from kernelwiki.storage.repo import Repo
+from kernelwiki.model.spans import SPAN, body_first_line, prose_lines
 
 NUMBER = r"(?<![\w.])~?\d+(?:[.,]\d+)*"
 UNITS = (r"(?:\s?(?:TFLOP/s|TFLOPS|PFLOP/s|PFLOPS|GFLOP/s|GB/s|TB/s|FLOP/clk(?:/SM)?|MHz|GHz|µs|us|ms|ns|"

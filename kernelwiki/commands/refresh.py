@@ -3,7 +3,7 @@
 Managed: the record-backed claims (`evidence: measured` or `compiled`), `evidence_by_arch`,
 `evidence_level`, `status`, `measured_on`, `last_measured`, the body's generated blocks
 (`<!-- kernelwiki:begin NAME -->` ... `<!-- kernelwiki:end NAME -->`, outside code fences) and the
-text of inline claim spans (`<!-- claim:ID -->...<!-- /claim -->`, see kernelwiki.spans).
+text of inline claim spans (`<!-- claim:ID -->...<!-- /claim -->`, see kernelwiki.model.spans).
 Everything else — other fields, their order, the prose, its line endings — is left byte-identical.
 
 Refresh is a pure function of (pages, records, probe specs, the pins in pyproject.toml): running it
@@ -21,16 +21,17 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from kernelwiki import records as records_mod
-from kernelwiki import yamlio
+from kernelwiki.storage import records as records_mod
+from kernelwiki.model import yamlio
 from kernelwiki.harness.env import is_fake, short_gpu_name
-from kernelwiki.index import scan_pages
-from kernelwiki.pages import FENCE, parse_page, read_page_bytes
-from kernelwiki.probes import ProbeSpec, load_probes
-from kernelwiki.repo import Repo, UnsafeFile, replace_file
-from kernelwiki.schema import check as schema_check
-from kernelwiki.spans import render_spans
-from kernelwiki.vocab import Vocabulary
+from kernelwiki.storage.index import scan_pages
+from kernelwiki.model.pages import FENCE, parse_page, read_page_bytes
+from kernelwiki.probing.specs import ProbeSpec, load_probes
+from kernelwiki.storage.repo import Repo
+from kernelwiki.model.files import UnsafeFile, replace_file
+from kernelwiki.model.schema import check as schema_check
+from kernelwiki.model.spans import render_spans
+from kernelwiki.model.vocab import Vocabulary
 
 LEVELS = ["spec", "source-reported", "compiled", "measured"]
 RECORD_LEVELS = ("measured", "compiled")

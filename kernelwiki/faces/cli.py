@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from kernelwiki.repo import NotARepo, OutsideRepo, Repo
+from kernelwiki.storage.repo import NotARepo, OutsideRepo, Repo
 
 
 def _count(text: str) -> int:
@@ -108,7 +108,7 @@ def _repo(args) -> Repo:
 
 def _print_json(document: dict | None, where: str = "") -> int:
     """Standard JSON on stdout (0), or a message naming the NaN/infinity that prevents it (1)."""
-    from kernelwiki.output import NotJson, dumps
+    from kernelwiki.faces.output import NotJson, dumps
 
     try:
         sys.stdout.write(dumps(document))
@@ -126,15 +126,15 @@ def add_validate_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_validate(args) -> int:
-    from kernelwiki.index import Wiki
-    from kernelwiki.validate import page_problems, validate
+    from kernelwiki.storage.index import Wiki
+    from kernelwiki.commands.validate import page_problems, validate
 
     wiki = Wiki.load(_repo(args), use_cache=not args.no_cache, verify=True, check=page_problems)
     report = validate(wiki, fix=args.fix)
     for rel in report.fixed:
         print(f"fixed: {rel}", file=sys.stderr)
     if args.fmt == "json":
-        from kernelwiki.output import validate_document
+        from kernelwiki.faces.output import validate_document
 
         code = _print_json(validate_document(report))
         return code or (0 if report.ok else 1)
@@ -164,9 +164,9 @@ def add_get_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_get(args) -> int:
-    from kernelwiki.get import Options, build
-    from kernelwiki.index import UnknownPage
-    from kernelwiki.lookup import open_page
+    from kernelwiki.commands.get import Options, build
+    from kernelwiki.storage.index import UnknownPage
+    from kernelwiki.storage.lookup import open_page
 
     try:
         wiki, entry = open_page(_repo(args), args.page)
@@ -204,8 +204,8 @@ def add_query_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_query(args) -> int:
-    from kernelwiki.index import Wiki
-    from kernelwiki.query import Filters, search, unknown_tag_messages
+    from kernelwiki.storage.index import Wiki
+    from kernelwiki.commands.query import Filters, search, unknown_tag_messages
 
     wiki = Wiki.load(_repo(args))
     unknown_tags = unknown_tag_messages(wiki, args.tags)
@@ -213,19 +213,19 @@ def cmd_query(args) -> int:
         for message in unknown_tags:
             print(f"error: {message}", file=sys.stderr)
         return 2
-    from kernelwiki.query import normalize_arch
+    from kernelwiki.commands.query import normalize_arch
 
     for name in args.archs:
         known = [a for a in normalize_arch(wiki, name) if a in wiki.vocab.archs or a + "a" in wiki.vocab.archs]
         if not known:
-            from kernelwiki.vocab import did_you_mean
+            from kernelwiki.model.vocab import did_you_mean
 
             print(f"error: unknown architecture {name!r}{did_you_mean(name, wiki.vocab.archs)}", file=sys.stderr)
             return 2
     filters = Filters(args.types, args.tags, args.archs, args.evidence, args.statuses)
     hits = search(wiki, args.words, filters, args.limit)
     if args.json:
-        from kernelwiki.output import query_document
+        from kernelwiki.faces.output import query_document
 
         return _print_json(query_document(hits))
     if not hits:
@@ -242,7 +242,7 @@ def cmd_query(args) -> int:
 
 # --- refresh and probes --------------------------------------------------------------------------
 def cmd_refresh(args) -> int:
-    from kernelwiki.refresh import refresh
+    from kernelwiki.commands.refresh import refresh
 
     changes = refresh(_repo(args), check=args.check)
     verb = "differs from what the records imply" if args.check else "refreshed"
@@ -260,7 +260,7 @@ def cmd_refresh(args) -> int:
 
 
 def cmd_audit(args) -> int:
-    from kernelwiki.audit import audit
+    from kernelwiki.commands.audit import audit
 
     if args.sources:
         return cmd_audit_sources(args)
@@ -274,7 +274,7 @@ def cmd_audit(args) -> int:
 
 
 def cmd_audit_sources(args) -> int:
-    from kernelwiki.citations import check_citations, default_dirs
+    from kernelwiki.commands.citations import check_citations, default_dirs
 
     wheels = [Path(d) for d in args.wheels] if args.wheels else default_dirs("KERNELWIKI_WHEELS")
     mirrors = [Path(d) for d in args.mirror] if args.mirror else default_dirs("KERNELWIKI_MIRRORS")
@@ -302,9 +302,9 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_probe_run(args) -> int:
-    from kernelwiki.probes import UnknownProbe, load_probes, select
-    from kernelwiki.refresh import refresh
-    from kernelwiki.runner import Options, RunnerBusy, run_probes, runner_lock, summary_table
+    from kernelwiki.probing.specs import UnknownProbe, load_probes, select
+    from kernelwiki.commands.refresh import refresh
+    from kernelwiki.probing.runner import Options, RunnerBusy, run_probes, runner_lock, summary_table
 
     repo = _repo(args)
     if not (args.all_probes or args.probe or args.page):
@@ -315,7 +315,7 @@ def cmd_probe_run(args) -> int:
     except UnknownProbe as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    from kernelwiki.vocab import Vocabulary, did_you_mean
+    from kernelwiki.model.vocab import Vocabulary, did_you_mean
 
     archs = Vocabulary.load(repo.schemas).archs
     for arch in args.arch:
@@ -324,7 +324,7 @@ def cmd_probe_run(args) -> int:
             return 2
     options = Options(mode="compile-only" if args.compile_only else "run", cases=args.case, archs=args.arch,
                       seed=args.seed, timeout_s=args.timeout, write=not args.no_record)
-    from kernelwiki.processes import Interrupted, interruptible
+    from kernelwiki.probing.processes import Interrupted, interruptible
 
     try:
         with interruptible(), runner_lock(repo):
@@ -345,14 +345,14 @@ def cmd_probe_run(args) -> int:
 
 
 def cmd_probe_list(args) -> int:
-    from kernelwiki.get import latest_record
-    from kernelwiki.index import Wiki
-    from kernelwiki.probes import load_probes
+    from kernelwiki.commands.get import latest_record
+    from kernelwiki.storage.index import Wiki
+    from kernelwiki.probing.specs import load_probes
 
     repo = _repo(args)
     wiki = Wiki.load(repo)
     if args.json:
-        from kernelwiki.output import probe_list_document
+        from kernelwiki.faces.output import probe_list_document
 
         return _print_json(probe_list_document(wiki, load_probes(repo)))
     for spec in load_probes(repo).values():
@@ -363,10 +363,10 @@ def cmd_probe_list(args) -> int:
 
 
 def cmd_probe_show(args) -> int:
-    from kernelwiki.get import probe_bundle
-    from kernelwiki.index import Wiki
-    from kernelwiki.probes import load_probes
-    from kernelwiki.vocab import did_you_mean
+    from kernelwiki.commands.get import probe_bundle
+    from kernelwiki.storage.index import Wiki
+    from kernelwiki.probing.specs import load_probes
+    from kernelwiki.model.vocab import did_you_mean
 
     repo = _repo(args)
     probes = load_probes(repo)
@@ -375,7 +375,7 @@ def cmd_probe_show(args) -> int:
         return 1
     spec = probes[args.probe_id]
     if args.json:
-        from kernelwiki.output import probe_show_document
+        from kernelwiki.faces.output import probe_show_document
 
         return _print_json(probe_show_document(Wiki.load(repo), spec))
     print((spec.directory / "probe.yaml").read_text(encoding="utf-8"), end="")
@@ -385,7 +385,7 @@ def cmd_probe_show(args) -> int:
 
 def cmd_mcp(args) -> int:
     try:
-        from kernelwiki.mcp_server import serve
+        from kernelwiki.faces.mcp_server import serve
     except ImportError as err:
         if not (err.name or "").startswith(("mcp", "anyio")):
             raise

@@ -7,11 +7,11 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernelwiki import yamlio
+from kernelwiki.model import yamlio
 from kernelwiki.harness.env import Gpu
-from kernelwiki.repo import Repo
-from kernelwiki.schema import check as schema_check
-from kernelwiki.vocab import closest
+from kernelwiki.storage.repo import Repo
+from kernelwiki.model.schema import check as schema_check
+from kernelwiki.model.vocab import closest
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from collections import Counter, defaultdict
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from kernelwiki.index import Wiki
+    from kernelwiki.storage.index import Wiki
 
 TOKEN = re.compile(r"[a-z0-9_.+-]+")
 FILE = "terms.pickle"
@@ -49,7 +49,7 @@ class TermIndex:
 
 def for_wiki(wiki: "Wiki") -> TermIndex:
     """The index for the pages as they are, from the cache when it is current."""
-    from kernelwiki.index import read_pickle, write_pickle
+    from kernelwiki.storage.index import read_pickle, write_pickle
 
     signature = _signature(wiki)
     path = wiki.repo.cache / FILE

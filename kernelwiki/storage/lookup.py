@@ -12,9 +12,9 @@ from __future__ import annotations
 import os
 import re
 
-from kernelwiki.index import NAMES_FILE, Entry, Wiki, cache_key, read_pickle
-from kernelwiki.repo import Repo
-from kernelwiki.vocab import Vocabulary
+from kernelwiki.storage.index import NAMES_FILE, Entry, Wiki, cache_key, read_pickle
+from kernelwiki.storage.repo import Repo
+from kernelwiki.model.vocab import Vocabulary
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
 

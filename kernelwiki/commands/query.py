@@ -6,10 +6,10 @@ import heapq
 import math
 from dataclasses import dataclass, field
 
-from kernelwiki import termindex
-from kernelwiki.index import Entry, Wiki
-from kernelwiki.termindex import TOKEN
-from kernelwiki.vocab import QUERY_ALIASES
+from kernelwiki.storage import termindex
+from kernelwiki.storage.index import Entry, Wiki, ranking_fields
+from kernelwiki.storage.termindex import TOKEN
+from kernelwiki.model.vocab import QUERY_ALIASES
 
 # Where a query word is found, and what that is worth.
 WEIGHTS = {"id": 10.0, "alias": 9.0, "title": 6.0, "tag": 5.0, "summary": 3.0}
@@ -39,7 +39,7 @@ class Hit:
 
 def unknown_tag_messages(wiki: Wiki, tags: list[str]) -> list[str]:
     """One message per tag that is not in the vocabulary (a filter on it would match nothing)."""
-    from kernelwiki.vocab import did_you_mean
+    from kernelwiki.model.vocab import did_you_mean
 
     return [f"unknown tag {tag!r}{did_you_mean(tag, wiki.vocab.tags)}" for tag in tags if tag not in wiki.vocab.tags]
 
@@ -109,16 +109,6 @@ def _passes(wiki: Wiki, entry: Entry, filters: Filters, wanted_archs: list[str])
     if filters.statuses and entry.get("status") not in filters.statuses:
         return False
     return True
-
-
-def ranking_fields(entry: Entry) -> tuple:
-    """(id, id without its prefix, aliases, title, tags and architectures, headline), lower-cased."""
-    page_id = (entry.id or "").lower()
-    # Tuples, not sets: a page has a few of each, and tuples unpickle several times faster.
-    return (page_id, page_id.split("-", 1)[-1], tuple(str(a).lower() for a in entry.get("aliases") or []),
-            str(entry.get("title") or "").lower(),
-            tuple(str(t).lower() for t in (entry.get("tags") or []) + (entry.get("architectures") or [])),
-            entry.headline.lower())
 
 
 def _score(fields: tuple, count: int, term: str) -> float:

@@ -14,9 +14,10 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from kernelwiki.problems import Problem
-from kernelwiki.repo import Repo, UnsafeFile, read_regular
-from kernelwiki.schema import check as schema_check
+from kernelwiki.model.problems import Problem
+from kernelwiki.storage.repo import Repo
+from kernelwiki.model.files import UnsafeFile, read_regular
+from kernelwiki.model.schema import check as schema_check
 
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 MAX_RECORD_BYTES = 4 << 20   # records stay small (the largest real one is ~30 kB)

@@ -24,12 +24,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterator, TextIO
 
-from kernelwiki import processes
+from kernelwiki.probing import processes
 from kernelwiki.harness import env as env_mod
 from kernelwiki.harness.peaks import CEILINGS_ENV, ceilings_from_record
-from kernelwiki.probes import ProbeSpec
-from kernelwiki.repo import Repo, replace_file
-from kernelwiki.schema import check as schema_check
+from kernelwiki.probing.specs import ProbeSpec
+from kernelwiki.storage.repo import Repo
+from kernelwiki.model.files import replace_file
+from kernelwiki.model.schema import check as schema_check
 
 LOG_TAIL_CHARS = 4000
 RUN_STATUSES_OK = ("passed", "compiled")
@@ -198,7 +199,7 @@ def _execute(argv: list[str], repo: Repo, timeout: float, extra_env: dict[str, s
     interrupted), nothing it started is left running."""
     marks = processes.tag(repo.root)
     env = dict(os.environ, **extra_env, **marks, PYTHONUNBUFFERED="1")
-    package_parent = str(Path(__file__).resolve().parents[1])  # so that probes can `import kernelwiki`
+    package_parent = str(Path(__file__).resolve().parents[2])  # so that probes can `import kernelwiki`
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(filter(None, [str(repo.root), package_parent, env.get("PYTHONPATH")])))
     tail: deque[str] = deque(maxlen=400)
     proc = subprocess.Popen(argv, cwd=repo.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kernelwiki.problems import Problem
-from kernelwiki.repo import UnsafeFile, read_regular
-
-LineMap = dict[tuple, int]
+from kernelwiki.model import yamlio
+from kernelwiki.model.problems import Problem
+from kernelwiki.model.yamlio import LineMap
+from kernelwiki.model.files import UnsafeFile, read_regular
 
 BOM = b"\xef\xbb\xbf"
 FENCE = "---"
@@ -67,8 +67,6 @@ def read_page_bytes(path: Path) -> bytes:
 
 
 def parse_page(raw: bytes, rel: str) -> Page:
-    from kernelwiki import yamlio  # imported here: lookups served from the index never need YAML
-
     problems: list[Problem] = []
 
     def problem(line: int, field_name: str, message: str) -> None:
@@ -124,8 +122,6 @@ def parse_page(raw: bytes, rel: str) -> Page:
 
 def render_page(meta: dict[str, Any], body: str) -> str:
     """The canonical text of a page with this frontmatter and body."""
-    from kernelwiki import yamlio
-
     return f"{FENCE}\n{yamlio.dump(meta)}{FENCE}\n{body}"
 
 

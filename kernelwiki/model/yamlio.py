@@ -13,9 +13,11 @@ from typing import Any
 
 import yaml
 
-from kernelwiki.pages import LineMap
-from kernelwiki.problems import field_path
-from kernelwiki.repo import UnsafeFile, read_regular
+from kernelwiki.model.problems import field_path
+from kernelwiki.model.files import UnsafeFile, read_regular
+
+LineMap = dict[tuple, int]
+"""Field path -> 0-based line of the document."""
 
 _BASE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _BASE_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
-import stat
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,11 +15,6 @@ class OutsideRepo(ValueError):
 
 class NotARepo(ValueError):
     """--root or $KERNELWIKI_ROOT names a directory that is not a kernelwiki checkout."""
-
-
-class UnsafeFile(OSError):
-    """A file the tools refuse to read or write: a symbolic link, not a regular file, too large,
-    or unreadable. str() is the reason, in words."""
 
 
 @dataclass(frozen=True)
@@ -40,7 +32,7 @@ class Repo:
         for candidate in (here, *here.parents):
             if (candidate / MARKER).is_file() and (candidate / "wiki").is_dir():
                 return cls(candidate)
-        return cls(Path(__file__).resolve().parents[1])
+        return cls(Path(__file__).resolve().parents[2])
 
     @classmethod
     def at(cls, path: str | Path, given_by: str = "--root") -> "Repo":
@@ -87,56 +79,3 @@ class Repo:
         if resolved != self.root and self.root not in resolved.parents:
             raise OutsideRepo(f"{user_path}: path leaves the repository ({self.root}); refused")
         return resolved
-
-
-def sha256_file(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def read_regular(path: str | Path, limit: int | None = None) -> bytes:
-    """The bytes of a regular file, never through a symbolic link (O_NOFOLLOW: no window between a
-    check and the read), never blocking on a FIFO; UnsafeFile says why not."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError as err:
-        if os.path.islink(path):
-            raise UnsafeFile("is a symbolic link; the tools read only regular files inside the repository") from None
-        raise UnsafeFile(f"cannot be read: {err.strerror or err}") from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise UnsafeFile("is not a regular file")
-        if limit is not None and info.st_size > limit:
-            raise UnsafeFile(f"is {info.st_size:,} bytes; the limit is {limit:,}")
-        with os.fdopen(fd, "rb", closefd=False) as handle:
-            return handle.read()
-    except UnsafeFile:
-        raise
-    except OSError as err:
-        raise UnsafeFile(f"cannot be read: {err.strerror or err}") from None
-    finally:
-        os.close(fd)
-
-
-def replace_file(path: Path, data: bytes) -> None:
-    """Write atomically by renaming a new file over `path`: a symbolic link at `path` is replaced,
-    never written through, and the file keeps its permission bits."""
-    try:
-        mode = stat.S_IMODE(os.lstat(path).st_mode) if not os.path.islink(path) else None
-    except FileNotFoundError:
-        mode = None
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-            os.fchmod(out.fileno(), mode if mode is not None else 0o666 & ~_umask())
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-
-
-def _umask() -> int:
-    current = os.umask(0)
-    os.umask(current)
-    return current

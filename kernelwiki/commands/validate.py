@@ -12,16 +12,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from kernelwiki import yamlio
+from kernelwiki.model import yamlio
 from kernelwiki.harness.env import is_fake, short_gpu_name
-from kernelwiki.index import Entry, Wiki
-from kernelwiki.pages import LineMap, Page, line_of, read_page_bytes, render_page
-from kernelwiki.problems import Problem, field_path
-from kernelwiki.records import probe_ids, scan
-from kernelwiki.repo import replace_file, sha256_file
-from kernelwiki.schema import check as schema_check
-from kernelwiki.spans import body_first_line, span_problems
-from kernelwiki.vocab import did_you_mean
+from kernelwiki.storage.index import Entry, Wiki
+from kernelwiki.model.pages import Page, line_of, read_page_bytes, render_page
+from kernelwiki.model.yamlio import LineMap
+from kernelwiki.model.problems import Problem, field_path
+from kernelwiki.storage.records import probe_ids, scan
+from kernelwiki.model.files import replace_file, sha256_file
+from kernelwiki.model.schema import check as schema_check
+from kernelwiki.model.spans import body_first_line, span_problems
+from kernelwiki.model.vocab import did_you_mean
 
 LEVEL_RANK = {"spec": 0, "source-reported": 1, "compiled": 2, "measured": 3}
 RECORD_LEVELS = ("measured", "compiled")

@@ -1,7 +1,7 @@
 """`kernelwiki mcp`: the lookups of the command line as a Model Context Protocol server over stdio.
 
 Tools (arguments and results described by JSON Schemas; results are the documents of
-kernelwiki.output and kernelwiki.get, the same ones `--json` prints): query, get_page,
+kernelwiki.faces.output and kernelwiki.commands.get, the same ones `--json` prints): query, get_page,
 list_probes, latest_record, validate. Resources: every page as `kernelwiki://page/<id>`
 (Markdown, as `kernelwiki get` prints it).
 
@@ -23,9 +23,10 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
-from kernelwiki import __version__, output
-from kernelwiki.index import UnknownPage, Wiki
-from kernelwiki.repo import OutsideRepo, Repo
+from kernelwiki import __version__
+from kernelwiki.faces import output
+from kernelwiki.storage.index import UnknownPage, Wiki
+from kernelwiki.storage.repo import OutsideRepo, Repo
 
 PAGE_URI = "kernelwiki://page/"
 INSTRUCTIONS = (
@@ -68,7 +69,7 @@ class ToolSpec:
 
 # --- the tools -------------------------------------------------------------------------------------
 def _query(repo: Repo, args: dict) -> tuple[dict, str]:
-    from kernelwiki.query import Filters, search, unknown_tag_messages
+    from kernelwiki.commands.query import Filters, search, unknown_tag_messages
 
     wiki = Wiki.load(repo)
     problems = unknown_tag_messages(wiki, args.get("tag") or [])
@@ -82,7 +83,7 @@ def _query(repo: Repo, args: dict) -> tuple[dict, str]:
 
 
 def _get_page(repo: Repo, args: dict) -> tuple[dict, str]:
-    from kernelwiki.get import Options, build
+    from kernelwiki.commands.get import Options, build
 
     wiki = Wiki.load(repo)
     entry = _resolve(wiki, str(args["page"]))
@@ -98,15 +99,15 @@ def _get_page(repo: Repo, args: dict) -> tuple[dict, str]:
 
 
 def _list_probes(repo: Repo, args: dict) -> tuple[dict, str]:
-    from kernelwiki.probes import load_probes
+    from kernelwiki.probing.specs import load_probes
 
     document = output.probe_list_document(Wiki.load(repo), load_probes(repo))
     return document, _json_text(document)
 
 
 def _latest_record(repo: Repo, args: dict) -> tuple[dict, str]:
-    from kernelwiki.probes import load_probes
-    from kernelwiki.vocab import did_you_mean
+    from kernelwiki.probing.specs import load_probes
+    from kernelwiki.model.vocab import did_you_mean
 
     probes = load_probes(repo)
     probe_id = str(args["probe"])
@@ -120,7 +121,7 @@ def _latest_record(repo: Repo, args: dict) -> tuple[dict, str]:
 
 
 def _validate(repo: Repo, args: dict) -> tuple[dict, str]:
-    from kernelwiki.validate import validate
+    from kernelwiki.commands.validate import validate
 
     report = validate(Wiki.load(repo))
     document = output.validate_document(report)
@@ -230,7 +231,7 @@ def call(repo: Repo, name: str, arguments: dict | None) -> types.CallToolResult:
 
 
 def read_page(repo: Repo, uri: str) -> str:
-    from kernelwiki.get import Options, get_page
+    from kernelwiki.commands.get import Options, get_page
 
     if not uri.startswith(PAGE_URI):
         raise MCPError(types.INVALID_PARAMS, f"unknown resource {uri!r}; pages are {PAGE_URI}<id>")

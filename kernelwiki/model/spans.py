@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterator
 
-from kernelwiki.problems import Problem
+from kernelwiki.model.problems import Problem
 
 SPAN = re.compile(r"<!-- claim:([A-Za-z0-9][A-Za-z0-9._-]*) -->(.*?)<!-- /claim -->")
 VARIANTS = ("ratio", "baseline", "peak")

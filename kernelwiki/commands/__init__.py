@@ -1,0 +1,5 @@
+"""What the tools do, one module per command: validate, refresh, get, query, audit, citations
+(audit --sources) and upstream (get --fetch-upstream).
+
+May import kernelwiki.model, kernelwiki.storage, kernelwiki.harness and kernelwiki.probing.
+"""
