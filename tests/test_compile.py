@@ -52,7 +52,7 @@ def test_kernel_compile_helpers_leave_no_files_behind(tmp_path, monkeypatch):
     from conftest import ROOT
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.syspath_prepend(str(ROOT / "artifacts" / "kernels" / "tma-copy"))
+    monkeypatch.syspath_prepend(str(ROOT / "artifacts" / "kernels" / "tma_copy"))
     sys.modules.pop("tma_copy", None)
     import tma_copy
 

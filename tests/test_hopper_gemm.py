@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import re
-import sys
 
 import pytest
 from conftest import ROOT
 
 cutlass = pytest.importorskip("cutlass")
-sys.path.insert(0, str(ROOT / "artifacts" / "kernels" / "hopper-gemm"))
-sys.path.insert(0, str(ROOT / "artifacts" / "kernels" / "hopper-gemm" / "variants"))
-import hopper_gemm  # noqa: E402
-import naive  # noqa: E402
+from artifacts.kernels.hopper_gemm import hopper_gemm
+from artifacts.kernels.hopper_gemm.variants import naive
 
 BF16 = cutlass.BFloat16
 

@@ -8,8 +8,7 @@ import sys
 from kernelwiki.harness.compile import Emitted, from_cute
 from kernelwiki.harness.probe import REPO_ROOT, Probe
 
-sys.path.insert(0, str(REPO_ROOT / "artifacts" / "kernels" / "tcgen05-gemm"))
-import tcgen05_gemm  # noqa: E402
+from artifacts.kernels.tcgen05_gemm import tcgen05_gemm
 
 
 def outcome(arch: str, data: str, declared: str) -> tuple[str, str]:

@@ -85,7 +85,7 @@ NCU_METRICS = ["sm__throughput.avg.pct_of_peak_sustained_elapsed", "gpu__time_du
 
 def _driver(tmp: Path) -> Path:
     path = tmp / "driver.py"
-    path.write_text(DRIVER.format(kernel_dir=str(REPO_ROOT / "artifacts" / "kernels" / "fp8-blockscale-gemm"),
+    path.write_text(DRIVER.format(kernel_dir=str(REPO_ROOT / "artifacts" / "kernels" / "fp8_blockscale_gemm"),
                                   repo_root=str(REPO_ROOT),
                                   baseline_dir=str(REPO_ROOT / "probes" / "probe-fp8-blockscale-gemm")))
     return path

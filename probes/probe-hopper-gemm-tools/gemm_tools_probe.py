@@ -40,7 +40,7 @@ NCU_METRICS = ["sm__throughput.avg.pct_of_peak_sustained_elapsed",
 
 def _driver(tmp: Path) -> Path:
     path = tmp / "driver.py"
-    path.write_text(DRIVER.format(kernel_dir=str(REPO_ROOT / "artifacts" / "kernels" / "hopper-gemm"),
+    path.write_text(DRIVER.format(kernel_dir=str(REPO_ROOT / "artifacts" / "kernels" / "hopper_gemm"),
                                   repo_root=str(REPO_ROOT)))
     return path
 

@@ -19,9 +19,8 @@ from kernelwiki.harness import compile as compile_mod
 from kernelwiki.harness import gates
 from kernelwiki.harness.probe import REPO_ROOT, Context, Probe
 
-sys.path.insert(0, str(REPO_ROOT / "artifacts" / "kernels" / "sparse-decode"))
-import cache_format  # noqa: E402
-import sparse_decode_sm90  # noqa: E402  (our kernel, importable without a GPU)
+from artifacts.kernels.sparse_decode import cache_format
+from artifacts.kernels.sparse_decode import sparse_decode_sm90  # our kernel, importable without a GPU
 
 GATE_FACTOR = 2.0   # allowed multiple of the bf16 computation's own error
 LSE_TOL = 1e-3      # natural-log units; fp32 statistics of a correct kernel differ by ~1e-6
