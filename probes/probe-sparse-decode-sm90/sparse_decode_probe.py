@@ -40,7 +40,7 @@ def bytes_moved(batch: int, heads: int, topk: int) -> int:
 def _problem(params: dict, seed: int):
     import torch
 
-    import reference
+    from artifacts.kernels.sparse_decode import reference
 
     g = torch.Generator(device="cuda").manual_seed(seed)
     return reference.random_problem(params["batch"], params["heads"], params["topk"], params["cache_tokens_per_seq"], g)
@@ -72,7 +72,7 @@ def _check(q, cache, indices, ref_o, ref_lse, gate: dict) -> tuple[dict, object]
 
 def _gate(q, cache, indices, ref_o) -> dict:
     """The tolerance: GATE_FACTOR times what the bf16 computation of the same attention is off by."""
-    import reference
+    from artifacts.kernels.sparse_decode import reference
 
     bf16 = reference.sparse_decode_bf16(q, cache, indices).double()
     diff = bf16 - ref_o.double()
@@ -99,7 +99,7 @@ def _graph(fn):
 def run_case(case: dict, ctx: Context) -> dict:
     import torch
 
-    import reference
+    from artifacts.kernels.sparse_decode import reference
 
     params = case["params"]
     batch, heads, topk = params["batch"], params["heads"], params["topk"]
@@ -124,7 +124,7 @@ def run_case(case: dict, ctx: Context) -> dict:
 
 def negative_control(ctx: Context) -> dict:
     """Indices shifted by one row: a kernel that reads the rows it is told to read must now be wrong."""
-    import reference
+    from artifacts.kernels.sparse_decode import reference
 
     params = {"batch": 16, "heads": 64, "topk": 2048, "cache_tokens_per_seq": 65536}
     q, cache, indices = _problem(params, ctx.seed + 1)
