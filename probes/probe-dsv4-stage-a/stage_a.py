@@ -6,7 +6,6 @@ The DeepSeek-V4 decode kernel's stage A is exactly this: one 128-row query tile 
 
 from __future__ import annotations
 
-import sys
 
 from kernelwiki.harness import compile as compile_mod
 from kernelwiki.harness.probe import REPO_ROOT, Probe

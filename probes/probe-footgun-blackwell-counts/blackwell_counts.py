@@ -8,7 +8,6 @@ The TMEM allocation barrier is named barrier 1, emitted as `bar.sync 1, <threads
 from __future__ import annotations
 
 import re
-import sys
 
 from kernelwiki.harness.compile import Emitted, from_cute
 from kernelwiki.harness.probe import REPO_ROOT, Probe

@@ -5,7 +5,6 @@ Compile-only (sm_100a), clusters of 2 CTAs along M in both variants.
 
 from __future__ import annotations
 
-import sys
 
 from kernelwiki.harness.compile import Emitted, from_cute
 from kernelwiki.harness.probe import REPO_ROOT, Probe

@@ -3,7 +3,6 @@ match its storage. Compile-only (sm_100a)."""
 
 from __future__ import annotations
 
-import sys
 
 from kernelwiki.harness.compile import Emitted, from_cute
 from kernelwiki.harness.probe import REPO_ROOT, Probe

@@ -46,7 +46,7 @@ import sys
 
 from kernelwiki.harness import compile as compile_mod
 from kernelwiki.harness import gates
-from kernelwiki.harness.probe import REPO_ROOT, Context, Probe
+from kernelwiki.harness.probe import Context, Probe
 
 import deepgemm_baseline as deepgemm  # next to this script, whose folder Python puts first on sys.path
 from artifacts.kernels.fp8_blockscale_gemm import fp8_blockscale_gemm as kernel  # importable without a GPU

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 
 from kernelwiki.harness import compile as compile_mod
 from kernelwiki.harness.probe import REPO_ROOT, Probe

@@ -10,7 +10,6 @@ Run through the runner: kernelwiki probe run --probe probe-software-exp2
 
 from __future__ import annotations
 
-import sys
 
 from kernelwiki.harness import compile as compile_mod
 from kernelwiki.harness import gates

@@ -11,7 +11,6 @@ Run through the runner: kernelwiki probe run --probe probe-sparse-decode-sm100 -
 from __future__ import annotations
 
 import re
-import sys
 
 from kernelwiki.harness import compile as compile_mod
 from kernelwiki.harness.probe import REPO_ROOT, Probe

@@ -13,7 +13,6 @@ Run through the runner: kernelwiki probe run --probe probe-sparse-decode-sm90 [-
 
 from __future__ import annotations
 
-import sys
 
 from kernelwiki.harness import compile as compile_mod
 from kernelwiki.harness import gates

@@ -6,7 +6,6 @@ On a B200, run mode checks D against an FP32 matmul and times it against torch.m
 
 from __future__ import annotations
 
-import sys
 
 from kernelwiki.harness import compile as compile_mod
 from kernelwiki.harness import gates

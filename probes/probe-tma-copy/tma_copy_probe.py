@@ -9,7 +9,6 @@ Run through the runner: kernelwiki probe run --probe probe-tma-copy [--compile-o
 
 from __future__ import annotations
 
-import sys
 
 from kernelwiki.harness import compile as compile_mod
 from kernelwiki.harness import gates

@@ -12,7 +12,6 @@ Run through the runner: kernelwiki probe run --probe probe-wgmma-zoo [--compile-
 from __future__ import annotations
 
 import statistics
-import sys
 from functools import lru_cache
 
 from kernelwiki.harness import compile as compile_mod
