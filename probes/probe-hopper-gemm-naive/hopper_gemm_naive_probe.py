@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from kernelwiki.harness import compile as compile_mod
 from kernelwiki.harness import gates
-from kernelwiki.harness.probe import REPO_ROOT, Context, Probe
+from kernelwiki.harness.probe import Context, Probe
 
 from artifacts.kernels.hopper_gemm.variants import naive  # our kernel, importable without a GPU
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from kernelwiki.harness import compile as compile_mod
 from kernelwiki.harness import gates
-from kernelwiki.harness.probe import REPO_ROOT, Context, Probe
+from kernelwiki.harness.probe import Context, Probe
 
 from artifacts.kernels.sparse_decode import cache_format
 from artifacts.kernels.sparse_decode import sparse_decode_sm90  # our kernel, importable without a GPU

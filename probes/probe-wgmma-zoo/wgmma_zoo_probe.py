@@ -16,7 +16,7 @@ from functools import lru_cache
 
 from kernelwiki.harness import compile as compile_mod
 from kernelwiki.harness import gates, peaks
-from kernelwiki.harness.probe import REPO_ROOT, Context, Probe
+from kernelwiki.harness.probe import Context, Probe
 
 from artifacts.kernels.wgmma_zoo import wgmma_zoo as zoo  # our kernels; rendering and building need no GPU
 
