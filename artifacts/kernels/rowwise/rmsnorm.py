@@ -77,7 +77,7 @@ class RMSNormForward:
         gW = cute.local_tile(mWrows, tile, (0, cta_in_row))
         cX = cute.local_tile(cute.make_identity_tensor(mX.shape), tile, (row_block, cta_in_row))
 
-        smem = cutlass.utils.SmemAllocator()
+        smem = cutlass.memory.SmemAllocator()
         sPartial, mbar = common.allocate_reduction(smem, plan, 1)
 
         thr_copy = tiled_copy.get_slice(tidx)

@@ -81,7 +81,7 @@ def plan_row(n: int, dtype_width: int) -> RowPlan:
     vec = VECTOR_BYTES * 8 // dtype_width
     vectors = n // vec
     per_cta_max = VECS_PER_THREAD * MAX_CTA_THREADS
-    cluster_n = _pow2_at_least(math.ceil(vectors / per_cta_max))
+    cluster_n = math.ceil(vectors / per_cta_max)   # any size up to 8: no CTA of the cluster is all padding
     threads_per_row = min(MAX_CTA_THREADS, _pow2_at_least(math.ceil(vectors / (VECS_PER_THREAD * cluster_n))))
     vecs_per_thread = math.ceil(vectors / (threads_per_row * cluster_n))
     cta_threads = max(MIN_CTA_THREADS, threads_per_row)

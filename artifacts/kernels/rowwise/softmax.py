@@ -78,7 +78,7 @@ class SoftmaxForward:
         gO = cute.local_tile(mO, tile, (row_block, cta_in_row))
         cX = cute.local_tile(cute.make_identity_tensor(mX.shape), tile, (row_block, cta_in_row))
 
-        smem = cutlass.utils.SmemAllocator()
+        smem = cutlass.memory.SmemAllocator()
         sPartial, mbar = common.allocate_reduction(smem, plan, 2)
 
         thr_copy = tiled_copy.get_slice(tidx)
@@ -91,7 +91,6 @@ class SoftmaxForward:
 
         common.cluster_start(mbar, 2, plan)
         in_rows = tXcX[0][0] < m
-        # Rows past M are never stored: 0 keeps their arithmetic finite.
         tXrX.fill(0.0 if const_expr(self.zero_padding) else -tXrX.element_type.inf)
         if in_rows:
             cute.copy(tiled_copy, tXgX, tXrX, pred=tXpX)
