@@ -27,6 +27,8 @@ class Emitted:
     sass: str | None = None
     """None when no disassembler was available."""
     notes: list[str] = field(default_factory=list)
+    cubin: bytes | None = None
+    """The nvcc-built cubin, for probes that load it (harness.cubin.Cubin); None for CuTe DSL."""
     facts: list[str] = field(default_factory=list)
     """What a compile-time probe observed besides the code (e.g. "default-target:sm_100a");
     matched by expected entries written "fact:<text>"."""
@@ -92,8 +94,8 @@ def nvcc(source: Path, arch: str, extra: list[str] | None = None) -> Emitted:
             result = subprocess.run([*base, *flags, str(source), "-o", str(out)], capture_output=True, text=True)
             if result.returncode != 0:
                 raise RuntimeError(f"nvcc failed for {arch}:\n{result.stderr[-4000:]}")
-        emitted = Emitted(arch, ptx=ptx.read_text())
-        emitted.sass = disassemble(cubin.read_bytes())
+        emitted = Emitted(arch, ptx=ptx.read_text(), cubin=cubin.read_bytes())
+        emitted.sass = disassemble(emitted.cubin)
     if emitted.sass is None:
         emitted.notes.append("no SASS: nvdisasm not found")
     return emitted
