@@ -195,7 +195,7 @@ def persisting_window(case: dict, ctx: Context) -> dict:
         return {"correctness": correctness, "metrics": {**limits, "set_aside_refused": str(refused)}}
     side = torch.cuda.Stream()
     handle = cudart.cudaStream_t(side.cuda_stream)
-    attribute = cudart.cudaStreamAttributeAccessPolicyWindow
+    attribute = cudart.cudaStreamAttrID.cudaLaunchAttributeAccessPolicyWindow
     checksum = torch.zeros(1, dtype=torch.int32, device="cuda")
     kernels = _kernels()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
