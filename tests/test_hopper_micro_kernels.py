@@ -1,7 +1,8 @@
 """The host-side parts of the L2, launch-overhead and small-M GEMV kernels, without a GPU: the read
 kernel's exact checksum and the chase's chain (against a simulation of the kernels' indexing), the
-GEMV's shape checks and its negative control's error against a cuBLAS-like gate, the shared cubin
-argument packing, and (with nvcc) that each kernel builds to the instructions its probe expects."""
+GEMV's shape checks and its negative control's error against a cuBLAS-like gate, and (with nvcc)
+that each kernel builds to the instructions its probe expects and into a library that exports the
+launchers its Python wrapper calls."""
 
 from __future__ import annotations
 
@@ -15,7 +16,6 @@ from artifacts.kernels.launch_overhead import tick
 from artifacts.kernels.small_m_gemv import gemv
 from kernelwiki.harness import compile as compile_mod
 from kernelwiki.harness import gates
-from kernelwiki.harness.cubin import pack_args
 
 
 # --- l2_read: the checksum the host expects is what the kernel's indexing reads ------------------
@@ -82,12 +82,6 @@ def test_gemv_can_implement_names_the_problem():
         gemv.can_implement("fp8", 1, 4096, 4096)
 
 
-def test_gemv_grid_covers_every_row():
-    for m, rows in gemv.ROWS.items():
-        ctas = gemv.grid(m, 4096)
-        assert ctas * gemv.WARPS_PER_BLOCK * rows >= 4096 > (ctas - 1) * gemv.WARPS_PER_BLOCK * rows
-
-
 def round_bf16(x: np.ndarray) -> np.ndarray:
     """Float32 rounded to bf16 (nearest even), back as float32."""
     bits = x.astype(np.float32).view(np.uint32)
@@ -112,28 +106,20 @@ def test_skipped_k_chunk_fails_a_gate_derived_from_bf16_output_rounding():
     assert result["rel_err"] < 30 * tolerance["tol"]
 
 
-# --- the shared cubin loader's argument packing --------------------------------------------------
-class FakeTensor:
-    def data_ptr(self) -> int:
-        return 0xABC0
+# --- with nvcc: every kernel builds to the instructions its probe lists, and into a library ---------
+NVCC = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+KERNELS = [
+    (gemv.SOURCE, ["ld.global.nc.L1::no_allocate.v4.u32", "fma.rn.f32", "dp4a.s32.s32"],
+     ["gemv_launch_bf16", "gemv_launch_s8", "gemv_prepare", "gemv_error_string"]),
+    (l2_cache.SOURCE, ["ld.global.cg.v4.u32", "ld.global.cg.u32", "%clock64"],
+     ["l2_launch_read", "l2_launch_chase", "l2_prepare", "l2_error_string"]),
+    (tick.SOURCE, ["atom.global.add.u32"], ["tick_launch", "tick_launch_many", "tick_prepare", "tick_error_string"]),
+]
 
 
-def test_pack_args_takes_pointers_from_tensors():
-    values, types = pack_args([("ptr", FakeTensor()), ("i32", 7), ("u32", 2**32 - 1), ("f32", 0.5)])
-    assert values == (0xABC0, 7, 2**32 - 1, 0.5)
-    assert [t.__name__ for t in types] == ["c_void_p", "c_int", "c_uint", "c_float"]
-    with pytest.raises(ValueError, match="kernel argument type 'i16' unknown"):
-        pack_args([("i16", 1)])
-
-
-# --- with nvcc: every kernel builds, with a cubin to load and the instructions its probe lists --
-@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
-@pytest.mark.parametrize("build, expected", [
-    (gemv.build, ["ld.global.nc.L1::no_allocate.v4.u32", "fma.rn.f32", "dp4a.s32.s32"]),
-    (l2_cache.build, ["ld.global.cg.v4.u32", "ld.global.cg.u32", "%clock64"]),
-    (tick.build, ["atom.global.add.u32"]),
-])
-def test_kernels_build_for_sm90a(build, expected):
-    emitted = build("sm_90a")
-    assert emitted.cubin
-    assert compile_mod.scan(emitted, expected)["missing"] == []
+@NVCC
+@pytest.mark.parametrize("source, instructions, launchers", KERNELS, ids=lambda v: getattr(v, "stem", None))
+def test_kernels_build_for_sm90a(source, instructions, launchers):
+    assert compile_mod.scan(compile_mod.nvcc(source, "sm_90a"), instructions)["missing"] == []
+    library = compile_mod.nvcc_library(source, "sm_90a")
+    assert all(hasattr(library, name) for name in launchers)

@@ -41,8 +41,8 @@ _measured: dict[str, float] = {}
 def _kernels() -> l2_cache.L2Kernels:
     import torch
 
-    torch.zeros(1, device="cuda")  # torch's primary context is current before the cubin loads
-    return l2_cache.L2Kernels(l2_cache.build("sm_90a").cubin)
+    torch.zeros(1, device="cuda")  # torch's primary context exists before the library's runtime starts
+    return l2_cache.L2Kernels(compile_mod.nvcc_library(l2_cache.SOURCE, "sm_90a"))
 
 
 def _sms() -> int:
@@ -152,6 +152,14 @@ def flush_bias(case: dict, ctx: Context) -> dict:
                                      baseline=("after a read sweep", tbs["after_read_sweep"]))}
 
 
+def cuda_check(result):
+    """The value of a cuda.bindings runtime call, or RuntimeError naming the failed status."""
+    err, *rest = result
+    if int(err) != 0:
+        raise RuntimeError(f"CUDA runtime call failed: {err}")
+    return rest[0] if rest else None
+
+
 def _window(cudart, base_ptr: int, num_bytes: int):
     """A stream attribute value holding an access-policy window (num_bytes 0: no window)."""
     window = cudart.cudaAccessPolicyWindow()
@@ -170,8 +178,6 @@ def persisting_window(case: dict, ctx: Context) -> dict:
     persisting access-policy window. The set-aside and the window are undone afterwards."""
     import torch
     from cuda.bindings import runtime as cudart
-
-    from kernelwiki.harness.cubin import check as cuda_check
 
     params = case["params"]
     props = cuda_check(cudart.cudaGetDeviceProperties(torch.cuda.current_device()))
@@ -282,7 +288,7 @@ def negative_control(ctx: Context) -> dict:
 
 
 def compile_kernel(arch: str) -> compile_mod.Emitted:
-    return l2_cache.build(arch)
+    return compile_mod.nvcc(l2_cache.SOURCE, arch)
 
 
 if __name__ == "__main__":

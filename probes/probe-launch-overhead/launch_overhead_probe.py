@@ -13,18 +13,16 @@ Run through the runner: kernelwiki probe run --probe probe-launch-overhead [--co
 from __future__ import annotations
 
 import statistics
-import sys
 import time
 from functools import lru_cache
 
 from kernelwiki.harness import compile as compile_mod
 from kernelwiki.harness import gates
-from kernelwiki.harness.probe import REPO_ROOT, Context, Probe
+from kernelwiki.harness.probe import Context, Probe
 from kernelwiki.harness.timing import cuda_graph
 
 from artifacts.kernels.launch_overhead import tick
 
-sys.path.insert(0, str(REPO_ROOT / "artifacts" / "kernels" / "hopper-gemm"))
 ROUNDS = 200          # samples per one-launch measurement
 BATCH = 1000          # launches per back-to-back block or per graph
 BATCH_ROUNDS = 20     # samples of a block or a replay
@@ -36,8 +34,8 @@ _measured: dict[str, float] = {}
 def _tick() -> tick.Tick:
     import torch
 
-    torch.zeros(1, device="cuda")  # torch's primary context is current before the cubin loads
-    return tick.Tick(tick.build("sm_90a").cubin)
+    torch.zeros(1, device="cuda")  # torch's primary context exists before the library's runtime starts
+    return tick.Tick(compile_mod.nvcc_library(tick.SOURCE, "sm_90a"))
 
 
 def _stream() -> int:
@@ -107,6 +105,9 @@ def launches(case: dict, ctx: Context) -> dict:
         made += BATCH
     elif method == "back-to-back":
         samples, per, made = event_ms(lambda: [one() for _ in range(BATCH)], BATCH_ROUNDS), BATCH, BATCH * BATCH_ROUNDS
+    elif method == "back-to-back-cpp":
+        samples, per = event_ms(lambda: kernel.many(counter, BATCH, stream=_stream()), BATCH_ROUNDS), BATCH
+        made = BATCH * BATCH_ROUNDS
     elif method in ("graph-many", "graph-one"):
         n = BATCH if method == "graph-many" else 1
         graph = cuda_graph(lambda: [one() for _ in range(n)])   # runs fn once eagerly, then captures
@@ -123,7 +124,8 @@ def launches(case: dict, ctx: Context) -> dict:
     ctx.protocol["launch_timing"] = ("explicit per case (see probe.yaml): CUDA events after a synchronize, "
                                      f"{ROUNDS} one-launch samples or {BATCH_ROUNDS} samples of {BATCH} launches; "
                                      "host time by perf_counter without waiting for the GPU")
-    baseline_of = {"back-to-back": "one-per-event-pair", "graph-many": "back-to-back"}
+    baseline_of = {"back-to-back": "one-per-event-pair", "back-to-back-cpp": "back-to-back",
+                   "graph-many": "back-to-back-cpp"}
     base = baseline_of.get(method)
     baseline = (base, _measured[base]) if base in _measured else None
     _measured[method] = summary["median_us"]
@@ -135,7 +137,7 @@ def _gemm_sets(m: int, n: int, k: int, count: int, generator):
     """`count` input sets for our GEMM: (run, a, b, d) each, run bound to its own tensors."""
     import torch
 
-    import hopper_gemm  # our wgmma GEMM (CuTe DSL); imported here so compile-only needs no cutlass
+    from artifacts.kernels.hopper_gemm import hopper_gemm  # CuTe DSL: compile-only needs no cutlass
 
     sets = []
     for _ in range(count):
@@ -226,7 +228,7 @@ def negative_control(ctx: Context) -> dict:
 
 
 def compile_kernel(arch: str) -> compile_mod.Emitted:
-    return tick.build(arch)
+    return compile_mod.nvcc(tick.SOURCE, arch)
 
 
 if __name__ == "__main__":

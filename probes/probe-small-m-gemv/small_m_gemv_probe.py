@@ -11,16 +11,14 @@ Run through the runner: kernelwiki probe run --probe probe-small-m-gemv [--compi
 
 from __future__ import annotations
 
-import sys
 from functools import lru_cache
 
 from kernelwiki.harness import compile as compile_mod
 from kernelwiki.harness import gates
-from kernelwiki.harness.probe import REPO_ROOT, Context, Probe
+from kernelwiki.harness.probe import Context, Probe
 
 from artifacts.kernels.small_m_gemv import gemv
 
-sys.path.insert(0, str(REPO_ROOT / "artifacts" / "kernels" / "hopper-gemm"))
 INT_MM_MIN_ROWS = 32   # torch._int_mm (cuBLAS int8) refuses M <= 16; x is padded to this many rows
 
 
@@ -28,8 +26,8 @@ INT_MM_MIN_ROWS = 32   # torch._int_mm (cuBLAS int8) refuses M <= 16; x is padde
 def _kernels() -> gemv.Gemv:
     import torch
 
-    torch.zeros(1, device="cuda")  # torch's primary context is current before the cubin loads
-    return gemv.Gemv(gemv.build("sm_90a").cubin)
+    torch.zeros(1, device="cuda")  # torch's primary context exists before the library's runtime starts
+    return gemv.Gemv(compile_mod.nvcc_library(gemv.SOURCE, "sm_90a"))
 
 
 def compulsory_bytes(dtype: str, m: int, n: int, k: int) -> int:
@@ -92,7 +90,7 @@ def run_case(case: dict, ctx: Context) -> dict:
     baselines_correct = {}
 
     if dtype == "bf16":
-        import hopper_gemm  # our wgmma GEMM (CuTe DSL); imported here so compile-only needs no cutlass
+        from artifacts.kernels.hopper_gemm import hopper_gemm  # CuTe DSL: compile-only needs no cutlass
 
         ref, tolerance = _gate_bf16(x, w)
         run, d = hopper_gemm.compile_gemm(x, w)
@@ -158,7 +156,7 @@ def negative_control(ctx: Context) -> dict:
 
 
 def compile_kernel(arch: str) -> compile_mod.Emitted:
-    return gemv.build(arch)
+    return compile_mod.nvcc(gemv.SOURCE, arch)
 
 
 if __name__ == "__main__":

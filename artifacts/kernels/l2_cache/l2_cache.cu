@@ -15,14 +15,17 @@
 // the difference of consecutive clock readings is one load's latency plus a few cycles of loop
 // (the same for every step). Clocks and the indices visited go to global memory at the end, so the
 // host can take the differences and check that the chain was followed.
+//
+// Host side: extern "C" launchers take the caller's stream and return a cudaError_t.
 
 #include <cstdint>
+#include <cuda_runtime.h>
 
 constexpr int READ_THREADS = 256;
 constexpr int GROUP = 8;
 constexpr int CHASE_MAX_STEPS = 4096;
 
-extern "C" __global__ void __launch_bounds__(READ_THREADS)
+__global__ void __launch_bounds__(READ_THREADS)
     l2_read(const uint4* __restrict__ buf, uint32_t n_vec, uint32_t per_thread, uint32_t* sum, int short_groups) {
   const uint32_t stride = gridDim.x * blockDim.x;
   const uint32_t step = stride % n_vec;
@@ -48,8 +51,8 @@ extern "C" __global__ void __launch_bounds__(READ_THREADS)
   if ((threadIdx.x & 31) == 0) atomicAdd(sum, acc);
 }
 
-extern "C" __global__ void l2_chase(const uint32_t* __restrict__ next, uint32_t start, int warm_steps, int steps,
-                                    uint32_t* clocks, uint32_t* visited) {
+__global__ void l2_chase(const uint32_t* __restrict__ next, uint32_t start, int warm_steps, int steps,
+                         uint32_t* clocks, uint32_t* visited) {
   __shared__ uint32_t clock_at[CHASE_MAX_STEPS];
   __shared__ uint32_t seen[CHASE_MAX_STEPS];
   uint32_t p = start;
@@ -64,4 +67,26 @@ extern "C" __global__ void l2_chase(const uint32_t* __restrict__ next, uint32_t 
     clocks[i] = clock_at[i];
     visited[i] = seen[i];
   }
+}
+
+extern "C" int l2_launch_read(const uint4* buf, uint32_t n_vec, uint32_t per_thread, uint32_t* sum, int short_groups,
+                              int ctas, cudaStream_t stream) {
+  l2_read<<<ctas, READ_THREADS, 0, stream>>>(buf, n_vec, per_thread, sum, short_groups);
+  return (int)cudaGetLastError();
+}
+
+extern "C" int l2_launch_chase(const uint32_t* next, uint32_t start, int warm_steps, int steps, uint32_t* clocks,
+                               uint32_t* visited, cudaStream_t stream) {
+  l2_chase<<<1, 1, 0, stream>>>(next, start, warm_steps, steps, clocks, visited);
+  return (int)cudaGetLastError();
+}
+
+extern "C" const char* l2_error_string(int err) { return cudaGetErrorString((cudaError_t)err); }
+
+// Loads both kernels into the context before any timing (no lazy loading inside a measurement).
+extern "C" int l2_prepare() {
+  cudaFuncAttributes attributes;
+  cudaError_t err = cudaFuncGetAttributes(&attributes, (const void*)l2_read);
+  if (err == cudaSuccess) err = cudaFuncGetAttributes(&attributes, (const void*)l2_chase);
+  return (int)err;
 }

@@ -10,9 +10,13 @@
 // read through the read-only path and stays in L1/L2. Partial sums are reduced across the warp
 // with shuffles at the end. `skip_chunks` drops that many K chunks at the end of the loop: 0 in
 // real use, 1 for the probe's negative control (the off-by-one K loop bound).
+//
+// Host side: extern "C" launchers (gemv_launch_bf16, gemv_launch_s8) take the caller's stream, so a
+// launch lands on torch's current stream and graph capture sees it; they return a cudaError_t.
 
 #include <cstdint>
 #include <cuda_bf16.h>
+#include <cuda_runtime.h>
 
 constexpr int WARPS_PER_BLOCK = 4;
 constexpr int UNROLL = 4;
@@ -142,9 +146,10 @@ __device__ __forceinline__ void gemv_s8(const int8_t* __restrict__ x, const int8
     }
 }
 
-// One entry point per (type, M); ROWS per M keeps the registers below 255 at M = 16
+// One kernel per (type, M); ROWS per M keeps the registers below 255 at M = 16
 // (M*ROWS accumulators + UNROLL*ROWS*4 words of w in flight). Keep in step with gemv.py ROWS.
 #define GEMV_ENTRY(M, ROWS)                                                                                    \
+  constexpr int ROWS_M##M = ROWS;                                                                              \
   extern "C" __global__ void __launch_bounds__(WARPS_PER_BLOCK * 32)                                           \
       gemv_bf16_m##M(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y, int n, int k, int skip) { \
     gemv_bf16<M, ROWS>(x, w, y, n, k, skip);                                                                   \
@@ -158,3 +163,49 @@ GEMV_ENTRY(1, 2)
 GEMV_ENTRY(4, 2)
 GEMV_ENTRY(8, 4)
 GEMV_ENTRY(16, 4)
+
+static dim3 grid_for(int n, int rows) { return dim3((n / rows + WARPS_PER_BLOCK - 1) / WARPS_PER_BLOCK); }
+
+#define GEMV_CASE(M, KERNEL, ...)                                                                             \
+  case M:                                                                                                      \
+    KERNEL##_m##M<<<grid_for(n, ROWS_M##M), WARPS_PER_BLOCK * 32, 0, stream>>>(__VA_ARGS__);                   \
+    break;
+
+extern "C" int gemv_launch_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y, int m, int n,
+                                int k, int skip, cudaStream_t stream) {
+  switch (m) {
+    GEMV_CASE(1, gemv_bf16, x, w, y, n, k, skip)
+    GEMV_CASE(4, gemv_bf16, x, w, y, n, k, skip)
+    GEMV_CASE(8, gemv_bf16, x, w, y, n, k, skip)
+    GEMV_CASE(16, gemv_bf16, x, w, y, n, k, skip)
+    default: return (int)cudaErrorInvalidValue;
+  }
+  return (int)cudaGetLastError();
+}
+
+extern "C" int gemv_launch_s8(const int8_t* x, const int8_t* w, int32_t* y, int m, int n, int k, int skip,
+                              cudaStream_t stream) {
+  switch (m) {
+    GEMV_CASE(1, gemv_s8, x, w, y, n, k, skip)
+    GEMV_CASE(4, gemv_s8, x, w, y, n, k, skip)
+    GEMV_CASE(8, gemv_s8, x, w, y, n, k, skip)
+    GEMV_CASE(16, gemv_s8, x, w, y, n, k, skip)
+    default: return (int)cudaErrorInvalidValue;
+  }
+  return (int)cudaGetLastError();
+}
+
+// Loads every kernel into the context before any capture (no lazy loading inside a graph capture).
+extern "C" int gemv_prepare() {
+  const void* kernels[] = {(const void*)gemv_bf16_m1, (const void*)gemv_bf16_m4, (const void*)gemv_bf16_m8,
+                           (const void*)gemv_bf16_m16, (const void*)gemv_s8_m1, (const void*)gemv_s8_m4,
+                           (const void*)gemv_s8_m8, (const void*)gemv_s8_m16};
+  cudaFuncAttributes attributes;
+  for (const void* kernel : kernels) {
+    cudaError_t err = cudaFuncGetAttributes(&attributes, kernel);
+    if (err != cudaSuccess) return (int)err;
+  }
+  return 0;
+}
+
+extern "C" const char* gemv_error_string(int err) { return cudaGetErrorString((cudaError_t)err); }

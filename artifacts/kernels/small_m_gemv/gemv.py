@@ -1,21 +1,19 @@
-"""Host side of gemv.cu: build it with nvcc, check a shape is supported, launch on torch tensors.
+"""Host side of gemv.cu: check a shape is supported and launch through the library's launchers.
 
 y = x @ w.T for x: (M, K) with M in {1, 4, 8, 16} and w: (N, K), both K contiguous; bf16 in, bf16 out
 (FP32 accumulation) or int8 in, int32 out (exact). Launches go to the stream the caller passes, so
-they can be captured in a CUDA graph.
+they can be captured in a CUDA graph. Build the library with the harness
+(`kernelwiki.harness.compile.nvcc_library(SOURCE, "sm_90a")`) and pass it to `Gemv`.
 
 Run it: `kernelwiki probe run --probe probe-small-m-gemv` on an H200 (`--compile-only` needs nvcc).
 """
 
 from __future__ import annotations
 
+import ctypes
 from pathlib import Path
 
-from kernelwiki.harness import compile as compile_mod
-from kernelwiki.harness.cubin import Cubin
-
-SOURCE = Path(__file__).resolve().parent / "gemv.cu"
-WARPS_PER_BLOCK = 4
+SOURCE = Path(__file__).with_name("gemv.cu")
 UNROLL = 4
 ROWS = {1: 2, 4: 2, 8: 4, 16: 4}          # w rows per warp, by M (as GEMV_ENTRY in gemv.cu)
 CHUNK = {"bf16": 256, "s8": 512}          # K elements one warp covers per chunk (16 bytes per lane)
@@ -35,26 +33,21 @@ def can_implement(dtype: str, m: int, n: int, k: int) -> None:
         raise ValueError(f"K={k} not supported for {dtype}: K must be a positive multiple of {step}")
 
 
-def grid(m: int, n: int) -> int:
-    """CTAs for N outputs: one warp per ROWS[m] rows of w, WARPS_PER_BLOCK warps per CTA."""
-    warps = n // ROWS[m]
-    return -(-warps // WARPS_PER_BLOCK)
-
-
-def kernel_name(dtype: str, m: int) -> str:
-    return f"gemv_{dtype}_m{m}"
-
-
-def build(arch: str = "sm_90a") -> compile_mod.Emitted:
-    """PTX, cubin and SASS of every entry point for one architecture."""
-    return compile_mod.nvcc(SOURCE, arch)
-
-
 class Gemv:
-    """The built kernels loaded into torch's CUDA context."""
+    """gemv.cu's launchers in a loaded library."""
 
-    def __init__(self, cubin: bytes):
-        self._cubin = Cubin(cubin)
+    def __init__(self, library: ctypes.CDLL):
+        ptr, i32 = ctypes.c_void_p, ctypes.c_int
+        self._lib = library
+        for name in ("gemv_launch_bf16", "gemv_launch_s8"):
+            getattr(library, name).argtypes = [ptr, ptr, ptr, i32, i32, i32, i32, ptr]
+        library.gemv_error_string.restype = ctypes.c_char_p
+        library.gemv_error_string.argtypes = [i32]
+        self._check(library.gemv_prepare(), "loading the kernels")
+
+    def _check(self, err: int, what: str) -> None:
+        if err != 0:
+            raise RuntimeError(f"gemv: {what} failed: {self._lib.gemv_error_string(err).decode(errors='replace')}")
 
     def __call__(self, x, w, y, *, stream: int, skip_chunks: int = 0) -> None:
         """y (M, N) = x (M, K) @ w (N, K).T; dtype from w (bfloat16 or int8)."""
@@ -67,9 +60,8 @@ class Gemv:
             if not t.is_contiguous():
                 raise ValueError(f"{name} must be contiguous")
         can_implement(dtype, m, n, k)
-        self._cubin.launch(kernel_name(dtype, m), grid(m, n), WARPS_PER_BLOCK * 32,
-                           [("ptr", x), ("ptr", w), ("ptr", y), ("i32", n), ("i32", k), ("i32", skip_chunks)],
-                           stream)
+        launch = self._lib.gemv_launch_s8 if dtype == "s8" else self._lib.gemv_launch_bf16
+        self._check(launch(x.data_ptr(), w.data_ptr(), y.data_ptr(), m, n, k, skip_chunks, stream), "launch")
 
 
 def reference(x, w):
