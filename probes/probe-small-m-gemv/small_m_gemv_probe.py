@@ -130,7 +130,8 @@ def run_case(case: dict, ctx: Context) -> dict:
     else:
         candidates["cublas_int_mm_padded"] = lambda s: _int_mm_padded(s["x"], s["w"], s["y_padded"], s["x_padded"])
     moved = compulsory_bytes(dtype, m, n, k)
-    set_bytes = moved + (0 if dtype == "bf16" else INT_MM_MIN_ROWS * (k + 4 * n))
+    # one set also holds the baselines' outputs (and for int8 the padded x)
+    set_bytes = moved + (2 * (2 * m * n) if dtype == "bf16" else INT_MM_MIN_ROWS * (k + 4 * n))
     timing = ctx.bench(candidates, make_inputs, set_bytes)
 
     tbs = {name: moved / (t["median_ms"] * 1e-3) / 1e12 for name, t in timing.items()}
