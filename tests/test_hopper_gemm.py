@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import ROOT
 
 cutlass = pytest.importorskip("cutlass")
 from artifacts.kernels.hopper_gemm import hopper_gemm

@@ -7,7 +7,6 @@ import math
 import re
 
 import pytest
-from conftest import ROOT
 
 from artifacts.kernels.sparse_decode import cache_format
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 
 from kernelwiki.harness import compile as compile_mod
-from kernelwiki.harness.probe import REPO_ROOT, Probe
+from kernelwiki.harness.probe import Probe
 
 import cutlass  # noqa: E402
 from artifacts.kernels.tcgen05_gemm import tcgen05_gemm

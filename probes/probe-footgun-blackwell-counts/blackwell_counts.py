@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from kernelwiki.harness.compile import Emitted, from_cute
-from kernelwiki.harness.probe import REPO_ROOT, Probe
+from kernelwiki.harness.probe import Probe
 
 from artifacts.kernels.tcgen05_gemm import tcgen05_gemm
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 from kernelwiki.harness import compile as compile_mod
-from kernelwiki.harness.probe import REPO_ROOT, Probe
+from kernelwiki.harness.probe import Probe
 
 from artifacts.kernels.tcgen05_gemm import nvfp4_gemm
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from kernelwiki.harness import compile as compile_mod
 from kernelwiki.harness import gates
-from kernelwiki.harness.probe import REPO_ROOT, Context, Probe
+from kernelwiki.harness.probe import Context, Probe
 
 from artifacts.kernels.software_exp2 import exp2  # our kernel; importable without a GPU
 

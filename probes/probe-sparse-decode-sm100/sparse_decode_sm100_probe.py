@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from kernelwiki.harness import compile as compile_mod
-from kernelwiki.harness.probe import REPO_ROOT, Probe
+from kernelwiki.harness.probe import Probe
 
 from artifacts.kernels.sparse_decode import sparse_decode_sm100
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from kernelwiki.harness import compile as compile_mod
 from kernelwiki.harness import gates
-from kernelwiki.harness.probe import REPO_ROOT, Context, Probe
+from kernelwiki.harness.probe import Context, Probe
 
 from artifacts.kernels.tcgen05_gemm import tcgen05_gemm
 
