@@ -465,6 +465,22 @@ def sustained(fn: Callable[[], object], iters: int = 200, warmup: int = 20) -> d
             "p90_ms": _percentile(times, 0.9), "iterations": iters, "warmup": warmup, **sampler.summary()}
 
 
+
+def bound(names: list[str]) -> dict[str, Callable[[dict], object]]:
+    """bench candidates for input sets that hold one launch per candidate, already bound to that
+    set's tensors (a kernel compiled or wrapped for fixed pointers): fn(inputs) = inputs[name]()."""
+    return {name: (lambda inputs, name=name: inputs[name]()) for name in names}
+
+
+def cute_stream():
+    """The current torch stream as a CUstream, for a CuTe DSL launch: read at every call, so that a
+    launch under graph capture lands on the capture stream (one bound to the stream current at
+    compile time escapes the graph: cuda_graph says what that looks like)."""
+    import cuda.bindings.driver as cuda
+    import torch
+
+    return cuda.CUstream(torch.cuda.current_stream().cuda_stream)
+
 _CAPTURE_STREAM = None
 
 
