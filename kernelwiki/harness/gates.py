@@ -227,11 +227,12 @@ def check_relative_elements(out: Any, ref: Any, tol: float, where: Any = None) -
 
 def combine(parts: dict[str, dict]) -> dict:
     """Several gate results as one correctness mapping: it passes when every part passes and every
-    part's output was written; `rel_err` and `max_abs_err` are the first part's (list the primary
-    output first); the parts are kept under their names."""
+    part's output was written; `rel_err`, `max_abs_err` and `tolerance` are the first part's (list
+    the primary output first); the parts are kept under their names."""
     if not parts:
         raise ValueError("combine needs at least one gate result")
     first = next(iter(parts.values()))
     return {"passed": all(bool(p.get("passed")) for p in parts.values()),
             "rel_err": first.get("rel_err"), "max_abs_err": first.get("max_abs_err"),
+            "tolerance": first.get("tolerance"),
             "all_written": all(p.get("all_written", True) for p in parts.values()), "parts": parts}
