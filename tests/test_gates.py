@@ -173,3 +173,12 @@ def test_combine_fails_when_any_part_fails_and_keeps_the_first_parts_errors():
     assert gates.combine({"d": good, "again": good})["passed"]
     with pytest.raises(ValueError):
         gates.combine({})
+
+
+def test_untouched_means_the_poison_is_still_everywhere():
+    skipped = np.full((4, 8), np.nan, dtype=np.float32)
+    assert gates.untouched(skipped)
+    skipped[3, 7] = 0.0                                        # one padding element written
+    assert not gates.untouched(skipped)
+    assert gates.untouched(np.full(5, -1, dtype=np.int32))
+    assert not gates.untouched(np.array([-1, 0], dtype=np.int32))

@@ -114,6 +114,7 @@ def test_case_below_floor_looks_at_the_fastest_candidate_only():
     assert not timing.case_below_floor({"timing": {"a": slow, "b": fast}})
     assert timing.case_below_floor({"timing": {"a": {"median_ms": 0.05, "protocol": {"below_floor": True}}, "b": fast}})
     assert not timing.case_below_floor({"timing": {"old": {"median_ms": 0.001}}})   # Timer entries: no protocol
+    assert not timing.case_below_floor({"timing": {"old": {"median_ms": 0.001, "protocol": "DeepGEMM's"}}})
     assert not timing.case_below_floor({})
 
 

@@ -86,6 +86,14 @@ def poison(tensor: Any) -> Any:
     return tensor.fill_(float("nan")) if tensor.is_floating_point() else tensor.fill_(-1)
 
 
+def untouched(tensor: Any) -> bool:
+    """Whether every element still holds `poison`'s value: a region the kernel must skip (padding
+    rows, tiles past a group's count) was not written."""
+    ops = _Ops(tensor)
+    floating = tensor.is_floating_point() if ops.torch else ops.lib.issubdtype(tensor.dtype, ops.lib.floating)
+    return bool(ops.lib.isnan(tensor).all()) if floating else bool((tensor == -1).all())
+
+
 class _Ops:
     """The handful of array operations the gate needs, for torch tensors or numpy arrays."""
 

@@ -197,8 +197,8 @@ def case_below_floor(case: dict) -> bool:
                if isinstance(t, dict) and isinstance(t.get("median_ms"), (int, float))]
     if not entries:
         return False
-    fastest = min(entries, key=lambda t: t["median_ms"])
-    return bool((fastest.get("protocol") or {}).get("below_floor"))
+    protocol = min(entries, key=lambda t: t["median_ms"]).get("protocol")
+    return isinstance(protocol, dict) and protocol.get("below_floor") is True
 
 
 class Device(Protocol):

@@ -55,7 +55,7 @@ def make_inputs(params: dict, ctx: Context, requires_grad: bool, index: int = 0)
     return q, k, v, dout
 
 
-def gate(candidate: list, pytorch: list, reference: list, names: list[str]) -> dict:
+def check(candidate: list, pytorch: list, reference: list, names: list[str]) -> dict:
     """FlashAttention's rule through the harness: each tensor (output, or dq/dk/dv) within
     ERROR_FACTOR x PyTorch's own bf16 error against the FP32 reference (gates.reference_tolerance,
     on the relative and the largest element error)."""
@@ -87,10 +87,10 @@ def run_case(case: dict, ctx: Context) -> dict:
         ref_grads = torch.autograd.grad(ref, (q32, k32, v32), dout.float())
         fa_grads = torch.autograd.grad(out_fa, (q, k, v), dout)
         pt_grads = torch.autograd.grad(out_pt, (q, k, v), dout)
-        correctness = gate(list(fa_grads), list(pt_grads), list(ref_grads), ["dq", "dk", "dv"])
+        correctness = check(list(fa_grads), list(pt_grads), list(ref_grads), ["dq", "dk", "dv"])
         del ref_grads, fa_grads, pt_grads
     else:
-        correctness = gate([out_fa], [out_pt], [ref.detach()], ["o"])
+        correctness = check([out_fa], [out_pt], [ref.detach()], ["o"])
     del ref, q32, k32, v32, out_fa, out_pt
 
     # Timed by ctx.bench, each candidate captured in a CUDA graph. A backward cannot be captured
@@ -138,7 +138,7 @@ def negative_control(ctx: Context) -> dict:
     q, k, v, _ = make_inputs(params, ctx, requires_grad=False)
     ref = sdpa(q.float(), k.float(), v.float(), False, [SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH])
     wrong = fa4(q, k, v, False, scale=1.25 * 128 ** -0.5)  # the deliberate error: softmax scale 1.25x
-    return gate([wrong], [sdpa(q, k, v, False, SDPBackend.FLASH_ATTENTION)], [ref], ["o"])
+    return check([wrong], [sdpa(q, k, v, False, SDPBackend.FLASH_ATTENTION)], [ref], ["o"])
 
 
 if __name__ == "__main__":

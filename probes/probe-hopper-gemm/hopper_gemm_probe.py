@@ -112,7 +112,7 @@ def _cublas(dtype: str, a, b, scale_a: float, scale_b: float, out):
             for name, fast in (("cuBLAS fast-accum", True), ("cuBLAS", False))}
 
 
-def _gate(d, reference, dtype: str, cublas_out, k: int) -> dict:
+def _check(d, reference, dtype: str, cublas_out, k: int) -> dict:
     """Our output against the reference, with tolerances derived from cuBLAS's error at the same
     precision (gates.reference_tolerance): a kernel that rounded tf32 through bf16 (~3e-3), or dropped
     a K tile, lands far above them."""
@@ -225,7 +225,7 @@ def run_case(case: dict, ctx: Context) -> dict:
     gates.poison(d)
     run()
     torch.cuda.synchronize()
-    correctness = _gate(d, reference, dtype, _cublas_result(dtype, a, b, scale_a, scale_b, reference.shape), k)
+    correctness = _check(d, reference, dtype, _cublas_result(dtype, a, b, scale_a, scale_b, reference.shape), k)
     del reference
     # the one-call API (gemm) reuses the same compiled kernel and must give the same bits
     same = torch.equal(hopper_gemm.gemm(a, b, alpha=scale_a * scale_b, **settings), d)
@@ -284,7 +284,7 @@ def negative_control(ctx: Context) -> dict:
     gates.poison(d)
     run()
     torch.cuda.synchronize()
-    return _gate(d, reference, "bf16", _cublas_result("bf16", a, b, 1.0, 1.0, reference.shape), 1024)
+    return _check(d, reference, "bf16", _cublas_result("bf16", a, b, 1.0, 1.0, reference.shape), 1024)
 
 
 def compile_kernel(arch: str) -> compile_mod.Emitted:

@@ -64,7 +64,7 @@ def _check(q, cache, indices, ref_o, ref_lse, gate: dict) -> tuple[dict, object]
     return correctness, op
 
 
-def _gate(q, cache, indices, ref_o) -> dict:
+def _tolerance(q, cache, indices, ref_o) -> dict:
     """The tolerance: GATE_FACTOR times what the bf16 computation of the same attention is off by
     (gates.reference_tolerance)."""
     from artifacts.kernels.sparse_decode import reference
@@ -96,7 +96,7 @@ def run_case(case: dict, ctx: Context) -> dict:
     batch, heads, topk = params["batch"], params["heads"], params["topk"]
     q, cache, indices = _problem(params, ctx.seed)
     ref_o, ref_lse = reference.sparse_decode(q, cache, indices)
-    correctness, op = _check(q, cache, indices, ref_o, ref_lse, _gate(q, cache, indices, ref_o))
+    correctness, op = _check(q, cache, indices, ref_o, ref_lse, _tolerance(q, cache, indices, ref_o))
     del ref_o, ref_lse
     torch.cuda.empty_cache()
     checked = {"q": q, "indices": indices, "op": op}
@@ -123,7 +123,7 @@ def negative_control(ctx: Context) -> dict:
     params = {"batch": 16, "heads": 64, "topk": 2048, "cache_tokens_per_seq": 65536}
     q, cache, indices = _problem(params, ctx.seed + 1)
     ref_o, ref_lse = reference.sparse_decode(q, cache, indices)
-    gate = _gate(q, cache, indices, ref_o)
+    gate = _tolerance(q, cache, indices, ref_o)
     return _check(q, cache, (indices + 1).clamp(max=cache.shape[0] - 1).int(), ref_o, ref_lse, gate)[0]
 
 
