@@ -198,3 +198,18 @@ def test_context_bench_records_the_protocol(monkeypatch):
     result = ctx.bench({"a": kernel(device, 0.1)}, lambda i: i, MiB, iters=3)
     assert result["a"]["protocol"]["method"] == "long"
     assert ctx.protocol["method"] == "bench" and ctx.protocol["iterations"] == 3
+
+
+def test_sets_stop_where_the_free_memory_runs_low():
+    class Filling(FakeDevice):
+        def free_bytes(self) -> int:
+            return self.free
+
+    device = Filling(free_bytes=1000 * MiB)
+
+    def make_inputs(i: int) -> int:
+        device.free -= 200 * MiB       # each set takes far more than the 10 MiB a launch touches
+        return i
+
+    result = timing.bench({"tiny": kernel(device, 0.01)}, make_inputs, 10 * MiB, iters=2, device=device)
+    assert result["tiny"]["protocol"]["input_sets"] == 4   # set 0 leaves 800 MiB; then sets while 400 MiB stay free

@@ -219,7 +219,9 @@ def bench(candidates: dict[str, Callable[[Any], object]], make_inputs: Callable[
           iters: int = 30, warmup: int = 5, order: str = "shuffled", device: Device | None = None) -> dict[str, dict]:
     """Time each candidate under the one protocol (module docstring). `fn(inputs)` launches on the
     current CUDA stream using only `inputs`; `make_inputs(i)` builds input set i; `set_bytes` is the
-    bytes one set occupies (inputs and outputs).
+    bytes one launch reads and writes in its set (inputs and outputs; where candidates touch
+    different parts of a set, the smallest: the sets must span 3x L2 for each of them). Sets are
+    built while the free memory stays above (1 - MEMORY_FRACTION) of what it was.
 
     Returns {name: {median_ms, p10_ms, p90_ms, sm_clock_mhz_before, sm_clock_mhz_after, protocol}},
     times per launch; `protocol` = {method, launches, input_sets, set_bytes, l2_rotation, eager_ms,
@@ -243,8 +245,11 @@ def bench(candidates: dict[str, Callable[[Any], object]], make_inputs: Callable[
                                         for _ in range(EAGER_SAMPLES))
     method = {name: classify(ms) for name, ms in eager.items()}
     if "short" in method.values():
-        count = input_set_count(set_bytes, device.l2_bytes, device.free_bytes())
-        sets.extend(make_inputs(i) for i in range(1, count))
+        free = device.free_bytes()
+        for i in range(1, input_set_count(set_bytes, device.l2_bytes, free)):
+            if device.free_bytes() < (1 - MEMORY_FRACTION) * free:   # a set larger than set_bytes says
+                break
+            sets.append(make_inputs(i))
     launches, replays = {}, {}
     for name, fn in candidates.items():
         launches[name] = launches_per_graph(eager[name], len(sets)) if method[name] == "short" else 1

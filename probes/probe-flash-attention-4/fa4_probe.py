@@ -113,7 +113,7 @@ def run_case(case: dict, ctx: Context) -> dict:
                                               torch.autograd.grad(forward(s[0], s[1], s[2]), s[:3], s[3]))
     checked = (q, k, v, dout)
     timing = ctx.bench(candidates, lambda i: checked if i == 0 else make_inputs(p, ctx, backward, i),
-                       (8 if backward else 5) * q.numel() * q.element_size(), iters=20, warmup=3)
+                       4 * q.numel() * q.element_size(), iters=20, warmup=3)   # q, k, v, O
     if backward:
         ms = {name: timing[f"{name} fwd+bwd"]["median_ms"] - timing[f"{name} fwd"]["median_ms"] for name in available}
     else:
