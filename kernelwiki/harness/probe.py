@@ -44,7 +44,8 @@ class Context:
 
     def timer(self, warmup: int = 5, iters: int = 50, flush_l2: bool = True, order: str = "interleaved",
               flush: str = "memset"):
-        """The shared Timer; its protocol goes into the record."""
+        """The shared Timer (timing.Timer: only where the L2's state is what a probe measures; every
+        other probe uses `bench`); its protocol goes into the record."""
         from kernelwiki.harness.timing import Timer
 
         settings = (warmup, iters, flush_l2, order, flush)

@@ -4,7 +4,9 @@ and after its last timed launch.
 
 `bench(candidates, make_inputs, set_bytes)` times `{name: fn}` where `fn(inputs)` launches work on
 the current CUDA stream using only one input set (its inputs and outputs). Each candidate is warmed
-up and classified by its eager time:
+up and its eager time measured; the fastest one's decides the method for all of them (two methods
+in one comparison would bias it: a long method's time holds a graph launch that a short method's
+per-launch time does not, and an eager time can hold a wrapper's host work):
 
 - short (under SHORT_BELOW_MS): one launch between two CUDA events measures the launch more than
   the kernel (on the H200 an empty kernel reads ~4 us that way, and a 512^3 GEMM 6.4 us against
@@ -79,7 +81,9 @@ def iteration_order(names: list[str], iteration: int, order: str) -> list[str]:
 
 
 class Timer:
-    """Times callables on the current CUDA stream with cold L2."""
+    """One launch between two CUDA events, L2 flushed (or left warm) as asked: only for a probe whose
+    subject is the L2's state itself (what a flush or a warm L2 does to a kernel). Every other probe
+    times through `bench`, whose protocol this one's floor (~4 us per launch) would distort."""
 
     def __init__(self, warmup: int = 5, iters: int = 50, flush_l2: bool = True, order: str = "interleaved",
                  flush: str = "memset"):
@@ -243,8 +247,8 @@ def bench(candidates: dict[str, Callable[[Any], object]], make_inputs: Callable[
         device.synchronize()
         eager[name] = statistics.median(device.elapsed_ms(lambda fn=fn: fn(sets[0]), flush=False)
                                         for _ in range(EAGER_SAMPLES))
-    method = {name: classify(ms) for name, ms in eager.items()}
-    if "short" in method.values():
+    method = classify(min(eager.values()))
+    if method == "short":
         free = device.free_bytes()
         for i in range(1, input_set_count(set_bytes, device.l2_bytes, free)):
             if device.free_bytes() < (1 - MEMORY_FRACTION) * free:   # a set larger than set_bytes says
@@ -252,27 +256,23 @@ def bench(candidates: dict[str, Callable[[Any], object]], make_inputs: Callable[
             sets.append(make_inputs(i))
     launches, replays = {}, {}
     for name, fn in candidates.items():
-        launches[name] = launches_per_graph(eager[name], len(sets)) if method[name] == "short" else 1
-        replays[name] = _capture(device, name, _cycle(fn, sets, launches[name]) if method[name] == "short"
-                                 else (lambda fn=fn: fn(sets[0])))
+        launches[name] = launches_per_graph(eager[name], len(sets)) if method == "short" else 1
+        replays[name] = _capture(device, name, _cycle(fn, sets, launches[name]))
     for replay in replays.values():   # a graph's first replay uploads it
         replay()
     device.synchronize()
 
     def time_one(name: str) -> float:
-        return device.elapsed_ms(replays[name], flush=method[name] == "long") / launches[name]
+        return device.elapsed_ms(replays[name], flush=method == "long") / launches[name]
 
     results = timed_rounds(list(candidates), time_one, iters, order, device.read_clock)
-    floors = {kind: empty_launch_floor(device, kind, iters) for kind in set(method.values())}
+    floor = empty_launch_floor(device, method, iters)
     for name, entry in results.items():
-        floor = floors[method[name]]
         check_floor(name, entry["median_ms"], floor)
-        sets_used = len(sets) if method[name] == "short" else 1
         entry["protocol"] = {
-            "method": method[name], "launches": launches[name], "input_sets": sets_used, "set_bytes": set_bytes,
-            "l2_rotation": round(sets_used * set_bytes / device.l2_bytes, 2) if method[name] == "short" else None,
-            "eager_ms": eager[name], "floor_ms": floor,
-            "below_floor": entry["median_ms"] < RESOLVED_FLOOR_FACTOR * floor}
+            "method": method, "launches": launches[name], "input_sets": len(sets), "set_bytes": set_bytes,
+            "l2_rotation": round(len(sets) * set_bytes / device.l2_bytes, 2) if method == "short" else None,
+            "eager_ms": eager[name], "floor_ms": floor, "below_floor": entry["median_ms"] < RESOLVED_FLOOR_FACTOR * floor}
     return results
 
 
