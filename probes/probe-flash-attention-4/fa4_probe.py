@@ -100,7 +100,9 @@ def run_case(case: dict, ctx: Context) -> dict:
     available = {}
     for name, forward in implementations(causal).items():
         try:
-            forward(q, k, v)
+            out = forward(q, k, v)
+            if backward:
+                torch.autograd.grad(out, (q, k, v), dout)
         except RuntimeError as err:  # a backend without this configuration is reported, not fatal
             print(f"  {name} unavailable: {str(err).splitlines()[0][:200]}", flush=True)
             continue
@@ -123,8 +125,6 @@ def run_case(case: dict, ctx: Context) -> dict:
     tflops = {name: flops / (t * 1e-3) / 1e12 for name, t in ms.items()}
     baseline = ("cuDNN SDPA", tflops["cudnn"]) if "cudnn" in tflops else ("flash SDPA", tflops.get("flash-sdpa"))
     metrics = {f"{name}_tflops": round(value, 2) for name, value in tflops.items()}
-    if backward:
-        metrics.update({f"{name}_bwd_ms": round(t, 4) for name, t in ms.items()})
     return {"correctness": correctness, "timing": timing, "metrics": metrics,
             "baselines": [{"name": name, "value": round(value, 3), "ratio": round(tflops["fa4"] / value, 4)}
                           for name, value in tflops.items() if name != "fa4"],

@@ -23,7 +23,7 @@ _compiled: dict = {}
 
 
 def compiled(op, x, y):
-    """op compiled for tensors shaped like x, y; call it as launch(compiled_op, x, y)."""
+    """op compiled for tensors shaped like x, y; bind(it, x2, y2) launches it on any such pair."""
     import cutlass.cute as cute
     from cutlass.cute.runtime import from_dlpack
 
