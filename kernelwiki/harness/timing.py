@@ -116,24 +116,18 @@ class Timer:
 
     def compare(self, candidates: dict[str, Callable[[], object]]) -> dict[str, dict]:
         """{name: {median_ms, p10_ms, p90_ms, sm_clock_mhz_before, sm_clock_mhz_after}} for each candidate."""
-        torch = self.torch
+        device = torch_device()
         for fn in candidates.values():
             for _ in range(self.warmup):
                 fn()
-        torch.cuda.synchronize()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        device.synchronize()
 
         def time_one(name: str) -> float:
             if self._flush is not None:
                 self._empty_l2()
-            start.record()
-            candidates[name]()
-            end.record()
-            end.synchronize()
-            return start.elapsed_time(end)
+            return device.elapsed_ms(candidates[name], flush=False)
 
-        return timed_rounds(list(candidates), time_one, self.iters, self.order,
-                            lambda: clocks().get("sm_clock_mhz"))
+        return timed_rounds(list(candidates), time_one, self.iters, self.order, device.read_clock)
 
 
 def timed_rounds(names: list[str], time_one: Callable[[str], float], iters: int, order: str,
