@@ -94,11 +94,14 @@ extern "C" __global__ void dsmem_kernel(const uint32_t* x, uint32_t* out, long l
     for (int i = threadIdx.x; i < words; i += blockDim.x) s[i] = (uint32_t)((i + chase_stride) % words);
     cluster_sync();
     if (rank == 0 && threadIdx.x == 0) {
-      const uint32_t base = mode == LAT_PEER ? remote : local;
       uint32_t next = 0;
-      long long t0 = clock64();
-      for (int it = 0; it < iters; ++it) next = mode == LAT_PEER ? ld_cluster(base + 4u * next) : ld_local(base + 4u * next);
-      long long t1 = clock64();
+      long long t0 = clock64(), t1;
+      if (mode == LAT_PEER) {
+        for (int it = 0; it < iters; ++it) next = ld_cluster(remote + 4u * next);
+      } else {
+        for (int it = 0; it < iters; ++it) next = ld_local(local + 4u * next);
+      }
+      t1 = clock64();
       out[cta] = next;
       cycles[cta] = t1 - t0;
     }
