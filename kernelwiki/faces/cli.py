@@ -7,15 +7,9 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+from kernelwiki.faces import arguments
+from kernelwiki.faces.arguments import ArgumentError
 from kernelwiki.storage.repo import NotARepo, OutsideRepo, Repo
-
-
-def _count(text: str) -> int:
-    """argparse type: an integer >= 0."""
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text} is negative; give 0 or more")
-    return value
 
 
 def _seconds(text: str) -> float:
@@ -36,7 +30,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return args.func(args)
     except BrokenPipeError:
         return 0
-    except NotARepo as err:
+    except (NotARepo, ArgumentError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # Ctrl-C in any other command: writes are atomic, nothing is half done
@@ -191,52 +185,32 @@ def cmd_get(args) -> int:
 # --- query ---------------------------------------------------------------------------------------
 def add_query_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("words", nargs="*", help="words to look for (aliases understood: UMMA, B200, H100, ...)")
-    p.add_argument("--type", action="append", default=[], dest="types",
-                   choices=("hardware", "kernel", "technique", "footgun", "language", "source"))
+    p.add_argument("--type", action="append", default=[], dest="types", help=f"one of {', '.join(arguments.PAGE_TYPES)}")
     p.add_argument("--tag", action="append", default=[], dest="tags", help="page must carry this tag (repeatable)")
     p.add_argument("--arch", action="append", default=[], dest="archs", help="sm_90a, sm_100a, H100, B200, ...")
-    p.add_argument("--evidence", action="append", default=[],
-                   choices=("spec", "source-reported", "compiled", "measured"))
-    p.add_argument("--status", action="append", default=[], dest="statuses",
-                   choices=("draft", "verified", "regressed", "stale"))
-    p.add_argument("--limit", type=_count, default=20, help="at most this many results (0: all)")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--evidence", action="append", default=[], help=f"one of {', '.join(arguments.EVIDENCE)}")
+    p.add_argument("--status", action="append", default=[], dest="statuses", help=f"one of {', '.join(arguments.STATUSES)}")
+    p.add_argument("--limit", type=int, default=20, help="at most this many results (0: all)")
+    p.add_argument("--json", action="store_true", help="machine-readable output (schemas/output/query.v2)")
 
 
 def cmd_query(args) -> int:
     from kernelwiki.storage.index import Wiki
-    from kernelwiki.commands.query import Filters, search, unknown_tag_messages
+    from kernelwiki.commands.query import answer
+    from kernelwiki.faces.output import query_document, query_text
 
     wiki = Wiki.load(_repo(args))
-    unknown_tags = unknown_tag_messages(wiki, args.tags)
-    if unknown_tags:
-        for message in unknown_tags:
-            print(f"error: {message}", file=sys.stderr)
-        return 2
-    from kernelwiki.commands.query import normalize_arch
-
-    for name in args.archs:
-        known = [a for a in normalize_arch(wiki, name) if a in wiki.vocab.archs or a + "a" in wiki.vocab.archs]
-        if not known:
-            from kernelwiki.model.vocab import did_you_mean
-
-            print(f"error: unknown architecture {name!r}{did_you_mean(name, wiki.vocab.archs)}", file=sys.stderr)
-            return 2
-    filters = Filters(args.types, args.tags, args.archs, args.evidence, args.statuses)
-    hits = search(wiki, args.words, filters, args.limit)
+    words, filters, limit = arguments.query(wiki, {"words": args.words, "type": args.types, "tag": args.tags,
+                                                   "arch": args.archs, "evidence": args.evidence,
+                                                   "status": args.statuses, "limit": args.limit})
+    result = answer(wiki, words, filters, limit)
     if args.json:
-        from kernelwiki.faces.output import query_document
-
-        return _print_json(query_document(hits))
-    if not hits:
-        print("no pages match", file=sys.stderr)
-        return 0
-    for hit in hits:
-        e = hit.entry
-        evidence = e.get("evidence_level") or "-"
-        print(f"{e.id:<40} {str(e.get('type')):<10} {evidence:<16} {str(e.get('status') or '-'):<9} {e.get('title')}")
-        if e.headline:
-            print(f"    {e.headline[:110]}")
+        return _print_json(query_document(result))
+    lines, notes = query_text(result)
+    for line in lines:
+        print(line)
+    for note in notes:
+        print(note, file=sys.stderr)
     return 0
 
 

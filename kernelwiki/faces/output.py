@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # `get --format json` imports this module; it needs none of these at run time
     from kernelwiki.storage.index import Wiki
     from kernelwiki.probing.specs import ProbeSpec
-    from kernelwiki.commands.query import Hit
+    from kernelwiki.commands.query import Answer
 
-QUERY = "query.v1"
+QUERY = "query.v2"
 PROBE_LIST = "probe-list.v1"
 PROBE_SHOW = "probe-show.v1"
 LATEST_RECORD = "latest-record.v1"
@@ -60,8 +60,48 @@ def non_finite(value: Any, path: str = "") -> tuple[str, float] | None:
     return None
 
 
-def query_document(hits: list[Hit]) -> dict:
-    return {"schema_version": QUERY, "hits": [hit.to_json() for hit in hits]}
+def query_document(answer: Answer) -> dict:
+    return {"schema_version": QUERY,
+            "hits": [{**hit.to_json(), "bytes": answer.sizes[hit.entry.id or ""]} for hit in answer.hits],
+            "words": answer.words, "ignored": answer.ignored, "matched": answer.matched, "covered": answer.covered,
+            "unmatched": answer.unmatched, "in_passing": answer.in_passing, "total": answer.total, "truncated": answer.truncated,
+            "limit": answer.limit, "suggested_tags": answer.suggested_tags}
+
+
+def query_text(answer: Answer) -> tuple[list[str], list[str]]:
+    """The answer as a terminal or an agent reads it: one line per hit, and notes on how it matched
+    (not covered, the limit cut, stop words left out, tags to filter by)."""
+    notes = []
+    if answer.matched == "none" and answer.words:
+        notes.append(f"no pages match: not covered, no page holds {', '.join(repr(w) for w in answer.unmatched)}")
+    elif answer.matched == "any":
+        missing = f" ({', '.join(repr(w) for w in answer.unmatched)} on no page)" if answer.unmatched else ""
+        notes.append(f"not covered: no page holds every word of {' '.join(answer.words)!r}{missing}; "
+                     "these are the nearest pages by the words they hold")
+    elif answer.in_passing:
+        notes.append(f"not covered: {', '.join(repr(w) for w in answer.in_passing)} only mentioned in passing "
+                     "(no page is about it); these are the nearest pages")
+    elif not answer.hits:
+        notes.append("no pages match")
+    lines = []
+    for hit in answer.hits:
+        e, size = hit.entry, answer.sizes[hit.entry.id or ""]
+        evidence = e.get("evidence_level") or "-"
+        lines.append(f"{e.id:<40} {str(e.get('type')):<10} {evidence:<16} {str(e.get('status') or '-'):<9} "
+                     f"[{_kb(size['page'])} + {_kb(size['code'])} code] {e.get('title')}")
+        if e.headline:
+            lines.append(f"    {e.headline[:110]}")
+    if answer.truncated:
+        notes.append(f"{len(answer.hits)} of {answer.total} pages shown; raise the limit (0: all) for the rest")
+    if answer.ignored:
+        notes.append(f"ignored: {', '.join(answer.ignored)}")
+    if answer.suggested_tags:
+        notes.append(f"tags to filter by: {', '.join(answer.suggested_tags)}")
+    return lines, notes
+
+
+def _kb(size: int) -> str:
+    return f"{size / 1000:.0f} kB" if size >= 1000 else f"{size} B"
 
 
 def probe_summary(wiki: Wiki, spec: ProbeSpec) -> dict:
