@@ -10,11 +10,13 @@ MCP as on the command line instead of silently matching nothing).
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kernelwiki.model.vocab import did_you_mean
 
 if TYPE_CHECKING:
+    from kernelwiki.commands.get import Options
     from kernelwiki.commands.query import Filters
     from kernelwiki.model.vocab import Vocabulary
     from kernelwiki.storage.index import Wiki
@@ -178,6 +180,17 @@ def case_id(value: Any) -> str | None:
     return None if value is None else _name("case", value, "a case id")
 
 
+def record_name(value: Any) -> str | None:
+    """A run record as claims cite it (artifacts/evidence/<probe>/<run>.json) or its file name."""
+    if value is None:
+        return None
+    _name("record", value, "a record path or file name")
+    if ".." in value.split("/") or not value.endswith(".json"):
+        raise ArgumentError(f"record: {value!r} is not a record path (artifacts/evidence/<probe>/<run>.json) "
+                            "or file name (<run>.json)")
+    return value
+
+
 def case_ids(values: Any) -> list[str]:
     return [_name("case", value, "a case id") for value in _list("case", values)]
 
@@ -189,3 +202,44 @@ def query(wiki: Wiki, raw: dict) -> tuple[list[str], Filters, int]:
     filters = Filters(page_types(raw.get("type")), tags(wiki.vocab, raw.get("tag")), query_archs(wiki, raw.get("arch")),
                       evidence_levels(raw.get("evidence")), statuses(raw.get("status")))
     return words(raw.get("words")), filters, limit(raw.get("limit"))
+
+
+@dataclass(frozen=True)
+class GetRequest:
+    page: str
+    options: Options
+    max_bytes: int | None
+    offset: int
+
+
+def flag(field: str, value: Any) -> bool:
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise ArgumentError(f"{field}: give true or false, not {value!r}")
+    return value
+
+
+def get(raw: dict) -> GetRequest:
+    """A page request from the raw arguments of either face (before the page is looked up)."""
+    from kernelwiki.commands.get import Options
+
+    name = page_name(raw.get("page"))
+    include_code, fetch = flag("include_code", raw.get("include_code")), flag("fetch_upstream", raw.get("fetch_upstream"))
+    if fetch and not include_code:
+        raise ArgumentError("fetch_upstream: --fetch-upstream works with --include-code (MCP: include_code)")
+    patterns = file_patterns(raw.get("files"))
+    if patterns and not include_code:
+        raise ArgumentError("files: chooses among the code files; give include_code (--include-code) too")
+    size, start = max_bytes(raw.get("max_bytes")), offset(raw.get("offset"))
+    fmt = raw.get("format") or "md"
+    if fmt not in ("md", "json"):
+        raise ArgumentError(f"format: {fmt!r} is not one of md, json")
+    if fmt == "json" and (size is not None or start):
+        raise ArgumentError("max_bytes: cuts the Markdown answer; the JSON document is sent whole "
+                            "(choose less with part, files or include_code)")
+    if start and size is None:
+        raise ArgumentError("offset: continues a cut answer; give max_bytes too")
+    options = Options(part(raw.get("part")), flag("follow_sources", raw.get("follow_sources")), include_code, fmt,
+                      fetch, tuple(patterns))
+    return GetRequest(name, options, size, start)

@@ -146,37 +146,51 @@ def add_get_arguments(p: argparse.ArgumentParser) -> None:
     part = p.add_mutually_exclusive_group()
     part.add_argument("--frontmatter-only", action="store_true", help="only the YAML frontmatter")
     part.add_argument("--body-only", action="store_true", help="only the Markdown body")
+    part.add_argument("--prose", action="store_true",
+                      help="only the body's prose: no generated tables, no code blocks, no claim marks")
     part.add_argument("--claims", action="store_true", help="only the claims, as a table")
     p.add_argument("--follow-sources", action="store_true", help="append the source pages the page cites")
     p.add_argument("--include-code", action="store_true",
                    help="append the artifact bundle, the probe code and the latest run record of each probe")
+    p.add_argument("--files", action="append", default=[], metavar="PATTERN",
+                   help="with --include-code: only the code files whose path or name matches (e.g. '*.py', "
+                        "hopper_gemm.py; repeatable); the others are named, not printed")
     p.add_argument("--fetch-upstream", action="store_true",
-                   help="with --include-code: download pinned upstream files that are not installed "
-                        "($KERNELWIKI_UPSTREAM_URL), check their SHA-256, cache them in the user cache")
+                   help="with --include-code: upstream files that are not installed, from a local git mirror "
+                        "($KERNELWIKI_UPSTREAM_MIRROR) or downloaded ($KERNELWIKI_UPSTREAM_URL), SHA-256 checked, "
+                        "cached in the user cache")
+    p.add_argument("--max-bytes", type=int, metavar="N",
+                   help=f"print at most N bytes (>= {arguments.MIN_MAX_BYTES}), cut after a whole line; the last "
+                        "line says the --offset to continue from")
+    p.add_argument("--offset", type=int, default=0, metavar="BYTE", help="with --max-bytes: start at this byte")
     p.add_argument("--format", choices=("md", "json"), default="md", dest="fmt",
-                   help="md, or json (schemas/output/get.v1)")
+                   help="md, or json (schemas/output/get.v2)")
 
 
 def cmd_get(args) -> int:
-    from kernelwiki.commands.get import Options, build
+    from kernelwiki.commands.get import build, window
+    from kernelwiki.faces.output import continuation
     from kernelwiki.storage.index import UnknownPage
     from kernelwiki.storage.lookup import open_page
 
+    part = ("frontmatter" if args.frontmatter_only else "body" if args.body_only else "prose" if args.prose
+            else "claims" if args.claims else "page")
+    request = arguments.get({"page": args.page, "part": part, "include_code": args.include_code,
+                             "follow_sources": args.follow_sources, "fetch_upstream": args.fetch_upstream,
+                             "files": args.files or None, "max_bytes": args.max_bytes, "offset": args.offset or None,
+                             "format": args.fmt})
     try:
-        wiki, entry = open_page(_repo(args), args.page)
+        wiki, entry = open_page(_repo(args), request.page)
     except (UnknownPage, OutsideRepo) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
-    if args.fetch_upstream and not args.include_code:
-        print("error: --fetch-upstream works with --include-code", file=sys.stderr)
-        return 2
-    part = "frontmatter" if args.frontmatter_only else "body" if args.body_only else "claims" if args.claims else "page"
-    result = build(wiki, entry, Options(part, args.follow_sources, args.include_code, args.fmt, args.fetch_upstream))
+    result = build(wiki, entry, request.options)
     if args.fmt == "json":
         if _print_json(result.document, f"{entry.rel}: "):
             return 1
     else:
-        sys.stdout.write(result.markdown())
+        text, next_offset, total = window(result.markdown(), request.offset, request.max_bytes)
+        sys.stdout.write(text + continuation(next_offset, total, "--offset"))
     for message in result.errors:
         print(f"error: {message}", file=sys.stderr)
     return 1 if result.errors else 0

@@ -22,6 +22,7 @@ PROBE_LIST = "probe-list.v1"
 PROBE_SHOW = "probe-show.v1"
 LATEST_RECORD = "latest-record.v1"
 VALIDATE = "validate.v1"
+RECORD = "record.v1"
 
 
 class NotJson(ValueError):
@@ -143,3 +144,67 @@ def validate_document(report: Any) -> dict:
     return {"schema_version": VALIDATE, "ok": report.ok, "problems": [p.to_json() for p in report.problems],
             "counts": {"pages": report.pages, "probes": report.probes, "provenance": report.provenance,
                        "records": report.records}}
+
+
+def continuation(next_offset: int | None, total: int, name: str) -> str:
+    """The line that ends a cut answer: where it stopped and how to go on (`--offset` or `offset`)."""
+    if next_offset is None:
+        return ""
+    return f"\n[cut at byte {next_offset} of {total}; continue with {name} {next_offset}]\n"
+
+
+def probe_list_text(document: dict) -> str:
+    lines = []
+    for probe in document["probes"]:
+        latest = probe["latest_record"]
+        state = f"{latest['status']} ({latest['mode']}, {latest['started_at']})" if latest else "never run"
+        lines.append(f"{probe['id']} [{probe['kind']}; {', '.join(probe['archs'])}] {state}; pages: {', '.join(probe['pages'])}")
+    return "\n".join(lines) + "\n"
+
+
+def record_document(wiki: Wiki, probe_id: str, record: str | None = None, case: str | None = None) -> dict:
+    """One run record whole (the newest valid one unless `record` names it); with `case`, that case only.
+    LookupError names what is missing and what there is."""
+    from kernelwiki.storage.records import order_key, probe_ids
+    from kernelwiki.storage.records import scan as scan_records
+
+    found = [r for r in scan_records(wiki.repo, probe_ids(wiki.repo), probe=probe_id) if r.ok]
+    if record is not None:
+        chosen = [r for r in found if r.rel == record or r.rel.rsplit("/", 1)[-1] == record]
+        if not chosen:
+            names = ", ".join(sorted(r.rel.rsplit("/", 1)[-1] for r in found)[-5:]) or "none"
+            raise LookupError(f"probe {probe_id!r} has no valid record {record!r} (newest: {names})")
+    else:
+        chosen = sorted(found, key=lambda r: order_key(r.data.get("started_at"), r.rel) or ())[-1:]
+    if not chosen:
+        return {"schema_version": RECORD, "probe": probe_id, "path": None, "case": case, "record": None}
+    data = dict(chosen[0].data)
+    if case is not None:
+        cases = [c for c in data.get("cases") or [] if isinstance(c, dict) and c.get("id") == case]
+        if not cases:
+            known = ", ".join(str(c.get("id")) for c in data.get("cases") or [] if isinstance(c, dict)) or "none"
+            raise LookupError(f"probe {probe_id!r} has no case {case!r} in {chosen[0].rel} (cases: {known})")
+        data["cases"] = cases
+    return {"schema_version": RECORD, "probe": probe_id, "path": chosen[0].rel, "case": case, "record": data}
+
+
+def record_text(document: dict) -> str:
+    """A record as an agent reads it: protocol, environment, then each case's conditions, timing,
+    correctness and headline in a few lines (the structured content has every field)."""
+    record = document["record"]
+    if record is None:
+        return f"{document['probe']}: no valid run record yet\n"
+    lines = [f"{document['path']}: {record.get('status')} ({record.get('mode')}), {record.get('started_at')} to "
+             f"{record.get('finished_at')}, seed {record.get('seed')}"]
+    for key in ("protocol", "environment", "ceilings", "negative_control"):
+        if record.get(key):
+            lines.append(f"{key}: {json.dumps(record[key], ensure_ascii=False, default=str)}")
+    for case in record.get("cases") or []:
+        if not isinstance(case, dict):
+            continue
+        lines.append(f"case {case.get('id')}: {case.get('status')}; params {json.dumps(case.get('params'), default=str)}")
+        for key in ("timing", "correctness", "metrics", "baselines", "headline"):
+            if case.get(key) is not None:
+                value = json.dumps(case[key], ensure_ascii=False, default=str)
+                lines.append(f"  {key}: {value if len(value) <= 600 else value[:600] + ' ...'}")
+    return "\n".join(lines) + "\n"
