@@ -66,29 +66,32 @@ def client():
 
 
 def _cli_error(*argv: str) -> str:
-    """What the CLI prints on stderr for the same request, without its `error: ` prefix."""
+    """What the CLI prints on stderr for the same request (`error: ...`), the text MCP answers."""
     done = subprocess.run([sys.executable, "-m", "kernelwiki", *argv, "--root", str(ROOT)], capture_output=True,
                           text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert done.returncode != 0
-    return done.stderr.strip().removeprefix("error: ")
+    assert done.stderr.startswith("error: "), done.stderr
+    return done.stderr.strip()
 
 
 def test_tools_list_has_schemas(client):
     tools = {t["name"]: t for t in client.request("tools/list")["result"]["tools"]}
-    assert set(tools) == {"query", "get_page", "list_probes", "latest_record", "validate"}
+    assert set(tools) == {"query", "get_page", "get_record", "list_probes", "latest_record", "validate"}
     for tool in tools.values():
-        assert tool["inputSchema"]["type"] == "object" and tool["outputSchema"]["type"] == "object"
+        assert tool["inputSchema"]["type"] == "object"
+    # get_page answers Markdown text only (no output schema); the others structured content plus a short text.
+    assert "outputSchema" not in tools["get_page"] and "Markdown text only" in tools["get_page"]["description"]
     assert tools["get_page"]["inputSchema"]["required"] == ["page"]
-    served = {name: tool["outputSchema"] for name, tool in tools.items()}
-    for name, version in (("get_page", "get.v1"), ("query", "query.v1"), ("list_probes", "probe-list.v1"),
+    served = {name: tool["outputSchema"] for name, tool in tools.items() if name != "get_page"}
+    for name, version in (("query", "query.v2"), ("list_probes", "probe-list.v1"), ("get_record", "record.v1"),
                           ("latest_record", "latest-record.v1"), ("validate", "validate.v1")):
         schema = json.loads((ROOT / "schemas/output" / f"{version}.schema.json").read_text(encoding="utf-8"))
         assert served[name] == {k: v for k, v in schema.items() if k not in ("$schema", "$id")}
 
 
 def test_every_page_is_a_resource_and_answers_get_page_fast(client):
-    tools = {t["name"]: t for t in client.request("tools/list")["result"]["tools"]}
-    check = Draft202012Validator(tools["get_page"]["outputSchema"])
+    schema = json.loads((ROOT / "schemas/output/get.v2.schema.json").read_text(encoding="utf-8"))
+    check = Draft202012Validator(schema)
     resources = client.request("resources/list")["result"]["resources"]
     ids = [r["name"] for r in resources]
     assert len(ids) > 20 and all(r["uri"] == f"kernelwiki://page/{r['name']}" for r in resources)
@@ -98,18 +101,20 @@ def test_every_page_is_a_resource_and_answers_get_page_fast(client):
         result = client.call("get_page", page=page_id, include_code=True)
         seconds.append(time.perf_counter() - start)
         assert not result.get("isError"), result["content"][0]["text"]
-        assert result["structuredContent"]["id"] == page_id
-        check.validate(result["structuredContent"])
+        assert "structuredContent" not in result and len(result["content"]) == 1
         assert result["content"][0]["text"].startswith(f"---\nid: {page_id}\n")
+        document = client.call("get_page", page=page_id, format="json")
+        assert document["structuredContent"]["id"] == page_id and len(document["content"][0]["text"]) < 200
+        check.validate(document["structuredContent"])
     # The goal is 0.3 s for any page on a 2-core machine shared with other work: the median must meet it.
     assert statistics.median(seconds) < 0.3, sorted(seconds)[-5:]
 
 
 def test_get_page_parts_and_code(client):
-    claims = client.call("get_page", page="skill-wgmma", part="claims")["structuredContent"]
+    claims = client.call("get_page", page="skill-wgmma", part="claims", format="json")["structuredContent"]
     assert claims["id"] == "hw-wgmma" and claims["part"] == "claims" and "body" not in claims
     assert all("evidence" in c for c in claims["claims"])
-    code = client.call("get_page", page="kernel-hopper-gemm", include_code=True)["structuredContent"]
+    code = client.call("get_page", page="kernel-hopper-gemm", include_code=True, format="json")["structuredContent"]
     assert any(f["path"].endswith("hopper_gemm.py") and "text" in f for f in code["artifacts"]["files"])
     assert all("latest_record" in p for p in code["probes"])
 
@@ -132,15 +137,19 @@ def test_errors_carry_the_cli_message(client):
     assert result["isError"] and "include_code" in result["content"][0]["text"]
     result = client.call("query", type=["kernal"])
     assert result["isError"] and "'kernal' is not one of" in result["content"][0]["text"]
-    assert client.request("tools/call", {"name": "nope", "arguments": {}})["error"]["code"] == -32602
+    assert result["content"][0]["text"] == _cli_error("query", "--type", "kernal")
+    error = client.request("tools/call", {"name": "nope", "arguments": {}})["error"]
+    assert error["code"] == -32602 and error["message"].startswith("error: ")
 
 
 def test_query_list_probes_latest_record(client):
     hits = client.call("query", words="UMMA", arch=["B200"], limit=3)["structuredContent"]["hits"]
     assert hits and hits[0]["id"] == "hw-tcgen05-mma" and len(hits) <= 3
     listed = client.call("list_probes")
-    assert json.loads(listed["content"][0]["text"]) == listed["structuredContent"]
     probes = listed["structuredContent"]["probes"]
+    # Sent once: the text is one short line per probe, not the document again.
+    assert len(listed["content"][0]["text"].splitlines()) == len(probes)
+    assert len(listed["content"][0]["text"]) < len(json.dumps(listed["structuredContent"])) / 4
     tma = next(p for p in probes if p["id"] == "probe-tma-copy")
     assert "hw-tma" in tma["pages"] and tma["latest_record"]["status"]
     gemm = next(p for p in probes if p["id"] == "probe-hopper-gemm")

@@ -37,6 +37,8 @@ class ArgumentError(ValueError):
 
 def _name(field: str, value: Any, what: str) -> str:
     """A non-empty string without control characters (a NUL byte would end the name at the OS)."""
+    if value is None:
+        raise ArgumentError(f"{field}: required; give {what}")
     if not isinstance(value, str):
         raise ArgumentError(f"{field}: give {what} as a string, not {type(value).__name__}")
     if not value.strip():

@@ -298,19 +298,19 @@ def cmd_probe_run(args) -> int:
     if not (args.all_probes or args.probe or args.page):
         print("error: say which probes: --all, --probe ID or --page ID", file=sys.stderr)
         return 2
+    from kernelwiki.model.vocab import Vocabulary
+
+    probes = load_probes(repo)
+    for probe_id in args.probe:
+        arguments.probe_id(probes, probe_id)
+    cases = arguments.case_ids(args.case)
+    archs = arguments.compile_archs(Vocabulary.load(repo.schemas), args.arch)
     try:
-        specs = select(load_probes(repo), all_probes=args.all_probes, ids=args.probe, pages=args.page)
+        specs = select(probes, all_probes=args.all_probes, ids=args.probe, pages=args.page)
     except UnknownProbe as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    from kernelwiki.model.vocab import Vocabulary, did_you_mean
-
-    archs = Vocabulary.load(repo.schemas).archs
-    for arch in args.arch:
-        if arch not in archs:
-            print(f"error: unknown architecture {arch!r}{did_you_mean(arch, archs)}", file=sys.stderr)
-            return 2
-    options = Options(mode="compile-only" if args.compile_only else "run", cases=args.case, archs=args.arch,
+    options = Options(mode="compile-only" if args.compile_only else "run", cases=cases, archs=archs,
                       seed=args.seed, timeout_s=args.timeout, write=not args.no_record)
     from kernelwiki.probing.processes import Interrupted, interruptible
 
@@ -354,14 +354,10 @@ def cmd_probe_show(args) -> int:
     from kernelwiki.commands.get import probe_bundle
     from kernelwiki.storage.index import Wiki
     from kernelwiki.probing.specs import load_probes
-    from kernelwiki.model.vocab import did_you_mean
 
     repo = _repo(args)
     probes = load_probes(repo)
-    if args.probe_id not in probes:
-        print(f"error: no probe {args.probe_id!r}{did_you_mean(args.probe_id, probes)}", file=sys.stderr)
-        return 1
-    spec = probes[args.probe_id]
+    spec = probes[arguments.probe_id(probes, args.probe_id)]
     if args.json:
         from kernelwiki.faces.output import probe_show_document
 

@@ -291,7 +291,8 @@ def _check_shape(name: str, tool: ToolSpec, arguments: dict) -> None:
     unknown = sorted(set(arguments) - set(known))
     if unknown:
         raise ToolFailure(f"{name}: {', '.join(unknown)}: not an argument of {name}; its arguments: {', '.join(known)}")
-    _check_arguments(name, {**tool.input_schema, "properties": {k: v for k, v in known.items() if k not in SHARED_FIELDS}},
+    _check_arguments(name, {**tool.input_schema, "required": [],
+                            "properties": {k: v for k, v in known.items() if k not in SHARED_FIELDS}},
                      {k: v for k, v in arguments.items() if k not in SHARED_FIELDS})
 
 
