@@ -200,7 +200,9 @@ def _upstream_item(wiki: Wiki, item: dict, upstream: dict, fetch_upstream: bool)
         out["note"], out["error"] = str(err), True
         return out
     out.pop("note", None)
-    out.update(text=text, fetched_from=url, cached_at=str(cached))
+    out.update(text=text, fetched_from=url)
+    if cached is not None:
+        out["cached_at"] = str(cached)
     return out
 
 
