@@ -60,12 +60,22 @@ def _arch_matches(page_arch: str, wanted: str) -> bool:
 
 def search(wiki: Wiki, words: list[str], filters: Filters, limit: int = 20) -> list[Hit]:
     """Pages matching every word (and the filters), best first; at most `limit` (0: all)."""
-    hits = rank(wiki, [variants(word) for word in words for word in [word.strip()] if word], filters)
+    words = [word.strip() for word in words if word.strip()]
+    hits = rank(wiki, [variants(word) for word in words], filters, phrase(words))
     return hits[:limit] if limit else hits
 
 
-def rank(wiki: Wiki, terms: list[list[str]], filters: Filters) -> list[Hit]:
-    """Every page where each group of alternative terms matches at least once, best first."""
+def phrase(words: list[str]) -> tuple[str, ...]:
+    """A query of several words as the names a page may carry: `tensor memory` as `tensor-memory`."""
+    if len(words) < 2:
+        return ()
+    lowered = [w.lower() for w in words]
+    return (" ".join(lowered), "-".join(lowered))
+
+
+def rank(wiki: Wiki, terms: list[list[str]], filters: Filters, names: tuple[str, ...] = ()) -> list[Hit]:
+    """Every page where each group of alternative terms matches at least once, best first; a page
+    whose id, alias or title is the whole query (`names`) ranks above pages that hold its words apart."""
     wanted_archs = [a for name in filters.archs for a in normalize_arch(wiki, name)]
     filtered = any((filters.types, filters.tags, filters.archs, filters.evidence, filters.statuses))
     # Word counts from the term index where every term is a plain word, else from each page's text.
@@ -93,6 +103,9 @@ def rank(wiki: Wiki, terms: list[list[str]], filters: Filters) -> list[Hit]:
                 break
             score += best
         else:
+            page_id, short_id, aliases, title, _, _ = entry.ranking or ranking_fields(entry)
+            if any(name in (page_id, short_id, title) or name in aliases for name in names):
+                score += WEIGHTS["alias"] * len(terms)
             if entry.get("type") == "source":
                 score *= SOURCE_FACTOR
             ranked.append((-score, entry.id or "", number, entry))  # ids are unique: entries never compared
@@ -215,7 +228,7 @@ def answer(wiki: Wiki, words: list[str], filters: Filters, limit: int = 20) -> A
     kept = [w for w in cleaned if w.lower() not in STOP_WORDS] or cleaned
     ignored = [w for w in cleaned if w not in kept]
     groups = [variants(w) for w in kept]
-    hits, matched, unmatched = rank(wiki, groups, filters), "all", []
+    hits, matched, unmatched = rank(wiki, groups, filters, phrase(kept)), "all", []
     if not hits and len(groups) > 1:
         per_word = [rank(wiki, [group], filters) for group in groups]
         unmatched = [w for w, found in zip(kept, per_word) if not found]
