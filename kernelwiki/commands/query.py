@@ -38,13 +38,6 @@ class Hit:
                 "summary": e.headline, "score": round(self.score, 3)}
 
 
-def unknown_tag_messages(wiki: Wiki, tags: list[str]) -> list[str]:
-    """One message per tag that is not in the vocabulary (a filter on it would match nothing)."""
-    from kernelwiki.model.vocab import did_you_mean
-
-    return [f"unknown tag {tag!r}{did_you_mean(tag, wiki.vocab.tags)}" for tag in tags if tag not in wiki.vocab.tags]
-
-
 def normalize_arch(wiki: Wiki, name: str) -> list[str]:
     """'B200' -> ['sm_100a'], 'sm90' -> ['sm_90'], 'sm_90a' -> ['sm_90a']."""
     lowered = name.lower()
@@ -103,13 +96,17 @@ def rank(wiki: Wiki, terms: list[list[str]], filters: Filters, names: tuple[str,
                 break
             score += best
         else:
-            page_id, short_id, aliases, title, _, _ = entry.ranking or ranking_fields(entry)
-            if any(name in (page_id, short_id, title) or name in aliases for name in names):
+            if names and _named_as(entry.ranking, names):
                 score += WEIGHTS["alias"] * len(terms)
             if entry.get("type") == "source":
                 score *= SOURCE_FACTOR
             ranked.append((-score, entry.id or "", number, entry))  # ids are unique: entries never compared
     return [Hit(entry, -negative) for negative, _, _, entry in sorted(ranked)]
+
+
+def _named_as(fields: tuple, names: tuple[str, ...]) -> bool:
+    page_id, short_id, aliases, title, _, _ = fields
+    return any(name in (page_id, short_id, title) or name in aliases for name in names)
 
 
 def _passes(wiki: Wiki, entry: Entry, filters: Filters, wanted_archs: list[str]) -> bool:
