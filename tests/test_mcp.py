@@ -283,6 +283,9 @@ def test_get_record_returns_the_whole_record(client):
     assert {"timing", "correctness", "params"} <= set(ours)
     text = result["content"][0]["text"]
     assert "protocol: " in text and "environment: " in text and f"case {case}: " in text and "correctness" in text
+    cli = subprocess.run([sys.executable, "-m", "kernelwiki", "probe", "record", "probe-hopper-gemm", "--case", case,
+                          "--root", str(ROOT)], capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert cli.returncode == 0 and cli.stdout == text  # the command line says the same
     by_name = client.call("get_record", probe="probe-hopper-gemm", record=Path(summary["path"]).name)
     assert by_name["structuredContent"]["path"] == summary["path"]
     missing = client.call("get_record", probe="probe-hopper-gemm", record="nope.json")

@@ -87,6 +87,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("probe_id")
     p.add_argument("--json", action="store_true", help="machine-readable output (schemas/output/probe-show.v1)")
     p.set_defaults(func=cmd_probe_show)
+    p = probe.add_parser("record", parents=[common],
+                         help="one run record whole: protocol, timings, clocks, correctness, environment")
+    p.add_argument("probe_id")
+    p.add_argument("--record", help="artifacts/evidence/<probe>/<run>.json or <run>.json (default: the newest)")
+    p.add_argument("--case", help="only this case")
+    p.add_argument("--json", action="store_true", help="machine-readable output (schemas/output/record.v1)")
+    p.set_defaults(func=cmd_probe_record)
     p = probe.add_parser("run", parents=[common], help="run probes and write run records")
     add_run_arguments(p)
     p.set_defaults(func=cmd_probe_run)
@@ -365,6 +372,25 @@ def cmd_probe_show(args) -> int:
     print((spec.directory / "probe.yaml").read_text(encoding="utf-8"), end="")
     bundle = probe_bundle(Wiki.load(repo), spec.id)
     return _print_json(bundle.get("latest_record"))
+
+
+def cmd_probe_record(args) -> int:
+    from kernelwiki.faces.output import record_document, record_text
+    from kernelwiki.probing.specs import load_probes
+    from kernelwiki.storage.index import Wiki
+
+    repo = _repo(args)
+    probe_id = arguments.probe_id(load_probes(repo), args.probe_id)
+    case, record = arguments.case_id(args.case), arguments.record_name(args.record)
+    try:
+        document = record_document(Wiki.load(repo), probe_id, record, case)
+    except LookupError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    if args.json:
+        return _print_json(document)
+    sys.stdout.write(record_text(document))
+    return 0
 
 
 def cmd_mcp(args) -> int:
