@@ -12,7 +12,7 @@ from jsonschema import Draft202012Validator
 
 from conftest import ROOT
 from kernelwiki.commands.get import prose, window
-from kernelwiki.commands.query import Filters, answer, search, variants
+from kernelwiki.commands.query import Filters, answer, glued, search, variants
 from kernelwiki.faces.cli import main
 from kernelwiki.model import yamlio
 from kernelwiki.storage import termindex
@@ -44,6 +44,8 @@ def cli(*argv: str) -> tuple[int, str, str]:
     ("DeepGEMM", "kernel-deepgemm"),
     ("fp8 blockscale", "kernel-fp8-blockscale-gemm"),
     ("split-K", "kernel-hopper-gemm"),
+    ("split K", "kernel-hopper-gemm"),
+    ("2 CTA", "kernel-flash-attention-4"),
     ("hopper gemm", "kernel-hopper-gemm"),
     ("FlashAttention-4", "kernel-flash-attention-4"),
     ("low-entropy inputs", "footgun-low-entropy-inputs"),
@@ -70,6 +72,14 @@ def test_light_stemming(wiki):
     # `setmaxnregs` occurs nowhere: only its stem can find the page.
     assert not termindex.for_wiki(wiki).counts("setmaxnregs")
     assert search(wiki, ["setmaxnregs"], Filters())[0].entry.id == "technique-register-budgeting"
+
+
+def test_one_letter_words_join_the_word_they_belong_to(wiki):
+    assert glued("split K".split()) == ["split-K"] and glued("M = 1".split()) == ["M=1"]
+    assert glued("2 CTA".split()) == ["2-CTA"] and glued(["K"]) == ["K"] and glued(["tma", "multicast"]) == ["tma", "multicast"]
+    # Alone, `K` matches nearly every page (and every id with a k in it) and pushed split-K pages down.
+    assert answer(wiki, "split K".split(), Filters()).hits[0].entry.id == "kernel-hopper-gemm"
+    assert not answer(wiki, "stream K vs split K".split(), Filters()).covered
 
 
 def test_stop_words_are_left_out_and_named(wiki):

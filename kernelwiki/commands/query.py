@@ -53,9 +53,38 @@ def _arch_matches(page_arch: str, wanted: str) -> bool:
 
 def search(wiki: Wiki, words: list[str], filters: Filters, limit: int = 20) -> list[Hit]:
     """Pages matching every word (and the filters), best first; at most `limit` (0: all)."""
-    words = [word.strip() for word in words if word.strip()]
+    words = glued(words)
     hits = rank(wiki, [variants(word) for word in words], filters, phrase(words))
     return hits[:limit] if limit else hits
+
+
+def glued(words: list[str]) -> list[str]:
+    """The words with one-character words joined to their neighbours, as a kernel engineer means them:
+    `split K` is `split-K`, `2 CTA` is `2-CTA`, `M = 1` is `M=1`. A one-letter word alone would match
+    nearly every page (and every id and title that holds the letter) and drown the word it belongs to."""
+    out: list[str] = []
+    join_next = False  # the last word ends in punctuation (`M=`) and takes the next one as it is
+    lone = False  # the last word is a one-character word with no word before it (`2`)
+    for word in (w.strip() for w in words):
+        if not word:
+            continue
+        single = len(word) == 1
+        if join_next:
+            out[-1] += word
+            join_next = lone = False
+        elif single and not word.isalnum() and out:
+            out[-1] += word
+            join_next, lone = True, False
+        elif single and out:
+            out[-1] += "-" + word
+            lone = False
+        elif lone:
+            out[-1] += "-" + word
+            lone = False
+        else:
+            out.append(word)
+            lone = single
+    return out
 
 
 def phrase(words: list[str]) -> tuple[str, ...]:
@@ -222,8 +251,9 @@ def answer(wiki: Wiki, words: list[str], filters: Filters, limit: int = 20) -> A
     """Every-word matching first; when that finds nothing, any-word matching naming the words that
     no page holds, so a question the wiki does not cover still gets its nearest pages."""
     cleaned = [w.strip() for w in words if w.strip()]
-    kept = [w for w in cleaned if w.lower() not in STOP_WORDS] or cleaned
-    ignored = [w for w in cleaned if w not in kept]
+    content = [w for w in cleaned if w.lower() not in STOP_WORDS] or cleaned
+    ignored = [w for w in cleaned if w not in content]
+    kept = glued(content)
     groups = [variants(w) for w in kept]
     hits, matched, unmatched = rank(wiki, groups, filters, phrase(kept)), "all", []
     if not hits and len(groups) > 1:
