@@ -323,3 +323,19 @@ def test_every_error_starts_with_one_prefix(client):
              client.request("resources/read", {"uri": "kernelwiki://page/hw-tmaa"})["error"]["message"],
              client.request("resources/read", {"uri": "file:///etc/passwd"})["error"]["message"]]
     assert all(text.startswith("error: ") for text in texts), texts
+
+
+def test_every_argument_of_every_tool_is_checked(client):
+    """A value of the wrong shape in any field is refused, naming the field, before the tool runs:
+    the argument layer checks each field (there is no second, schema-only check to fall back on)."""
+    tools = client.request("tools/list")["result"]["tools"]
+    valid = {"page": "hw-wgmma", "probe": "probe-tma-copy"}
+    checked = 0
+    for tool in tools:
+        required = {field: valid[field] for field in tool["inputSchema"]["required"]}
+        for field in tool["inputSchema"]["properties"]:
+            result = client.call(tool["name"], **{**required, field: {"not": "this"}})
+            assert result.get("isError") and result["content"][0]["text"].startswith(f"error: {field}: "), \
+                (tool["name"], field, result["content"][0]["text"][:200])
+            checked += 1
+    assert checked >= 20

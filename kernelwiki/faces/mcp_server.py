@@ -243,17 +243,6 @@ def _checked(document: dict, where: str = "") -> dict:
     return document
 
 
-def _check_arguments(name: str, schema: dict, arguments: dict) -> None:
-    """What the shared argument layer does not look at (unknown fields, booleans of the wrong type)."""
-    from jsonschema import Draft202012Validator
-
-    errors = sorted(Draft202012Validator(schema).iter_errors(arguments), key=lambda e: list(e.absolute_path))
-    if errors:
-        error = errors[0]
-        field = ".".join(str(p) for p in error.absolute_path) or "-"
-        raise ToolFailure(f"{name}: {field}: {error.message}")
-
-
 def output_schema(repo: Repo, version: str) -> dict:
     path = repo.schemas / "output" / f"{version}.schema.json"
     try:
@@ -285,20 +274,12 @@ def call(repo: Repo, name: str, arguments: dict | None) -> types.CallToolResult:
 
 
 def _check_shape(name: str, tool: ToolSpec, arguments: dict) -> None:
-    """Unknown fields are refused before the tool runs; the values of the fields the argument layer
-    checks are left to it, so that its message (the CLI's) is the one sent."""
+    """Unknown fields are refused before the tool runs; every known field's value is checked by
+    kernelwiki.faces.arguments, so that its message (the CLI's) is the one sent."""
     known = tool.input_schema["properties"]
     unknown = sorted(set(arguments) - set(known))
     if unknown:
         raise ToolFailure(f"{name}: {', '.join(unknown)}: not an argument of {name}; its arguments: {', '.join(known)}")
-    _check_arguments(name, {**tool.input_schema, "required": [],
-                            "properties": {k: v for k, v in known.items() if k not in SHARED_FIELDS}},
-                     {k: v for k, v in arguments.items() if k not in SHARED_FIELDS})
-
-
-SHARED_FIELDS = {"words", "type", "tag", "arch", "evidence", "status", "limit", "page", "part", "include_code",
-                 "files", "follow_sources", "fetch_upstream", "max_bytes", "offset", "format", "probe", "record", "case"}
-"""Fields kernelwiki.faces.arguments checks (with the CLI's messages)."""
 
 
 def read_page(repo: Repo, uri: str) -> str:
