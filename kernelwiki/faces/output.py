@@ -189,8 +189,8 @@ def record_document(wiki: Wiki, probe_id: str, record: str | None = None, case: 
 
 
 def record_text(document: dict) -> str:
-    """A record as an agent reads it: protocol, environment, then each case's conditions, timing,
-    correctness and headline in a few lines (the structured content has every field)."""
+    """A record as an agent reads it: protocol and environment, then one line per case, or, for one
+    case, its timing, correctness, metrics and headline (the structured content has every field)."""
     record = document["record"]
     if record is None:
         return f"{document['probe']}: no valid run record yet\n"
@@ -199,12 +199,20 @@ def record_text(document: dict) -> str:
     for key in ("protocol", "environment", "ceilings", "negative_control"):
         if record.get(key):
             lines.append(f"{key}: {json.dumps(record[key], ensure_ascii=False, default=str)}")
-    for case in record.get("cases") or []:
-        if not isinstance(case, dict):
-            continue
+    cases = [c for c in record.get("cases") or [] if isinstance(c, dict)]
+    detailed = len(cases) <= 1
+    for case in cases:
         lines.append(f"case {case.get('id')}: {case.get('status')}; params {json.dumps(case.get('params'), default=str)}")
+        if not detailed:
+            headline = case.get("headline") or {}
+            lines[-1] += (f"; {headline.get('metric')} {headline.get('value')} {headline.get('unit', '')}, "
+                          f"{headline.get('ratio')}x {headline.get('baseline')}" if headline else "")
+            continue
         for key in ("timing", "correctness", "metrics", "baselines", "headline"):
             if case.get(key) is not None:
                 value = json.dumps(case[key], ensure_ascii=False, default=str)
                 lines.append(f"  {key}: {value if len(value) <= 600 else value[:600] + ' ...'}")
+    if not detailed:
+        lines.append(f"{len(cases)} cases: ask for one (case) for its timing, correctness and metrics here; "
+                     "the structured content has every field of every case")
     return "\n".join(lines) + "\n"
