@@ -60,11 +60,6 @@ def test_kernel_engineer_queries_rank_the_right_page_first(wiki, words, first):
     assert hits and hits[0].entry.id == first, [h.entry.id for h in hits[:5]]
 
 
-def test_wgmma_has_a_bare_alias():
-    meta, _ = yamlio.load((ROOT / "wiki/hardware/wgmma.md").read_text(encoding="utf-8").split("---\n")[1])
-    assert "wgmma" in meta["aliases"]
-
-
 # --- stemming, stop words, fallback ----------------------------------------------------------------
 def test_light_stemming(wiki):
     assert {"stage", "stages"} <= set(variants("stages")) and "swizzle" in variants("swizzled")
