@@ -9,8 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelwiki.storage.index import Entry, Wiki
-from kernelwiki.storage.records import order_key, probe_ids
-from kernelwiki.storage.records import scan as scan_records
+from kernelwiki.storage.records import latest, load_records
 from kernelwiki.model.files import UnsafeFile, read_regular, sha256_file
 
 LANGUAGES = {".py": "python", ".cu": "cuda", ".cuh": "cuda", ".cpp": "cpp", ".h": "cpp", ".hpp": "cpp",
@@ -233,18 +232,14 @@ def probe_bundle(wiki: Wiki, probe_id: str) -> dict:
 
 
 def latest_record(wiki: Wiki, probe_id: str) -> dict | None:
-    """Summary of the newest run record of a probe that validate accepts, or None."""
-    newest: tuple[tuple, Path, dict] | None = None
-    for record in scan_records(wiki.repo, probe_ids(wiki.repo), probe=probe_id):
-        key = order_key(record.data.get("started_at"), record.rel) if record.ok else None
-        if key and (newest is None or key > newest[0]):
-            newest = (key, record.path, record.data)
-    if newest is None:
+    """Summary of the newest run record of a probe that validate accepts (any mode, any status), or None."""
+    record = latest(load_records(wiki.repo, probe=probe_id, quiet=True).get(probe_id, []))
+    if record is None:
         return None
-    _, path, data = newest
+    data = record.data
     env = data.get("environment") or {}
     return {
-        "path": wiki.repo.rel(path), "status": data.get("status"), "mode": data.get("mode"),
+        "path": record.path, "status": data.get("status"), "mode": data.get("mode"),
         "started_at": data.get("started_at"), "reason": data.get("reason"),
         "environment": {k: env.get(k) for k in ("gpu", "arch", "driver", "cuda_runtime", "cutlass_dsl", "torch")},
         "cases": [

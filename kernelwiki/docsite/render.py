@@ -13,6 +13,8 @@ import posixpath
 import re
 from typing import Any
 
+from kernelwiki.model.fences import map_prose
+
 LEVEL_TEXT = {
     "spec": "stated by vendor documentation",
     "source-reported": "reported by an upstream source under stated conditions",
@@ -136,13 +138,13 @@ def page_claims(meta: dict) -> list[dict]:
 
 def claim_spans(markdown: str, claim_ids: set[str], src_uri: str) -> str:
     """Inline claim spans (`<!-- claim:ID -->text<!-- /claim -->`, filled by refresh) as their text,
-    linked to the claim's row of the claims table."""
+    linked to the claim's row of the claims table. A span in fenced code is an example: left as written."""
     def one(match: re.Match) -> str:
         text = match.group(2)
         if match.group(1) not in claim_ids:
             return text
         return f'<a class="kw-claim-ref" href="#{claim_anchor(match.group(1))}">{text}</a>'
-    return CLAIM_SPAN.sub(one, markdown)
+    return map_prose(markdown, lambda prose: CLAIM_SPAN.sub(one, prose))
 
 
 def claims_tables(meta: dict, src_uri: str, page_uris: dict[str, str]) -> str:
