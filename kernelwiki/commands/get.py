@@ -10,6 +10,7 @@ from typing import Any
 
 from kernelwiki.storage.index import Entry, Wiki
 from kernelwiki.storage.records import latest, load_records
+from kernelwiki.model.claims import Style, markdown_rows, page_claims
 from kernelwiki.model.files import UnsafeFile, read_regular, sha256_file
 
 LANGUAGES = {".py": "python", ".cu": "cuda", ".cuh": "cuda", ".cpp": "cpp", ".h": "cpp", ".hpp": "cpp",
@@ -65,7 +66,7 @@ def build(wiki: Wiki, entry: Entry, options: Options) -> Result:
     if options.part in ("page", "body"):
         result["body"] = body
     if options.part == "claims":
-        result["claims"] = all_claims(meta)
+        result["claims"] = page_claims(meta)
     if options.follow_sources:
         ids = wiki.by_id()
         result["sources"] = [_source_summary(ids[s]) if s in ids else {"id": s, "missing": True}
@@ -80,17 +81,6 @@ def _split(wiki: Wiki, entry: Entry) -> tuple[str, str]:
     """Frontmatter text and body as read (LF line endings); the parsed frontmatter is in the index."""
     page = wiki.page(entry.rel)
     return page.frontmatter_text, page.body
-
-
-def all_claims(meta: dict) -> list[dict]:
-    """Claims in our format, with legacy performance_claims read as source-reported ones."""
-    claims = [dict(c) for c in meta.get("claims") or [] if isinstance(c, dict)]
-    for index, legacy in enumerate(meta.get("performance_claims") or []):
-        if isinstance(legacy, dict):
-            claim = {k: v for k, v in legacy.items() if k != "source_id"}
-            claim.update(id=f"performance-claim-{index}", evidence="source-reported", source=legacy.get("source_id"))
-            claims.append(claim)
-    return claims
 
 
 def _source_summary(entry: Entry) -> dict:
@@ -331,21 +321,15 @@ def _record_summary(record: dict | None) -> str:
     return "\n".join(lines) + "\n"
 
 
+CLAIMS_STYLE = Style(columns=("claim (metric)", "value", "gpu", "arch", "dtype", "shape", "evidence", "cites"),
+                     grouped=False, ratio_digits=4)
+"""`get --claims`: every claim in page order, with its metric, and the record and case it cites."""
+
+
 def claims_table(claims: list[dict]) -> str:
     if not claims:
         return "No claims on this page.\n"
-    rows = ["| claim | value | gpu | arch | dtype | shape | evidence | cites |", "|---|---|---|---|---|---|---|---|"]
-    for claim in claims:
-        value = f"{claim.get('value')} {claim.get('unit', '')}".strip()
-        if claim.get("ratio") is not None and claim.get("baseline"):
-            value += f" ({_num(claim['ratio'])}× {claim['baseline'].get('name')})"
-        cites = claim.get("record") or claim.get("source") or ""
-        if claim.get("case"):
-            cites += f"#{claim['case']}"
-        rows.append(f"| {claim.get('id')} ({claim.get('metric')}) | {value} | {claim.get('gpu', '')} | "
-                    f"{claim.get('arch', '')} | {claim.get('dtype', '')} | {claim.get('shape', '')} | "
-                    f"{claim.get('evidence')} | {cites} |")
-    return "\n".join(rows) + "\n"
+    return "\n".join(markdown_rows(claims, CLAIMS_STYLE)) + "\n"
 
 
 def _num(value: Any) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import statistics
 
+from kernelwiki.model.claims import Style, markdown_rows
 from kernelwiki.model.fences import code_mask
 from kernelwiki.probing.specs import ProbeSpec
 from kernelwiki.storage.records import Record, latest
@@ -48,40 +49,16 @@ def _find_end(markers: list[re.Match | None], start: int, name: str) -> int | No
     return None
 
 
+CLAIMS_STYLE = Style(columns=("claim", "value", "evidence", "GPU / arch", "conditions", "from"),
+                     record_link=lambda path: "../../" + path)
+"""The `claims` block: each claim followed by the measurements that reproduce it; records linked
+relative to a page two folders down (wiki/<section>/<page>.md)."""
+
+
 def render_claims(meta: dict) -> str:
-    """Claims table: each source-reported claim followed by the measurements that reproduce it."""
+    """The `claims` block: the frontmatter's claims as a Markdown table."""
     claims = [c for c in meta.get("claims") or [] if isinstance(c, dict)]
-    reproductions: dict[str, list[dict]] = {}
-    for claim in claims:
-        if claim.get("reproduces"):
-            reproductions.setdefault(claim["reproduces"], []).append(claim)
-    rows = ["", "| claim | value | evidence | GPU / arch | conditions | from |", "|---|---|---|---|---|---|"]
-    ids = {c.get("id") for c in claims}
-    for claim in claims:
-        if claim.get("reproduces") in ids:
-            continue
-        rows += [_claim_row(row) for row in [claim, *reproductions.get(claim.get("id"), [])]]
-    rows.append("")
-    return "\n".join(rows) + "\n"
-
-
-def _claim_row(claim: dict) -> str:
-    value = f"{claim.get('value')} {claim.get('unit', '')}".strip()
-    if claim.get("ratio") is not None and claim.get("baseline"):
-        value += f" ({claim['ratio']:.3g}× {claim['baseline']['name']})"
-    where = " / ".join(str(x) for x in (claim.get("gpu"), claim.get("arch")) if x)
-    conditions = "; ".join(str(x) for x in (claim.get("dtype"), claim.get("shape"), claim.get("conditions")) if x)
-    cites = claim.get("record") or claim.get("source") or ""
-    if claim.get("record"):
-        cites = f"[record]({_relative_record(cites)})"
-    label = claim.get("id", "")
-    if claim.get("reproduces"):
-        label = f"↳ {label}"
-    return f"| {label} | {value} | {claim.get('evidence')} | {where} | {conditions} | {cites} |".replace("\n", " ")
-
-
-def _relative_record(path: str) -> str:
-    return "../../" + path
+    return "\n".join(["", *markdown_rows(claims, CLAIMS_STYLE), ""]) + "\n"
 
 
 RENDERERS = {"claims": render_claims}

@@ -14,10 +14,6 @@ from kernelwiki.model.vocab import Vocabulary
 from kernelwiki.probing.specs import ProbeSpec
 from kernelwiki.storage.records import Record
 
-RECORD_LEVELS = ("measured", "compiled")
-"""Evidence levels of the claims refresh owns (the others are written by hand)."""
-
-
 def measured_claims(spec: ProbeSpec, record: Record, page_id: str, hand_ids: set, vocab: Vocabulary) -> list[dict]:
     env = record.data.get("environment") or {}
     claims = []

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernelwiki.commands.refresh.claims import RECORD_LEVELS, compiled_claim, measured_claims
+from kernelwiki.commands.refresh.claims import compiled_claim, measured_claims
 from kernelwiki.commands.refresh.status import page_status
 from kernelwiki.harness.env import is_fake, short_gpu_name
+from kernelwiki.model.claims import RECORD_LEVELS
 from kernelwiki.model.vocab import Vocabulary
 from kernelwiki.probing.specs import ProbeSpec
 from kernelwiki.storage.records import Record, latest_by
