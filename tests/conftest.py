@@ -13,6 +13,25 @@ import pytest
 from kernelwiki.faces.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_probe_script(probe_id: str, module: str):
+    """Import probes/<probe_id>/<module>.py as a module. A probe is a script in a folder whose name is
+    not a Python identifier, so it cannot be imported by name; run as a script, Python puts its folder
+    first on sys.path (where its helper modules sit), and so does this, for the import only."""
+    import importlib.util
+    import sys
+
+    folder = ROOT / "probes" / probe_id
+    spec = importlib.util.spec_from_file_location(f"probe_{probe_id.replace('-', '_')}_{module}", folder / f"{module}.py")
+    loaded = importlib.util.module_from_spec(spec)
+    saved = list(sys.path)
+    sys.path[:0] = [str(folder)]   # for this import only; restored below
+    try:
+        spec.loader.exec_module(loaded)
+    finally:
+        sys.path[:] = saved
+    return loaded
 PROBLEM_LINE = re.compile(r"^(?P<path>[^:]+):(?P<line>\d+): (?P<field>[^:]+): (?P<message>.+)$")
 
 SOURCE_PAGE = """---
@@ -58,6 +77,14 @@ Body text about wgmma and the example feature.
 """
 
 
+def run_cli(argv: list[str], root: Path) -> tuple[int, str, str]:
+    """Run the CLI in-process on the checkout at `root`; returns (exit code, stdout, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        code = main([argv[0], "--root", str(root), *argv[1:]])
+    return code, out.getvalue(), err.getvalue()
+
+
 class MiniRepo:
     def __init__(self, root: Path):
         self.root = root
@@ -77,10 +104,7 @@ class MiniRepo:
 
     def run(self, *argv: str) -> tuple[int, str, str]:
         """Run the CLI in-process; returns (exit code, stdout, stderr)."""
-        out, err = io.StringIO(), io.StringIO()
-        with redirect_stdout(out), redirect_stderr(err):
-            code = main([argv[0], "--root", str(self.root), *argv[1:]])
-        return code, out.getvalue(), err.getvalue()
+        return run_cli(list(argv), self.root)
 
     def problems(self) -> list[dict]:
         """Validate; every stdout line must be a well-formed problem line."""

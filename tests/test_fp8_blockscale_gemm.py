@@ -3,27 +3,16 @@ tile width compiles for sm_90a into unserialized QGMMA without local memory (no 
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
 
 import pytest
-from conftest import ROOT
+from conftest import load_probe_script
 
 cutlass = pytest.importorskip("cutlass")
-sys.path.insert(0, str(ROOT / "artifacts" / "kernels" / "fp8-blockscale-gemm"))
-import fp8_blockscale_gemm as kernel  # noqa: E402
+from artifacts.kernels.fp8_blockscale_gemm import fp8_blockscale_gemm as kernel
 
 
-def _load(name: str, path):
-    """Import a file under its own module name: the Hopper GEMM's teaching variant is naive.py too."""
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-naive = _load("fp8_blockscale_naive", ROOT / "artifacts" / "kernels" / "fp8-blockscale-gemm" / "variants" / "naive.py")
+from artifacts.kernels.fp8_blockscale_gemm.variants import naive  # noqa: E402
 
 from kernelwiki.harness import compile as compile_mod  # noqa: E402
 
@@ -198,7 +187,7 @@ def test_fake_tensors_match_runtime_views(leading, shape, strides):
 
 
 def _probe_module():
-    return _load("fp8_blockscale_probe", ROOT / "probes" / "probe-fp8-blockscale-gemm" / "fp8_blockscale_probe.py")
+    return load_probe_script("probe-fp8-blockscale-gemm", "fp8_blockscale_probe")
 
 
 def test_probe_precompiles_each_deepgemm_configuration_once():

@@ -4,17 +4,14 @@ side stream, and the ValueErrors for what it refuses. Skipped without an sm_90 G
 
 from __future__ import annotations
 
-import sys
 
 import pytest
-from conftest import ROOT
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("cutlass")
 if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
     pytest.skip("needs an sm_90 GPU", allow_module_level=True)
-sys.path.insert(0, str(ROOT / "artifacts" / "kernels" / "hopper-gemm"))
-import hopper_gemm  # noqa: E402
+from artifacts.kernels.hopper_gemm import hopper_gemm
 
 pytestmark = pytest.mark.gpu
 # relative Frobenius error allowed, by output type: the output's rounding dominates (bf16 ~4e-3,

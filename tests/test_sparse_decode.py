@@ -1,19 +1,14 @@
-"""The sparse MLA decode kernels (artifacts/kernels/sparse-decode): cache format, split planning, input
+"""The sparse MLA decode kernels (artifacts/kernels/sparse_decode): cache format, split planning, input
 checks, the torch reference (where torch is installed), and what the sm_90a kernels compile to (no GPU)."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import re
-import sys
 
 import pytest
-from conftest import ROOT
 
-KERNEL_DIR = ROOT / "artifacts" / "kernels" / "sparse-decode"
-sys.path.insert(0, str(KERNEL_DIR))
-import cache_format  # noqa: E402
+from artifacts.kernels.sparse_decode import cache_format
 
 
 def test_cache_row_is_the_v32_format():
@@ -24,17 +19,11 @@ def test_cache_row_is_the_v32_format():
 
 
 cutlass = pytest.importorskip("cutlass")
-import sparse_decode_sm90 as kernel  # noqa: E402
-from gather import FP8RowGather  # noqa: E402
+from artifacts.kernels.sparse_decode import sparse_decode_sm90 as kernel  # noqa: E402
+from artifacts.kernels.sparse_decode.gather import FP8RowGather  # noqa: E402
 
 from kernelwiki.harness import compile as compile_mod  # noqa: E402
 
-
-def _load(name: str, path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.mark.parametrize("batch, heads", [(b, h) for b in (1, 16, 64, 128) for h in (16, 64, 128)] + [(3, 100)])
@@ -81,7 +70,8 @@ def test_split_kernel_compiles_to_fp16_wgmma_without_local_memory():
 
 
 def test_teaching_variant_compiles_with_a_full_tile_s():
-    simple = _load("sparse_decode_simple", KERNEL_DIR / "variants" / "simple.py")
+    from artifacts.kernels.sparse_decode.variants import simple
+
     emitted = compile_mod.from_cute(simple.compile_for("sm_90a"), "sm_90a")
     assert "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16" in emitted.ptx
     assert "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16" in emitted.ptx
@@ -95,7 +85,7 @@ def _torch():
 
 def test_quantized_rows_dequantize_close_with_power_of_two_scales():
     torch = _torch()
-    import reference
+    from artifacts.kernels.sparse_decode import reference
 
     latent = torch.randn(64, 576, generator=torch.Generator().manual_seed(0))
     rows = reference.quantize_cache(latent)
@@ -110,7 +100,7 @@ def test_quantized_rows_dequantize_close_with_power_of_two_scales():
 
 def test_reference_masks_invalid_indices_and_marks_empty_queries():
     torch = _torch()
-    import reference
+    from artifacts.kernels.sparse_decode import reference
 
     g = torch.Generator().manual_seed(1)
     q, cache, idx = reference.random_problem(2, 4, 128, 512, g, device="cpu")
@@ -124,7 +114,7 @@ def test_reference_masks_invalid_indices_and_marks_empty_queries():
 
 def test_sdpa_baseline_and_bf16_reference_agree_with_the_fp32_reference():
     torch = _torch()
-    import reference
+    from artifacts.kernels.sparse_decode import reference
 
     q, cache, idx = reference.random_problem(2, 8, 256, 1024, torch.Generator().manual_seed(2), device="cpu")
     ref, _ = reference.sparse_decode(q, cache, idx)
@@ -135,9 +125,9 @@ def test_sdpa_baseline_and_bf16_reference_agree_with_the_fp32_reference():
 # ---- the sm_100a kernel: its TMEM column plan (pure Python) ----
 
 def test_tmem_plan_of_the_sm100_kernel_is_sound():
-    from tmem_plan import TmemPlan
+    from artifacts.kernels.sparse_decode.sparse_decode_sm100 import PLAN as plan
+    from artifacts.kernels.sparse_decode.tmem_plan import TmemPlan
 
-    plan = _load("sparse_decode_sm100_plan", KERNEL_DIR / "sparse_decode_sm100.py").PLAN
     assert plan.problems() == []
     assert plan.s_cols == (0, 32) and plan.p_cols == (0, 16) and plan.o_cols == (256, 512)
     assert plan.alloc_cols == 512
@@ -152,12 +142,13 @@ def test_tmem_plan_of_the_sm100_kernel_is_sound():
     ({"block_t": 32, "value_dims": 256, "o_offset": 250}, "multiple of 32"),
 ])
 def test_tmem_plan_catches_overlaps_and_overflow(plan, message):
-    from tmem_plan import TmemPlan
+    from artifacts.kernels.sparse_decode.tmem_plan import TmemPlan
 
     assert any(re.search(message, problem) for problem in TmemPlan(**plan).problems())
 
 
 def test_sm100_kernel_checks_inputs_like_the_sm90_kernel():
-    sm100 = _load("sparse_decode_sm100_checks", KERNEL_DIR / "sparse_decode_sm100.py")
+    from artifacts.kernels.sparse_decode import sparse_decode_sm100 as sm100
+
     with pytest.raises(ValueError, match="topk=2016 unsupported; use a positive multiple of 64"):
         sm100.compile_for("sm_100a", topk=2016)

@@ -5,13 +5,10 @@ from __future__ import annotations
 
 import re
 import shutil
-import sys
 
 import pytest
-from conftest import ROOT
 
-sys.path.insert(0, str(ROOT / "artifacts" / "kernels" / "wgmma-zoo"))
-import wgmma_zoo as zoo  # noqa: E402
+from artifacts.kernels.wgmma_zoo import wgmma_zoo as zoo
 
 
 @pytest.mark.parametrize("name, expected", [

@@ -199,7 +199,7 @@ def _from_installed(out: dict, item: dict, package: str, version: Any, install: 
 
 def _shared_items(wiki: Wiki, root, provenance: dict) -> list[dict]:
     """Our own files the bundle uses from another bundle (PROVENANCE `files` with an own path outside
-    the directory, e.g. ../hopper-gemm/sm90_common.py), so the printed bundle is complete."""
+    the directory, e.g. ../hopper_gemm/sm90_common.py), so the printed bundle is complete."""
     items = []
     for item in provenance.get("files") or []:
         if not (isinstance(item, dict) and item.get("origin") == "own" and isinstance(item.get("path"), str)):

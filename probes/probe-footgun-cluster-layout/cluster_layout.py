@@ -5,13 +5,11 @@ Compile-only (sm_100a), clusters of 2 CTAs along M in both variants.
 
 from __future__ import annotations
 
-import sys
 
 from kernelwiki.harness.compile import Emitted, from_cute
-from kernelwiki.harness.probe import REPO_ROOT, Probe
+from kernelwiki.harness.probe import Probe
 
-sys.path.insert(0, str(REPO_ROOT / "artifacts" / "kernels" / "tcgen05-gemm"))
-import tcgen05_gemm  # noqa: E402
+from artifacts.kernels.tcgen05_gemm import tcgen05_gemm
 
 
 def observe(arch: str, with_layout: bool) -> tuple[list[str], str]:

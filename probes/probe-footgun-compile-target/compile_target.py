@@ -17,10 +17,9 @@ from kernelwiki.harness.probe import REPO_ROOT, Probe
 
 CHILD = r"""
 import json, re, sys
-sys.path.insert(0, sys.argv[1])
-import tma_copy
+from artifacts.kernels.tma_copy import tma_copy
 from kernelwiki.harness.compile import from_cute
-arch = sys.argv[2] or None
+arch = sys.argv[1] or None
 ptx = from_cute(tma_copy.compile_for(arch), arch or "default").ptx
 print(json.dumps(re.findall(r"^\.target\s+(\S+)", ptx, re.M)))
 """
@@ -28,7 +27,7 @@ print(json.dumps(re.findall(r"^\.target\s+(\S+)", ptx, re.M)))
 
 def target(arch: str | None) -> str:
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="")
-    result = subprocess.run([sys.executable, "-c", CHILD, str(REPO_ROOT / "artifacts/kernels/tma-copy"), arch or ""],
+    result = subprocess.run([sys.executable, "-c", CHILD, arch or ""], cwd=REPO_ROOT,
                             capture_output=True, text=True, env=env, timeout=240)
     if result.returncode != 0:
         raise RuntimeError(result.stderr[-2000:])

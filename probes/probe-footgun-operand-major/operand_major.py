@@ -3,13 +3,11 @@ match its storage. Compile-only (sm_100a)."""
 
 from __future__ import annotations
 
-import sys
 
 from kernelwiki.harness.compile import Emitted, from_cute
-from kernelwiki.harness.probe import REPO_ROOT, Probe
+from kernelwiki.harness.probe import Probe
 
-sys.path.insert(0, str(REPO_ROOT / "artifacts" / "kernels" / "tcgen05-gemm"))
-import tcgen05_gemm  # noqa: E402
+from artifacts.kernels.tcgen05_gemm import tcgen05_gemm
 
 
 def outcome(arch: str, data: str, declared: str) -> tuple[str, str]:

@@ -17,14 +17,13 @@ from kernelwiki.harness.probe import REPO_ROOT, Context, Probe
 CHILD_TIMEOUT_S = 60
 CHILD = r"""
 import json, sys
-sys.path.insert(0, sys.argv[1])
 import cuda.bindings.driver as cuda
 import cutlass.cute as cute
 import torch
 from cutlass.cute.runtime import from_dlpack
-import tma_copy
+from artifacts.kernels.tma_copy import tma_copy
 
-variant = sys.argv[2]
+variant = sys.argv[1]
 knobs = {"as-written": {}, "extra-tx-bytes": {"extra_tx_bytes": 128 * 64 * 4}, "elect-one-load": {"elect_one_load": True}}
 op = tma_copy.TmaCopy(tma_copy.DTYPES["float32"], (128, 64), 4, max_ctas=132, **knobs[variant])
 src = torch.randn(2048, 2048, device="cuda")
@@ -42,7 +41,7 @@ print(json.dumps({"outcome": "correct" if torch.equal(src, dst) else "wrong"}), 
 def observe(variant: str) -> dict:
     start = time.monotonic()
     try:
-        result = subprocess.run([sys.executable, "-c", CHILD, str(REPO_ROOT / "artifacts/kernels/tma-copy"), variant],
+        result = subprocess.run([sys.executable, "-c", CHILD, variant], cwd=REPO_ROOT,
                                 capture_output=True, text=True, timeout=CHILD_TIMEOUT_S)
     except subprocess.TimeoutExpired as err:
         launched = "launching" in (err.stdout or b"").decode(errors="replace") if isinstance(err.stdout, bytes) \

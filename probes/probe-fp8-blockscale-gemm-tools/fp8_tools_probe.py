@@ -24,8 +24,8 @@ from kernelwiki.harness.probe import REPO_ROOT, Context, Probe
 
 DRIVER = """
 import sys, torch
-sys.path[:0] = [{kernel_dir!r}, {repo_root!r}, {baseline_dir!r}]
-import fp8_blockscale_gemm as kernel, quantize
+sys.path[:0] = [{repo_root!r}, {baseline_dir!r}]   # a driver in a temporary folder: the checkout and the probe's helpers
+from artifacts.kernels.fp8_blockscale_gemm import fp8_blockscale_gemm as kernel, quantize
 from kernelwiki.harness import gates, tools
 layout, what = sys.argv[1], sys.argv[2]
 m, n, k, tile_n, tile_m, seed = (int(x) for x in sys.argv[3:9])
@@ -85,8 +85,7 @@ NCU_METRICS = ["sm__throughput.avg.pct_of_peak_sustained_elapsed", "gpu__time_du
 
 def _driver(tmp: Path) -> Path:
     path = tmp / "driver.py"
-    path.write_text(DRIVER.format(kernel_dir=str(REPO_ROOT / "artifacts" / "kernels" / "fp8-blockscale-gemm"),
-                                  repo_root=str(REPO_ROOT),
+    path.write_text(DRIVER.format(repo_root=str(REPO_ROOT),
                                   baseline_dir=str(REPO_ROOT / "probes" / "probe-fp8-blockscale-gemm")))
     return path
 

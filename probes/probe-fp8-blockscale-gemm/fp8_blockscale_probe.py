@@ -46,15 +46,12 @@ import sys
 
 from kernelwiki.harness import compile as compile_mod
 from kernelwiki.harness import gates
-from kernelwiki.harness.probe import REPO_ROOT, Context, Probe
+from kernelwiki.harness.probe import Context, Probe
 
-sys.path.insert(0, str(REPO_ROOT / "artifacts" / "kernels" / "fp8-blockscale-gemm"))
-sys.path.insert(0, str(REPO_ROOT / "artifacts" / "kernels" / "fp8-blockscale-gemm" / "variants"))
-sys.path.insert(0, str(REPO_ROOT / "probes" / "probe-fp8-blockscale-gemm"))
-import deepgemm_baseline as deepgemm  # noqa: E402  (next to this script)
-import fp8_blockscale_gemm as kernel  # noqa: E402  (importable without a GPU)
-import naive  # noqa: E402
-import quantize  # noqa: E402
+import deepgemm_baseline as deepgemm  # next to this script, whose folder Python puts first on sys.path
+from artifacts.kernels.fp8_blockscale_gemm import fp8_blockscale_gemm as kernel  # importable without a GPU
+from artifacts.kernels.fp8_blockscale_gemm.variants import naive
+from artifacts.kernels.fp8_blockscale_gemm import quantize
 
 GATE = "bf16"            # the reference holds the quantized operands exactly: accumulation and bf16 rounding remain
 ROUNDING_FACTOR = 1.25   # allowed relative error / the bf16 rounding error of the exact result

@@ -9,14 +9,12 @@ Run through the runner: kernelwiki probe run --probe probe-hopper-gemm-naive [--
 
 from __future__ import annotations
 
-import sys
 
 from kernelwiki.harness import compile as compile_mod
 from kernelwiki.harness import gates
-from kernelwiki.harness.probe import REPO_ROOT, Context, Probe
+from kernelwiki.harness.probe import Context, Probe
 
-sys.path.insert(0, str(REPO_ROOT / "artifacts" / "kernels" / "hopper-gemm" / "variants"))
-import naive  # noqa: E402  (our kernel, importable without a GPU)
+from artifacts.kernels.hopper_gemm.variants import naive  # our kernel, importable without a GPU
 
 
 def _inputs(m: int, n: int, k: int, seed: int):

@@ -21,8 +21,8 @@ from kernelwiki.harness.probe import REPO_ROOT, Context, Probe
 
 DRIVER = """
 import sys, torch
-sys.path[:0] = [{kernel_dir!r}, {repo_root!r}]
-import hopper_gemm
+sys.path[:0] = [{repo_root!r}]   # a driver in a temporary folder imports from the checkout
+from artifacts.kernels.hopper_gemm import hopper_gemm
 from kernelwiki.harness import gates, tools
 m, n, k = (int(x) for x in sys.argv[1:4])
 g = torch.Generator(device="cuda").manual_seed(int(sys.argv[4]))
@@ -40,8 +40,7 @@ NCU_METRICS = ["sm__throughput.avg.pct_of_peak_sustained_elapsed",
 
 def _driver(tmp: Path) -> Path:
     path = tmp / "driver.py"
-    path.write_text(DRIVER.format(kernel_dir=str(REPO_ROOT / "artifacts" / "kernels" / "hopper-gemm"),
-                                  repo_root=str(REPO_ROOT)))
+    path.write_text(DRIVER.format(repo_root=str(REPO_ROOT)))
     return path
 
 

@@ -23,8 +23,7 @@ from kernelwiki.harness import gates
 from kernelwiki.harness.probe import REPO_ROOT, Context, Probe
 from kernelwiki.harness.timing import cuda_graph
 
-sys.path.insert(0, str(REPO_ROOT / "artifacts" / "kernels" / "hopper-gemm"))
-import hopper_gemm  # noqa: E402  (our kernel, importable without a GPU)
+from artifacts.kernels.hopper_gemm import hopper_gemm  # our kernel, importable without a GPU
 
 AB_DTYPES = {"bf16": hopper_gemm.cutlass.BFloat16, "fp16": hopper_gemm.cutlass.Float16,
              "tf32": hopper_gemm.cutlass.TFloat32, "e4m3": hopper_gemm.cutlass.Float8E4M3FN}
@@ -133,8 +132,7 @@ def _quack(a, b):
 
 HOST_DRIVER = """
 import sys, time, torch
-sys.path.insert(0, sys.argv[1])
-import hopper_gemm
+from artifacts.kernels.hopper_gemm import hopper_gemm
 a = torch.randn(1, 4096, device="cuda").bfloat16(); b = torch.randn(4096, 4096, device="cuda").bfloat16()
 torch.cuda.synchronize()
 t0 = time.perf_counter(); run, d = hopper_gemm.compile_gemm(a, b); t1 = time.perf_counter()
@@ -155,12 +153,11 @@ def host_overhead(ctx: Context) -> dict:
 
     import torch
 
-    kernel_dir = str(REPO_ROOT / "artifacts" / "kernels" / "hopper-gemm")
     seconds, errors, unwritten = [], [], []
     with tempfile.TemporaryDirectory() as cache:
         env = {**os.environ, "KERNELWIKI_KERNEL_CACHE": cache}
         for _ in range(2):   # cold cache, then warm
-            out = subprocess.run([sys.executable, "-c", HOST_DRIVER, kernel_dir], env=env, capture_output=True,
+            out = subprocess.run([sys.executable, "-c", HOST_DRIVER], cwd=REPO_ROOT, env=env, capture_output=True,
                                  text=True, timeout=300)
             line = next((x for x in out.stdout.splitlines() if x.startswith("HOST ")), None)
             if line is None:

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 
 from kernelwiki.harness import compile as compile_mod
-from kernelwiki.harness.probe import REPO_ROOT, Probe
+from kernelwiki.harness.probe import Probe
 
-sys.path.insert(0, str(REPO_ROOT / "artifacts" / "kernels" / "tcgen05-gemm"))
-import nvfp4_gemm  # noqa: E402
+from artifacts.kernels.tcgen05_gemm import nvfp4_gemm
 
 
 def compile_kernel(arch: str) -> compile_mod.Emitted:

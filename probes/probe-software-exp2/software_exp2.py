@@ -10,14 +10,12 @@ Run through the runner: kernelwiki probe run --probe probe-software-exp2
 
 from __future__ import annotations
 
-import sys
 
 from kernelwiki.harness import compile as compile_mod
 from kernelwiki.harness import gates
-from kernelwiki.harness.probe import REPO_ROOT, Context, Probe
+from kernelwiki.harness.probe import Context, Probe
 
-sys.path.insert(0, str(REPO_ROOT / "artifacts" / "kernels" / "software-exp2"))
-import exp2  # noqa: E402  (our kernel; importable without a GPU)
+from artifacts.kernels.software_exp2 import exp2  # our kernel; importable without a GPU
 
 REPEATS, VEC, THREADS, BLOCKS_PER_SM = 2048, 8, 256, 8
 SPLITS = (0, 2, 4, 6, 8)

@@ -11,13 +11,11 @@ Run through the runner: kernelwiki probe run --probe probe-sparse-decode-sm100 -
 from __future__ import annotations
 
 import re
-import sys
 
 from kernelwiki.harness import compile as compile_mod
-from kernelwiki.harness.probe import REPO_ROOT, Probe
+from kernelwiki.harness.probe import Probe
 
-sys.path.insert(0, str(REPO_ROOT / "artifacts" / "kernels" / "sparse-decode"))
-import sparse_decode_sm100  # noqa: E402
+from artifacts.kernels.sparse_decode import sparse_decode_sm100
 
 # tcgen05.mma ... [d_tmem], a, b_desc, idesc, ...: a is a descriptor register (%rd) or a TMEM address ([%r])
 A_FROM_SMEM = re.compile(r"tcgen05\.mma\.[^;]*\[%r\d+\],\s*%rd\d+,")

@@ -13,15 +13,13 @@ Run through the runner: kernelwiki probe run --probe probe-sparse-decode-sm90 [-
 
 from __future__ import annotations
 
-import sys
 
 from kernelwiki.harness import compile as compile_mod
 from kernelwiki.harness import gates
-from kernelwiki.harness.probe import REPO_ROOT, Context, Probe
+from kernelwiki.harness.probe import Context, Probe
 
-sys.path.insert(0, str(REPO_ROOT / "artifacts" / "kernels" / "sparse-decode"))
-import cache_format  # noqa: E402
-import sparse_decode_sm90  # noqa: E402  (our kernel, importable without a GPU)
+from artifacts.kernels.sparse_decode import cache_format
+from artifacts.kernels.sparse_decode import sparse_decode_sm90  # our kernel, importable without a GPU
 
 GATE_FACTOR = 2.0   # allowed multiple of the bf16 computation's own error
 LSE_TOL = 1e-3      # natural-log units; fp32 statistics of a correct kernel differ by ~1e-6
@@ -41,7 +39,7 @@ def bytes_moved(batch: int, heads: int, topk: int) -> int:
 def _problem(params: dict, seed: int):
     import torch
 
-    import reference
+    from artifacts.kernels.sparse_decode import reference
 
     g = torch.Generator(device="cuda").manual_seed(seed)
     return reference.random_problem(params["batch"], params["heads"], params["topk"], params["cache_tokens_per_seq"], g)
@@ -73,7 +71,7 @@ def _check(q, cache, indices, ref_o, ref_lse, gate: dict) -> tuple[dict, object]
 
 def _gate(q, cache, indices, ref_o) -> dict:
     """The tolerance: GATE_FACTOR times what the bf16 computation of the same attention is off by."""
-    import reference
+    from artifacts.kernels.sparse_decode import reference
 
     bf16 = reference.sparse_decode_bf16(q, cache, indices).double()
     diff = bf16 - ref_o.double()
@@ -100,7 +98,7 @@ def _graph(fn):
 def run_case(case: dict, ctx: Context) -> dict:
     import torch
 
-    import reference
+    from artifacts.kernels.sparse_decode import reference
 
     params = case["params"]
     batch, heads, topk = params["batch"], params["heads"], params["topk"]
@@ -125,7 +123,7 @@ def run_case(case: dict, ctx: Context) -> dict:
 
 def negative_control(ctx: Context) -> dict:
     """Indices shifted by one row: a kernel that reads the rows it is told to read must now be wrong."""
-    import reference
+    from artifacts.kernels.sparse_decode import reference
 
     params = {"batch": 16, "heads": 64, "topk": 2048, "cache_tokens_per_seq": 65536}
     q, cache, indices = _problem(params, ctx.seed + 1)

@@ -6,14 +6,12 @@ On a B200, run mode checks D against an FP32 matmul and times it against torch.m
 
 from __future__ import annotations
 
-import sys
 
 from kernelwiki.harness import compile as compile_mod
 from kernelwiki.harness import gates
-from kernelwiki.harness.probe import REPO_ROOT, Context, Probe
+from kernelwiki.harness.probe import Context, Probe
 
-sys.path.insert(0, str(REPO_ROOT / "artifacts" / "kernels" / "tcgen05-gemm"))
-import tcgen05_gemm  # noqa: E402
+from artifacts.kernels.tcgen05_gemm import tcgen05_gemm
 
 
 def build(m: int, n: int, k: int, ctx: Context, skip_last_k_tile: bool = False):

@@ -9,14 +9,12 @@ Run through the runner: kernelwiki probe run --probe probe-tma-copy [--compile-o
 
 from __future__ import annotations
 
-import sys
 
 from kernelwiki.harness import compile as compile_mod
 from kernelwiki.harness import gates
-from kernelwiki.harness.probe import REPO_ROOT, Context, Probe
+from kernelwiki.harness.probe import Context, Probe
 
-sys.path.insert(0, str(REPO_ROOT / "artifacts" / "kernels" / "tma-copy"))
-import tma_copy  # noqa: E402  (our kernel, importable without a GPU)
+from artifacts.kernels.tma_copy import tma_copy  # our kernel, importable without a GPU
 
 TORCH_DTYPES = {"fp32": "float32", "bf16": "bfloat16"}
 SMEM_PER_SM = 227 * 1024

@@ -12,15 +12,13 @@ Run through the runner: kernelwiki probe run --probe probe-wgmma-zoo [--compile-
 from __future__ import annotations
 
 import statistics
-import sys
 from functools import lru_cache
 
 from kernelwiki.harness import compile as compile_mod
 from kernelwiki.harness import gates, peaks
-from kernelwiki.harness.probe import REPO_ROOT, Context, Probe
+from kernelwiki.harness.probe import Context, Probe
 
-sys.path.insert(0, str(REPO_ROOT / "artifacts" / "kernels" / "wgmma-zoo"))
-import wgmma_zoo as zoo  # noqa: E402  (our kernels; rendering and building need no GPU)
+from artifacts.kernels.wgmma_zoo import wgmma_zoo as zoo  # our kernels; rendering and building need no GPU
 
 THROUGHPUT_ITERS = 4096
 LATENCY_ITERS = 1024

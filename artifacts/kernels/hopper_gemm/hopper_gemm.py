@@ -1,0 +1,616 @@
+"""A warp-specialized, persistent wgmma GEMM for Hopper (sm_90a) in CuTe DSL.
+
+What it does
+    D[l, m, n] = alpha * sum_k A[l, m, k] * B[l, n, k]  (A: (L,) M x K, B: (L,) N x K, each K-major or,
+    for 16-bit types, M-/N-major, i.e. transposed in memory; D: (L,) M x N with N contiguous),
+    bf16/fp16, tf32 (fp32 in memory) or fp8 e4m3 inputs, fp32 accumulation in registers, D in
+    bf16/fp16/fp32 (alpha carries the per-tensor scales of fp8: scale_a * scale_b; 1.0 otherwise).
+    TF32 goes through our own op (tf32_mma.py): the DSL does not expose one.
+    One CTA per SM, clusters of cluster_mn CTAs, tile_m = 64 x (consumer warpgroups):
+      warpgroup 0  producer: gives registers back (setmaxnreg down), and its warp 0 TMA-loads A and
+                   B K-tiles into a `stages`-deep shared-memory ring; B is multicast to the CTAs of
+                   the cluster that share it (cluster_m > 1), A to those along N (cluster_n > 1);
+      warpgroups 1.. consumers (setmaxnreg up), one or two: each owns 64 rows of the tile; per K-tile
+                   fence / wgmma / commit, then `wait_group 1` keeps one K-tile of wgmma in flight
+                   while the previous stage goes back to the producer;
+      epilogue     the consumers convert the accumulator, write it to shared memory with stmatrix
+                   (epi_tile slices, a small ring), and one warp TMA-stores each slice.
+    A static persistent scheduler walks the output tiles (m, n, l x split_k) cluster by cluster, so
+    the producer starts the next tile's loads while the consumers finish the current one.
+
+Shapes are dynamic: M, N, K, L and every stride are run-time values of one compiled kernel, so a new
+    shape costs a launch, not a compile (and a size-1 mode stays a real mode of the TMA descriptor:
+    with static shapes CuTe folds a static M = 1 away and emits a 1-D TMA for a 2-D box, which is
+    what crashed M = 1 before).
+Split-K (split_k > 1), for problems with fewer output tiles than SMs: the K tiles are divided into
+    split_k contiguous ranges; each range's partial product goes to an FP32 workspace of split_k
+    slices, which `compile_gemm` sums in a fixed order (deterministic) into D.
+choose_config(m, n, k, l) picks tile_m, tile_n, the cluster and split_k from the waves of tiles on
+    the SMs; compile_gemm / gemm use it unless told otherwise.
+
+Constraints (can_implement): A and B of the same type, bf16, fp16, tf32 or e4m3 (tf32 and fp8 only
+    K-major: wgmma transposes 16-bit operands only); the contiguous dimension of A, B and D and every
+    other stride 16-byte aligned, base pointers 16-byte aligned (TMA); any M, N, K >= 1 otherwise:
+    partial tiles are handled by TMA (loads outside the tensor read zeros, stores outside it are
+    dropped). tile_m in {64, 128}; tile_n in {64, 128, 192, 256}; cluster_mn in {(1,1), (2,1), (1,2)};
+    split_k in 1..16, with cluster_mn (1,1) only when above 1 (not re-tested since a scratch harness
+    bug); `out` must not overlap a or b, nor itself (no stride 0).
+
+Compile only (any machine): python -m artifacts.kernels.hopper_gemm.hopper_gemm --arch sm_90a
+Run: probe-hopper-gemm (kernelwiki probe run --probe probe-hopper-gemm) on an H200.
+"""
+
+from __future__ import annotations
+
+import argparse
+import enum
+import math
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import cuda.bindings.driver as cuda
+import cutlass
+import cutlass.cute as cute
+import cutlass.pipeline as pipeline
+import cutlass.utils as utils
+import cutlass.utils.hopper_helpers as sm90_utils
+from cutlass.cute.nvgpu import cpasync, warpgroup
+from cutlass.tensor_utils import LayoutEnum
+from .sm90_common import (DUMP_DIR, SMEM_BYTES, WARPGROUP_THREADS, batch_last, cached_kernel, canonical,
+                         check_alignment, current_stream, cute_view, fake_tensor, load_atom, max_active_clusters)
+from .tf32_mma import make_tiled_mma_tf32
+
+WGMMA_M = 64            # rows of one warpgroup's wgmma
+PRODUCER_REGISTERS, CONSUMER_REGISTERS = 40, 232   # setmaxnreg targets (multiples of 8, sum fits 64K)
+K_TILE_BYTES = 128      # one 128-byte swizzle row of K per stage: 64 bf16/fp16, 32 tf32 or 128 fp8 elements
+EPI_TILE_N = 32         # epilogue slice: (tile_m, 32) columns at a time through shared memory
+EPI_STAGES = 4
+AB_DTYPES = (cutlass.BFloat16, cutlass.Float16, cutlass.TFloat32, cutlass.Float8E4M3FN)
+D_DTYPES = (cutlass.BFloat16, cutlass.Float16, cutlass.Float32)
+TILE_MS = (64, 128)
+TILE_NS = (64, 128, 192, 256)
+CLUSTERS = ((1, 1), (2, 1), (1, 2))
+MAX_SPLIT_K = 16
+MAJOR_MODE = {"k": 1, "mn": 0}   # which mode of a (rows, K, L) view is contiguous
+
+
+class NamedBarrier(enum.IntEnum):
+    """Named barrier ids (0 is __syncthreads)."""
+    EPILOGUE = 1
+
+# nvidia-cutlass-dsl 4.8.1 marks its persistent tile scheduler as moved to CUTLASS's examples; at the
+# pinned version the wheel copy is the one available, so only that message is silenced.
+warnings.filterwarnings("ignore", message="Migrated to examples/CuTeDSL/helpers", category=DeprecationWarning)
+
+
+@dataclass(frozen=True)
+class GemmConfig:
+    """The settings of one launch. tile_m, tile_n, cluster_mn and swizzle are compile-time (one compiled
+    kernel each); split_k, like the shapes and strides, is a run-time value."""
+    tile_m: int = 128
+    tile_n: int = 256
+    cluster_mn: tuple[int, int] = (2, 1)
+    split_k: int = 1
+    swizzle: int = 1
+
+    def describe(self) -> str:
+        return (f"tile {self.tile_m}x{self.tile_n}, cluster {self.cluster_mn[0]}x{self.cluster_mn[1]}, "
+                f"split-k {self.split_k}")
+
+
+class HopperGemm:
+    def __init__(self, ab_dtype=cutlass.BFloat16, d_dtype=cutlass.BFloat16, tile_n: int = 256,
+                 cluster_mn: tuple[int, int] = (2, 1), swizzle: int = 1, skip_last_k_tile: bool = False,
+                 tile_m: int = 128):
+        self.ab_dtype, self.d_dtype, self.acc_dtype = ab_dtype, d_dtype, cutlass.Float32
+        self.consumers = tile_m // WGMMA_M
+        self.threads = WARPGROUP_THREADS * (1 + self.consumers)
+        self.tile_mnk = (tile_m, tile_n, K_TILE_BYTES * 8 // ab_dtype.width)
+        self.cluster_mn = tuple(cluster_mn)
+        self.swizzle = swizzle
+        self.skip_last_k_tile = skip_last_k_tile  # the negative control: one K tile never loaded or used
+        self.epi_tile = (tile_m, EPI_TILE_N)
+        ab_stage_bytes = (tile_m + tile_n) * K_TILE_BYTES
+        epi_bytes = EPI_STAGES * self.epi_tile[0] * self.epi_tile[1] * d_dtype.width // 8
+        self.stages = (SMEM_BYTES - epi_bytes - 1024) // ab_stage_bytes
+
+    @staticmethod
+    def can_implement(ab_dtype, d_dtype, m: int, n: int, k: int, tile_n: int = 256,
+                      cluster_mn: tuple[int, int] = (2, 1), a_major: str = "k", b_major: str = "k",
+                      tile_m: int = 128, split_k: int = 1, batch: int = 1) -> None:
+        """Raise ValueError naming the offending value and the supported set."""
+        if ab_dtype not in AB_DTYPES:
+            raise ValueError(f"A/B dtype {ab_dtype} unsupported; use one of {AB_DTYPES}")
+        if d_dtype not in D_DTYPES:
+            raise ValueError(f"D dtype {d_dtype} unsupported; use one of {D_DTYPES}")
+        if tile_m not in TILE_MS:
+            raise ValueError(f"tile_m={tile_m} unsupported; use one of {TILE_MS}")
+        if tile_n not in TILE_NS:
+            raise ValueError(f"tile_n={tile_n} unsupported; use one of {TILE_NS}")
+        if tuple(cluster_mn) not in CLUSTERS:
+            raise ValueError(f"cluster_mn={tuple(cluster_mn)} unsupported; use one of {CLUSTERS}")
+        if not 1 <= split_k <= MAX_SPLIT_K:
+            raise ValueError(f"split_k={split_k} unsupported; use 1..{MAX_SPLIT_K}")
+        if split_k > 1 and tuple(cluster_mn) != (1, 1):
+            # not verified on the GPU: illegal memory accesses were seen with it in scratch runs, which
+            # also replayed CUDA graphs after the split-K workspace had been freed (a harness bug, the
+            # likely cause); refused until re-tested. choose_config never combines them.
+            raise ValueError(f"split_k={split_k} with cluster_mn={tuple(cluster_mn)} unsupported; split-K runs "
+                             f"with cluster_mn=(1, 1)")
+        if min(m, n, k, batch) < 1:
+            raise ValueError(f"M, N, K and the batch must be positive; got M={m}, N={n}, K={k}, L={batch}")
+        for name, major, mn in (("A", a_major, m), ("B", b_major, n)):
+            if major not in ("k", "mn"):
+                raise ValueError(f"{name} major mode {major!r} unsupported; use 'k' or 'mn'")
+            if major == "mn" and ab_dtype.width != 16:
+                raise ValueError(f"{name} is MN-major but {ab_dtype} is {ab_dtype.width}-bit: wgmma transposes "
+                                 f"16-bit operands only; store {name} with K contiguous")
+            contiguous, size = ("K", k) if major == "k" else ("M" if name == "A" else "N", mn)
+            if size * ab_dtype.width % 128:
+                raise ValueError(f"{contiguous}={size}: the contiguous dimension of {name} must be a multiple of "
+                                 f"16 bytes for TMA ({128 // ab_dtype.width} elements of {ab_dtype})")
+        if n * d_dtype.width % 128:
+            raise ValueError(f"N={n}: rows of D must be a multiple of 16 bytes for TMA "
+                             f"(N a multiple of {128 // d_dtype.width} for {d_dtype})")
+
+    @cute.jit
+    def __call__(self, mA: cute.Tensor, mB: cute.Tensor, mD: cute.Tensor, alpha: cutlass.Float32,
+                 split_k: cutlass.Int32, max_active_clusters: cutlass.Constexpr, stream: cuda.CUstream):
+        # mA: (M, K, L) K- or M-major; mB: (N, K, L) K- or N-major; mD: (M, N, L x split_k) N-major
+        a_layout, b_layout = LayoutEnum.from_tensor(mA), LayoutEnum.from_tensor(mB)   # ROW_MAJOR = K-major
+        # the consumer warpgroups stacked along M, each issuing 64 x tile_n wgmmas
+        if cutlass.const_expr(self.ab_dtype == cutlass.TFloat32):
+            tiled_mma = make_tiled_mma_tf32((self.consumers, 1, 1), (WGMMA_M, self.tile_mnk[1]))
+        else:
+            tiled_mma = sm90_utils.make_trivial_tiled_mma(self.ab_dtype, self.ab_dtype, a_layout.sm90_mma_major_mode(),
+                                                          b_layout.sm90_mma_major_mode(), self.acc_dtype,
+                                                          (self.consumers, 1, 1), tiler_mn=(WGMMA_M, self.tile_mnk[1]))
+        sA_layout = sm90_utils.make_smem_layout_a(a_layout, self.tile_mnk, self.ab_dtype, self.stages)
+        sB_layout = sm90_utils.make_smem_layout_b(b_layout, self.tile_mnk, self.ab_dtype, self.stages)
+        sD_layout = sm90_utils.make_smem_layout_epi(self.d_dtype, LayoutEnum.ROW_MAJOR, self.epi_tile, EPI_STAGES)
+
+        cluster_m, cluster_n = self.cluster_mn
+        # A is shared by the CTAs of a cluster row (same M, different N): multicast along N; B along M.
+        tma_a, gA_tma = load_atom(mA, sA_layout, (self.tile_mnk[0], self.tile_mnk[2]), cluster_n)
+        tma_b, gB_tma = load_atom(mB, sB_layout, (self.tile_mnk[1], self.tile_mnk[2]), cluster_m)
+        tma_d, gD_tma = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileS2GOp(), mD,
+                                                    cute.slice_(sD_layout, (None, None, 0)), self.epi_tile)
+
+        tiles_m, tiles_n = cute.ceil_div((mD.shape[0], mD.shape[1]), self.tile_mnk[:2])
+        tiles_mnl = (tiles_m, tiles_n, mD.shape[2])
+        scheduler_params = utils.PersistentTileSchedulerParams(tiles_mnl, (cluster_m, cluster_n, 1), self.swizzle, True)
+        grid = utils.StaticPersistentTileScheduler.get_grid_shape(scheduler_params, max_active_clusters)
+
+        @cute.struct
+        class SharedStorage:
+            ab_barriers: cute.struct.MemRange[cutlass.Int64, self.stages * 2]
+            sA: cute.struct.Align[cute.struct.MemRange[self.ab_dtype, cute.cosize(sA_layout)], 1024]
+            sB: cute.struct.Align[cute.struct.MemRange[self.ab_dtype, cute.cosize(sB_layout)], 1024]
+            sD: cute.struct.Align[cute.struct.MemRange[self.d_dtype, cute.cosize(sD_layout)], 1024]
+
+        self.shared_storage = SharedStorage
+        self.kernel(tiled_mma, tma_a, gA_tma, tma_b, gB_tma, tma_d, gD_tma, sA_layout, sB_layout, sD_layout,
+                    scheduler_params, alpha, split_k).launch(grid=grid, block=(self.threads, 1, 1),
+                                                    cluster=(cluster_m, cluster_n, 1), min_blocks_per_mp=1,
+                                                    stream=stream)
+
+    @cute.kernel
+    def kernel(self, tiled_mma: cute.TiledMma, tma_a: cute.CopyAtom, gA_tma: cute.Tensor, tma_b: cute.CopyAtom,
+               gB_tma: cute.Tensor, tma_d: cute.CopyAtom, gD_tma: cute.Tensor, sA_layout: cute.ComposedLayout,
+               sB_layout: cute.ComposedLayout, sD_layout: cute.ComposedLayout,
+               scheduler_params: utils.PersistentTileSchedulerParams, alpha: cutlass.Float32,
+               split_k: cutlass.Int32):
+        tidx, _, _ = cute.arch.thread_idx()
+        warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+        warpgroup_idx = cute.arch.make_warp_uniform(tidx // WARPGROUP_THREADS)
+        if warp == 0:
+            for atom in (tma_a, tma_b, tma_d):
+                cpasync.prefetch_descriptor(atom)
+
+        cluster_m, cluster_n = self.cluster_mn
+        cluster_layout = cute.make_layout((cluster_m, cluster_n, 1))
+        cta_rank = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster())
+        cta_coord = cluster_layout.get_flat_coord(cta_rank)
+        # which CTAs of the cluster receive this CTA's multicast: same row for A, same column for B
+        a_mask = cute.make_layout_image_mask(cluster_layout, cta_coord, mode=1) if cutlass.const_expr(cluster_n > 1) else 0
+        b_mask = cute.make_layout_image_mask(cluster_layout, cta_coord, mode=0) if cutlass.const_expr(cluster_m > 1) else 0
+
+        storage = cutlass.memory.SmemAllocator().allocate(self.shared_storage)
+        sA = storage.sA.get_tensor(sA_layout.outer, swizzle=sA_layout.inner)   # (tile_m, tile_k, stages)
+        sB = storage.sB.get_tensor(sB_layout.outer, swizzle=sB_layout.inner)   # (tile_n, tile_k, stages)
+        sD = storage.sD.get_tensor(sD_layout.outer, swizzle=sD_layout.inner)   # (tile_m, 32, EPI_STAGES)
+
+        stage_bytes = cute.size_in_bytes(self.ab_dtype, cute.slice_(sA_layout, (None, None, 0))) + \
+            cute.size_in_bytes(self.ab_dtype, cute.slice_(sB_layout, (None, None, 0)))
+        # A stage is free again when every consumer warp of every CTA that received data from
+        # this CTA's loads has released it: the warps of this CTA, times the CTAs sharing A or B.
+        sharers = cluster_m + cluster_n - 1
+        ab_pipeline = pipeline.PipelineTmaAsync.create(
+            num_stages=self.stages,
+            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
+            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread,
+                                                     sharers * self.consumers * WARPGROUP_THREADS // 32),
+            tx_count=stage_bytes,
+            barrier_storage=storage.ab_barriers.data_ptr(),
+            cta_layout_vmnk=cute.make_layout((1, cluster_m, cluster_n, 1)),
+            defer_sync=True,
+        )
+        pipeline.pipeline_init_arrive(cluster_shape_mn=self.cluster_mn, is_relaxed=True)
+
+        # gA: (tile_m, tile_k, tiles_m, k_tiles, L); gB: (tile_n, tile_k, tiles_n, k_tiles, L);
+        # gD: (tile_m, tile_n, tiles_m, tiles_n, L x split_k)
+        gA = cute.local_tile(gA_tma, cute.slice_(self.tile_mnk, (None, 0, None)), (None, None, None))
+        gB = cute.local_tile(gB_tma, cute.slice_(self.tile_mnk, (0, None, None)), (None, None, None))
+        gD = cute.local_tile(gD_tma, cute.slice_(self.tile_mnk, (None, None, 0)), (None, None, None))
+        tAsA, tAgA = cpasync.tma_partition(tma_a, cta_coord[1], cute.make_layout(cluster_n),
+                                           cute.group_modes(sA, 0, 2), cute.group_modes(gA, 0, 2))
+        tBsB, tBgB = cpasync.tma_partition(tma_b, cta_coord[0], cute.make_layout(cluster_m),
+                                           cute.group_modes(sB, 0, 2), cute.group_modes(gB, 0, 2))
+        k_tiles = cute.size(gA, mode=[3])
+        # split-K: range s of the K tiles is [s * per_split, min(k_tiles, (s + 1) * per_split))
+        per_split = (k_tiles + split_k - 1) // split_k
+
+        pipeline.pipeline_init_wait(cluster_shape_mn=self.cluster_mn)
+
+        if warpgroup_idx == 0:
+            cute.arch.setmaxregister_decrease(PRODUCER_REGISTERS)
+            if warp == 0:
+                self._produce(ab_pipeline, scheduler_params, tma_a, tAgA, tAsA, a_mask, tma_b, tBgB, tBsB, b_mask,
+                              k_tiles, per_split, split_k)
+        else:
+            cute.arch.setmaxregister_increase(CONSUMER_REGISTERS)
+            self._consume(ab_pipeline, scheduler_params, tiled_mma, sA, sB, sD, gD, tma_d, tidx - WARPGROUP_THREADS,
+                          warp, k_tiles, per_split, split_k, alpha)
+
+    @cute.jit
+    def _k_range(self, tile_l, k_tiles, per_split, split_k):
+        """(batch index, first K tile, number of K tiles) of work tile coordinate l = batch * split_k + s."""
+        batch = tile_l // split_k
+        first = (tile_l % split_k) * per_split
+        count = cutlass.max(0, cutlass.min(k_tiles - first, per_split))
+        if cutlass.const_expr(self.skip_last_k_tile):
+            count = count - 1
+        return batch, first, count
+
+    @cute.jit
+    def _produce(self, ab_pipeline, scheduler_params, tma_a, tAgA, tAsA, a_mask, tma_b, tBgB, tBsB, b_mask, k_tiles,
+                 per_split, split_k):
+        scheduler = utils.StaticPersistentTileScheduler.create(scheduler_params, cute.arch.block_idx(),
+                                                               cute.arch.grid_dim())
+        work = scheduler.initial_work_tile_info()
+        state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
+        while work.is_valid_tile:
+            tile_m, tile_n, tile_l = work.tile_idx
+            batch, first, count = self._k_range(tile_l, k_tiles, per_split, split_k)
+            tAgA_tile = tAgA[(None, tile_m, None, batch)]   # (TMA, k_tiles)
+            tBgB_tile = tBgB[(None, tile_n, None, batch)]
+            for kt in cutlass.range(count, unroll=1):
+                ab_pipeline.producer_acquire(state)
+                barrier = ab_pipeline.producer_get_barrier(state)
+                cute.copy(tma_a, tAgA_tile[(None, first + kt)], tAsA[(None, state.index)], tma_bar_ptr=barrier,
+                          mcast_mask=a_mask)
+                cute.copy(tma_b, tBgB_tile[(None, first + kt)], tBsB[(None, state.index)], tma_bar_ptr=barrier,
+                          mcast_mask=b_mask)
+                ab_pipeline.producer_commit(state)
+                state.advance()
+            scheduler.advance_to_next_work()
+            work = scheduler.get_current_work()
+        ab_pipeline.producer_tail(state)  # do not exit while a consumer in the cluster may still signal us
+
+    @cute.jit
+    def _consume(self, ab_pipeline, scheduler_params, tiled_mma, sA, sB, sD, gD, tma_d, consumer_tidx, warp,
+                 k_tiles, per_split, split_k, alpha):
+        thr_mma = tiled_mma.get_slice(consumer_tidx)
+        tCrA = tiled_mma.make_fragment_A(thr_mma.partition_A(sA))   # smem descriptors per K block and stage
+        tCrB = tiled_mma.make_fragment_B(thr_mma.partition_B(sB))
+        gD_tile0 = gD[(None, None, 0, 0, 0)]
+        rAcc = cute.make_rmem_tensor(thr_mma.partition_C(gD_tile0).shape, self.acc_dtype)   # (MMA, MMA_M, MMA_N)
+
+        # registers -> shared memory with stmatrix, then a TMA store per (tile_m, 32) slice
+        r2s_atom = sm90_utils.get_smem_store_op(LayoutEnum.ROW_MAJOR, self.d_dtype, self.acc_dtype)
+        stmatrix = cute.make_copy_atom(cute.nvgpu.warp.StMatrix8x8x16bOp(False, 4), self.d_dtype)
+        r2s = cute.make_tiled_copy_S(r2s_atom, cute.make_tiled_copy_C_atom(stmatrix, tiled_mma))
+        thr_r2s = r2s.get_slice(consumer_tidx)
+        tRS_sD = thr_r2s.partition_D(sD)                      # (R2S, R2S_M, R2S_N, EPI_STAGES)
+        tRS_rAcc = r2s.retile(rAcc)
+        slice_shape = cute.shape(thr_r2s.partition_S(sD))[:3]
+        rSlice = cute.make_rmem_tensor(slice_shape, self.acc_dtype)
+        rSlice_out = cute.make_rmem_tensor(slice_shape, self.d_dtype)
+        epilogue_barrier = pipeline.NamedBarrier(barrier_id=int(NamedBarrier.EPILOGUE),
+                                                 num_threads=self.consumers * WARPGROUP_THREADS)
+        store_pipeline = pipeline.PipelineTmaStore.create(
+            num_stages=EPI_STAGES,
+            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.consumers * WARPGROUP_THREADS))
+        store_warp = WARPGROUP_THREADS // 32   # the first consumer warp issues the TMA stores
+
+        scheduler = utils.StaticPersistentTileScheduler.create(scheduler_params, cute.arch.block_idx(),
+                                                               cute.arch.grid_dim())
+        work = scheduler.initial_work_tile_info()
+        read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
+        release = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
+        k_blocks = cute.size(tCrA, mode=[2])
+        while work.is_valid_tile:
+            tile_m, tile_n, tile_l = work.tile_idx
+            _, _, count = self._k_range(tile_l, k_tiles, per_split, split_k)
+            rAcc.fill(0.0)
+            tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
+            warpgroup.fence()
+            for kt in cutlass.range(count, unroll=1):
+                ab_pipeline.consumer_wait(read)
+                for kb in cutlass.range_constexpr(k_blocks):
+                    cute.gemm(tiled_mma, rAcc, tCrA[(None, None, kb, read.index)], tCrB[(None, None, kb, read.index)],
+                              rAcc)
+                warpgroup.commit_group()
+                read.advance()
+                if kt > 0:
+                    # the previous K tile's wgmmas are done once at most one group is in flight
+                    warpgroup.wait_group(1)
+                    ab_pipeline.consumer_release(release)
+                    release.advance()
+            warpgroup.wait_group(0)
+            if count > 0:
+                ab_pipeline.consumer_release(release)
+                release.advance()
+
+            # epilogue: (tile_m, tile_n) in (tile_m, 32) slices, EPI_STAGES of them in flight
+            gD_slices = cute.zipped_divide(gD[(None, None, tile_m, tile_n, tile_l)], self.epi_tile)
+            bSG_sD, bSG_gD = cpasync.tma_partition(tma_d, 0, cute.make_layout(1), cute.group_modes(sD, 0, 2), gD_slices)
+            slices = cute.size(gD_slices, mode=[1])
+            done_before = scheduler.num_tiles_executed * slices
+            for s in cutlass.range_constexpr(slices):
+                for v in cutlass.range_constexpr(cute.size(rSlice)):
+                    rSlice[v] = tRS_rAcc[s * cute.size(rSlice) + v]
+                rSlice_out.store((rSlice.load() * alpha).to(self.d_dtype))
+                buffer = (done_before + s) % EPI_STAGES
+                cute.copy(r2s, rSlice_out, tRS_sD[(None, None, None, buffer)])
+                cute.arch.fence_proxy("async.shared", space="cta")   # stmatrix writes -> TMA reads
+                epilogue_barrier.arrive_and_wait()
+                if warp == store_warp:
+                    cute.copy(tma_d, bSG_sD[(None, buffer)], bSG_gD[(None, s)])
+                    store_pipeline.producer_commit()
+                    store_pipeline.producer_acquire()
+                epilogue_barrier.arrive_and_wait()
+            scheduler.advance_to_next_work()
+            work = scheduler.get_current_work()
+        store_pipeline.producer_tail()
+
+
+# ----------------------------------------------------------------------------------------------------
+# Choosing a configuration
+# ----------------------------------------------------------------------------------------------------
+
+# Relative time of one output tile per unit of area, by tile width: narrow tiles reload A more often
+# per output column and spend more of their time in the epilogue. Fitted to H200 timings of forced
+# configurations (scratch runs, 2026-12-01): at 1024x4096x4096 a 64-wide tile took 1.56x the time of
+# the 256-wide one at equal area, and 128x192 lost to 128x64 at 1024x2112x7168.
+TILE_N_COST = {64: 1.8, 128: 1.12, 192: 1.1, 256: 1.0}
+SPLIT_MIN_K_TILES = 64   # below this many K tiles the split-K sum costs more than the SMs it fills
+SPLIT_K_TILES_PER_RANGE = 16
+
+
+def choose_config(m: int, n: int, k: int, batch: int = 1, sms: int = 132, ab_bits: int = 16) -> GemmConfig:
+    """The configuration for an (L x) M x N x K problem on a GPU with `sms` SMs.
+
+    M <= 64 (decode): one 64-row tile streams B. The widest tile (256, then 128) whose column tiles
+    fill three quarters of the SMs; otherwise, for long K, 256-wide tiles with K split over the idle
+    SMs (at least 16 K tiles per range); otherwise the width that puts the most CTAs to work.
+    M > 64: 128-row tiles, the width minimizing waves x tile cost, a 2x1 cluster (B multicast) when
+    there are two row tiles, split-K when the tiles fill less than half of the SMs and K is long."""
+    k_tiles = math.ceil(k * ab_bits / 8 / K_TILE_BYTES)
+    if m <= 64:
+        def tiles_for(width: int) -> int:
+            return math.ceil(n / width) * batch
+        for width in (256, 128):
+            if tiles_for(width) >= 0.75 * sms:
+                return GemmConfig(64, width, (1, 1), 1)
+        if k_tiles >= SPLIT_MIN_K_TILES:
+            split = max(1, min(MAX_SPLIT_K, sms // tiles_for(256), k_tiles // SPLIT_K_TILES_PER_RANGE))
+            return GemmConfig(64, 256, (1, 1), split)
+        width = max(TILE_NS, key=lambda w: (min(tiles_for(w), sms), w))
+        return GemmConfig(64, width, (1, 1), 1)
+    tile_m = 128
+
+    def waves(tile_n: int) -> float:
+        tiles = math.ceil(m / tile_m) * math.ceil(n / tile_n) * batch
+        return math.ceil(tiles / sms) * tile_n * TILE_N_COST[tile_n]
+
+    tile_n = min(TILE_NS, key=lambda t: (waves(t), -t))
+    tiles_m = math.ceil(m / tile_m)
+    tiles = tiles_m * math.ceil(n / tile_n) * batch
+    split_k = 1
+    if tiles * 2 <= sms and k_tiles >= SPLIT_MIN_K_TILES:
+        split_k = max(1, min(MAX_SPLIT_K, sms // tiles, k_tiles // SPLIT_K_TILES_PER_RANGE))
+    cluster = (2, 1) if tiles_m >= 2 and split_k == 1 else (1, 1)
+    return GemmConfig(tile_m, tile_n, cluster, split_k)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Compiling: fake tensors with dynamic shapes, one compile per configuration, cached on disk
+# ----------------------------------------------------------------------------------------------------
+
+def _compile(ab_dtype, d_dtype, a_major: str, b_major: str, config: GemmConfig, clusters: int, arch: str | None,
+             variant: tuple = ()):
+    from cutlass.runtime import make_fake_stream
+
+    op = HopperGemm(ab_dtype, d_dtype, config.tile_n, config.cluster_mn, config.swizzle, tile_m=config.tile_m,
+                    **dict(variant))
+    options = f"--gpu-arch {arch} --keep-ptx --keep-cubin --dump-dir {DUMP_DIR}" if arch else ""
+    return cute.compile(op, fake_tensor(ab_dtype, MAJOR_MODE[a_major]), fake_tensor(ab_dtype, MAJOR_MODE[b_major]),
+                        fake_tensor(d_dtype, 1), cutlass.Float32(1.0), cutlass.Int32(1), clusters, make_fake_stream(),
+                        options=options)
+
+
+def compile_for(arch: str = "sm_90a", m: int = 1024, n: int = 1024, k: int = 1024, ab_dtype=cutlass.BFloat16,
+                d_dtype=cutlass.BFloat16, tile_n: int = 256, cluster_mn=(2, 1), sms: int = 132, a_major: str = "k",
+                b_major: str = "k", tile_m: int = 128, **variant):
+    """Compile with fake tensors (no GPU needed), keeping PTX and cubin. Shapes are dynamic; m, n, k
+    only go through can_implement."""
+    HopperGemm.can_implement(ab_dtype, d_dtype, m, n, k, tile_n, cluster_mn, a_major, b_major, tile_m)
+    config = GemmConfig(tile_m, tile_n, tuple(cluster_mn))
+    return _compile(ab_dtype, d_dtype, a_major, b_major, config, sms // (cluster_mn[0] * cluster_mn[1]), arch,
+                    tuple(sorted(variant.items())))
+
+
+KERNEL_SOURCES = [Path(__file__).resolve().parent / name for name in ("hopper_gemm.py", "sm90_common.py", "tf32_mma.py")]
+
+
+def kernel_for(ab_dtype, d_dtype, a_major: str, b_major: str, config: GemmConfig, variant: tuple = ()):
+    """The compiled kernel for one configuration (shapes and split_k are run-time values), through the
+    shared cache: in memory, on disk, or compiled now."""
+    import torch
+
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    clusters = max_active_clusters(config.cluster_mn)
+    config = GemmConfig(config.tile_m, config.tile_n, config.cluster_mn, 1, config.swizzle)
+    key = ("hopper_gemm", str(ab_dtype), str(d_dtype), a_major, b_major, config, clusters,
+           f"sm_{props.major}{props.minor}", variant)
+    return cached_kernel(key, lambda: _compile(ab_dtype, d_dtype, a_major, b_major, config, clusters, None, variant),
+                         KERNEL_SOURCES)
+
+
+# ----------------------------------------------------------------------------------------------------
+# The torch-facing API
+# ----------------------------------------------------------------------------------------------------
+
+def _dtypes() -> dict:
+    import torch
+
+    return {torch.bfloat16: cutlass.BFloat16, torch.float16: cutlass.Float16, torch.float32: cutlass.Float32,
+            torch.float8_e4m3fn: cutlass.Float8E4M3FN}
+
+
+def _as_mkl(name: str, t, rows_name: str):
+    """(view (rows, K, L) of a (rows, K) or (L, rows, K) tensor, major 'k' or 'mn'); ValueError otherwise.
+    A size-1 mode counts as contiguous (its stride addresses nothing)."""
+    if t.dim() not in (2, 3):
+        raise ValueError(f"{name}: expected ({rows_name}, K) or (L, {rows_name}, K); got shape {tuple(t.shape)}")
+    rows, cols = t.shape[-2:]
+    if t.stride(-1) == 1 or cols == 1:
+        major, leading = "k", -1
+    elif t.stride(-2) == 1 or rows == 1:
+        major, leading = "mn", -2
+    else:
+        raise ValueError(f"{name}: neither {rows_name} nor K is contiguous (strides {tuple(t.stride())}); "
+                         f"call .contiguous()")
+    return batch_last(canonical(t, leading)), major
+
+
+def compile_gemm(a, b, out_dtype=None, alpha: float = 1.0, tile_n: int | None = None, cluster_mn=None,
+                 swizzle: int = 1, out=None, tile_m: int | None = None, split_k: int | None = None, **variant):
+    """For torch tensors a: (M, K) or (L, M, K), b: (N, K) or (L, N, K) (bf16, fp16, float32 = tf32
+    math, or float8_e4m3fn; K contiguous, or for the 16-bit types M/N contiguous, e.g.
+    `x.t().contiguous().t()`): (run, d), where run() computes d = alpha * a @ b.T on the stream
+    current at the call (so it can be captured in a CUDA graph on any stream), into the same d
+    (`out` if given: (M, N) or (L, M, N), N contiguous). out_dtype defaults to a's type (fp32 for
+    tf32 math), bf16 for fp8 inputs. Settings left None come from choose_config; `variant`
+    reaches HopperGemm (the negative control). run.config is the configuration used."""
+    import torch
+
+    dtypes = _dtypes()
+    for name, t in (("a", a), ("b", b)):
+        if t.dtype not in dtypes:
+            raise ValueError(f"{name}: dtype {t.dtype} unsupported; use one of {', '.join(map(str, dtypes))}")
+        if not t.is_cuda:
+            raise ValueError(f"{name}: tensor is on {t.device}; the kernel reads CUDA tensors")
+    if a.dtype != b.dtype:
+        raise ValueError(f"a and b must have the same dtype; got {a.dtype} and {b.dtype}")
+    va, a_major = _as_mkl("a", a, "M")
+    vb, b_major = _as_mkl("b", b, "N")
+    (m, k, batch), (n, kb, batch_b) = va.shape, vb.shape
+    if k != kb or a.dim() != b.dim() or batch != batch_b:
+        raise ValueError(f"expected a: ([L,] M, K) and b: ([L,] N, K) with the same K and L; got {tuple(a.shape)} "
+                         f"and {tuple(b.shape)}")
+    out_dtype = out_dtype or (out.dtype if out is not None else
+                              torch.bfloat16 if a.dtype == torch.float8_e4m3fn else a.dtype)
+    if out_dtype not in (torch.bfloat16, torch.float16, torch.float32):
+        raise ValueError(f"out_dtype {out_dtype} unsupported; use torch.bfloat16, torch.float16 or torch.float32")
+    shape_d = (m, n) if a.dim() == 2 else (batch, m, n)
+    if out is None:
+        out = torch.empty(shape_d, dtype=out_dtype, device=a.device)
+    elif tuple(out.shape) != shape_d or out.dtype != out_dtype or out.device != a.device:
+        raise ValueError(f"out: expected {shape_d} {out_dtype} on {a.device}; got {tuple(out.shape)} {out.dtype} "
+                         f"on {out.device}")
+    vd, d_major = _as_mkl("out", out, "M")
+    if d_major != "k" or (n > 1 and vd.stride(1) != 1):
+        raise ValueError(f"out: N must be the contiguous dimension (strides {tuple(out.stride())})")
+    for name, t in (("a", a), ("b", b)):
+        if _overlap(out, t):
+            raise ValueError(f"out overlaps {name} in memory; the kernel reads {name} while it writes out: "
+                             f"pass a separate tensor")
+    ab_dtype = cutlass.TFloat32 if a.dtype == torch.float32 else dtypes[a.dtype]
+    props = torch.cuda.get_device_properties(a.device)
+    chosen = choose_config(m, n, k, batch, props.multi_processor_count, ab_dtype.width)
+    config = GemmConfig(tile_m or chosen.tile_m, tile_n or chosen.tile_n,
+                        tuple(cluster_mn) if cluster_mn is not None else chosen.cluster_mn,
+                        chosen.split_k if split_k is None else split_k, swizzle)
+    if cluster_mn is None and (math.ceil(m / config.tile_m) < 2 or config.split_k > 1):
+        # the chosen cluster may not suit a forced tile or split
+        config = GemmConfig(config.tile_m, config.tile_n, (1, 1), config.split_k, swizzle)
+    HopperGemm.can_implement(ab_dtype, dtypes[out_dtype], m, n, k, config.tile_n, config.cluster_mn, a_major,
+                             b_major, config.tile_m, config.split_k, batch)
+    for name, t, v, major in (("a", a, va, a_major), ("b", b, vb, b_major), ("out", out, vd, "k")):
+        check_alignment(name, t, v, MAJOR_MODE[major])
+
+    if config.split_k > 1:   # partial products in FP32, one slice per K range: (M, N, L x split_k)
+        workspace = torch.empty(batch, config.split_k, m, n, dtype=torch.float32, device=a.device)
+        vd_kernel = batch_last(canonical(workspace.view(batch * config.split_k, m, n), -1))
+        d_kernel_dtype = cutlass.Float32
+    else:
+        workspace, vd_kernel, d_kernel_dtype = None, vd, dtypes[out_dtype]
+    with torch.cuda.device(a.device):
+        kernel = kernel_for(ab_dtype, d_kernel_dtype, a_major, b_major, config, tuple(sorted(variant.items())))
+    operand_type = cutlass.TFloat32 if ab_dtype == cutlass.TFloat32 else None   # fp32 operands are read as tf32
+    views = (cute_view(va, MAJOR_MODE[a_major], operand_type), cute_view(vb, MAJOR_MODE[b_major], operand_type),
+             cute_view(vd_kernel, 1))
+    scale, split = cutlass.Float32(alpha), cutlass.Int32(config.split_k)
+
+    # split-K: the FP32 slices summed in a fixed order (deterministic), then converted into out
+    reduced = None if workspace is None else torch.empty(batch, m, n, dtype=torch.float32, device=a.device)
+
+    device = a.device
+    allocated_on = torch.cuda.current_stream(device)
+
+    def run():
+        """Launch on the stream current now. A CUDA graph captured from run() holds raw pointers to
+        the split-K workspace, which run() owns: keep run alive as long as such a graph."""
+        stream = torch.cuda.current_stream(device)
+        if workspace is not None and stream != allocated_on:   # freed later only after this stream's work
+            workspace.record_stream(stream)
+            reduced.record_stream(stream)
+        with torch.cuda.device(device):
+            kernel(*views, scale, split, current_stream())
+            if workspace is not None:
+                torch.sum(workspace, dim=1, out=reduced)
+                out.copy_(reduced.view(shape_d))
+    run.config = config
+    return run, out
+
+
+def _overlap(x, y) -> bool:
+    """Whether the memory spans of two tensors intersect (a conservative test: spans, not elements)."""
+    if x.numel() == 0 or y.numel() == 0:
+        return False
+    def span(t):
+        start = t.data_ptr()
+        return start, start + (sum((n - 1) * s for n, s in zip(t.shape, t.stride())) + 1) * t.element_size()
+    (x0, x1), (y0, y1) = span(x), span(y)
+    return x0 < y1 and y0 < x1
+
+
+def gemm(a, b, out_dtype=None, alpha: float = 1.0, out=None, **settings):
+    """d = alpha * a @ b.T (batched: d[l] = alpha * a[l] @ b[l].T) for torch tensors a: ([L,] M, K),
+    b: ([L,] N, K), into `out` or a new tensor. One compiled kernel serves every shape of a
+    configuration (kept in memory and on disk); settings (tile_m, tile_n, cluster_mn, split_k) override
+    choose_config."""
+    run, d = compile_gemm(a, b, out_dtype, alpha, out=out, **settings)
+    run()
+    return d
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--arch", default="sm_90a")
+    args = parser.parse_args()
+    compile_for(args.arch)
+    print(f"compiled for {args.arch}")
