@@ -17,7 +17,7 @@ import hashlib
 import json
 import os
 import tempfile
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -79,8 +79,11 @@ def write(repo: Repo, name: str, key: str, data: Any) -> bool:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             out.write(text)
         os.replace(tmp, repo.cache / name)
-    except OSError:
-        os.unlink(tmp)
+    except BaseException as err:   # a full disk, a signal: no half-written file stays behind
+        with suppress(OSError):
+            os.unlink(tmp)
+        if not isinstance(err, OSError):
+            raise
         return False
     return True
 
