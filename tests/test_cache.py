@@ -106,7 +106,8 @@ SHAPES = {
     "size a string": lambda d: d["entries"]["wiki/hardware/example.md"].__setitem__(1, "12"),
     "head of the wrong shape": lambda d: d["entries"]["wiki/hardware/example.md"].__setitem__(4, {"id": 5}),
     "problem of the wrong shape": lambda d: d["entries"]["wiki/hardware/example.md"].__setitem__(6, [["x"]]),
-    "ranking of the wrong shape": lambda d: d["entries"]["wiki/hardware/example.md"].__setitem__(8, [1, 2]),
+    "checks of the wrong shape": lambda d: d["entries"]["wiki/hardware/example.md"].__setitem__(7, {"x": 1}),
+    "an extra field": lambda d: d["entries"]["wiki/hardware/example.md"].append(0),
     "vocabulary of the wrong shape": lambda d: d.__setitem__("vocabulary", {"tags": "wgmma"}),
 }
 

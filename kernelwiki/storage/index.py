@@ -61,8 +61,8 @@ class Entry:
         self.local_problems = local_problems
         """Problems found by the per-file checks; None until validate has run them."""
         self.ranking: Any = None
-        """What query ranks this page by, kept with the cache so that a query need not work it
-        out again for every page (see ranking_fields)."""
+        """What query ranks this page by, made once per process when a query first needs it
+        (see ranking_fields)."""
 
     @property
     def meta(self) -> dict[str, Any] | None:
@@ -359,13 +359,15 @@ class Wiki:
 
 
 def ranking_fields(entry: Entry) -> tuple:
-    """What query ranks a page by, kept in the cache: (id, id without its prefix, aliases, title, tags and architectures, headline), lower-cased."""
-    page_id = (entry.id or "").lower()
+    """What query ranks a page by: (id, id without its prefix, aliases, title, tags and
+    architectures, headline), lower-cased. Made from the listing fields (strings only, see _head)
+    with C-level calls: a query makes it for every page that holds its words."""
+    head = entry.head or {}
+    page_id = head.get("id", "").lower()
     # Tuples, not sets: a page has a few of each.
-    return (page_id, page_id.split("-", 1)[-1], tuple(str(a).lower() for a in entry.get("aliases") or []),
-            str(entry.get("title") or "").lower(),
-            tuple(str(t).lower() for t in (entry.get("tags") or []) + (entry.get("architectures") or [])),
-            entry.headline.lower())
+    return (page_id, page_id.split("-", 1)[-1], tuple(map(str.lower, head.get("aliases", ()))),
+            head.get("title", "").lower(),
+            tuple(map(str.lower, head.get("tags", []) + head.get("architectures", []))), entry.headline.lower())
 
 
 def alias_files(repo: Repo, key: str) -> dict[str, Any] | None:
@@ -379,13 +381,13 @@ def _read_cache(repo: Repo, key: str) -> tuple[dict | None, dict[str, Entry]]:
     """(vocabulary, rel -> entry) from the index cache; (None, {}) without a usable one. An entry
     of the wrong shape is left out (its page is read again), a vocabulary of the wrong shape
     discards the whole file."""
-    data = cache.read(repo, cache.INDEX, key)
-    if not isinstance(data, dict) or not Vocabulary.well_formed(data.get("vocabulary")) \
-            or not isinstance(data.get("entries"), dict):
-        return None, {}
-    metas = _MetaFile(repo, key)
-    entries = {}
-    with cache.collector_paused():
+    with cache.collector_paused():   # one pause for decoding and building: one collection after it
+        data = cache.read(repo, cache.INDEX, key)
+        if not isinstance(data, dict) or not Vocabulary.well_formed(data.get("vocabulary")) \
+                or not isinstance(data.get("entries"), dict):
+            return None, {}
+        metas = _MetaFile(repo, key)
+        entries = {}
         for rel, plain in data["entries"].items():
             entry = _from_plain(rel, plain, metas)
             if entry is not None:
@@ -396,28 +398,25 @@ def _read_cache(repo: Repo, key: str) -> tuple[dict | None, dict[str, Entry]]:
 def _to_plain(entry: Entry) -> list:
     local = None if entry.local_problems is None else [astuple(p) for p in entry.local_problems]
     return [entry.mtime_ns, entry.size, entry.ctime_ns, entry.sha256, entry.head, entry.headline,
-            [astuple(p) for p in entry.read_problems], local, entry.ranking or ranking_fields(entry)]
+            [astuple(p) for p in entry.read_problems], local]
 
 
 def _from_plain(rel: Any, plain: Any, metas: _MetaFile) -> Entry | None:
     """The entry a cached list describes, or None when it is not of the shape _to_plain writes.
     (Exact type checks and str.join, which refuses anything but strings, keep this cheap: it runs
     for every page a lookup loads.)"""
-    if type(rel) is not str or type(plain) is not list or len(plain) != 9:
+    if type(rel) is not str or type(plain) is not list or len(plain) != 8:
         return None
-    mtime_ns, size, ctime_ns, sha256, head, headline, read, local, ranking = plain
+    mtime_ns, size, ctime_ns, sha256, head, headline, read, local = plain
     if not (type(mtime_ns) is int and type(size) is int and type(ctime_ns) is int and type(sha256) is str
             and type(headline) is str and (head is None or _is_head(head))):
         return None
     problems = _problems(read)
     local_problems = None if local is None else _problems(local)
-    fields = _ranking(ranking)
-    if problems is None or (local is not None and local_problems is None) or fields is None:
+    if problems is None or (local is not None and local_problems is None):
         return None
-    entry = Entry(rel, mtime_ns, size, ctime_ns, sha256, None, headline, None, problems, local_problems,
-                  blob=metas, head=head)
-    entry.ranking = fields
-    return entry
+    return Entry(rel, mtime_ns, size, ctime_ns, sha256, None, headline, None, problems, local_problems,
+                 blob=metas, head=head)
 
 
 _HEAD_LISTS = ("aliases", "tags", "architectures")
@@ -448,6 +447,8 @@ def _is_head(head: Any) -> bool:
 def _problems(plain: Any) -> list[Problem] | None:
     if type(plain) is not list:
         return None
+    if not plain:
+        return []
     out = []
     for item in plain:
         if not (type(item) is list and len(item) == 4 and type(item[0]) is str and type(item[1]) is int
@@ -455,20 +456,6 @@ def _problems(plain: Any) -> list[Problem] | None:
             return None
         out.append(Problem(*item))
     return out
-
-
-def _ranking(plain: Any) -> tuple | None:
-    """ranking_fields' tuple from its JSON list, or None when the list is not of that shape."""
-    if type(plain) is not list or len(plain) != 6:
-        return None
-    page_id, short_id, aliases, title, tags, headline = plain
-    if type(aliases) is not list or type(tags) is not list:
-        return None
-    try:
-        "".join((page_id, short_id, title, headline, *aliases, *tags))
-    except TypeError:
-        return None
-    return (page_id, short_id, tuple(aliases), title, tuple(tags), headline)
 
 
 def scan_pages(root: Path) -> list[tuple[str, os.stat_result]]:
