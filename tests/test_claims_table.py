@@ -76,7 +76,7 @@ def test_cell_formats_stay_as_each_table_had_them():
     assert "| ↳ measured.x.c1 | 700.0 TFLOP/s (1.01× cuBLAS) | measured |  |  | " \
            "[record](../../artifacts/evidence/probe-x/r.json) |" in block
     table = claims_table(CLAIMS)
-    assert "| measured.x.c1 (tflops) | 700.0 TFLOP/s (1.014× cuBLAS) |  |  |  |  | measured | " \
+    assert "| measured.x.c1 (tflops) | 700.0 TFLOP/s (1.014× cuBLAS) |  |  |  |  |  | measured | " \
            "artifacts/evidence/probe-x/r.json#c1 |" in table
 
 

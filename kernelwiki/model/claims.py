@@ -95,6 +95,16 @@ def _joined(claim: dict, keys: tuple[str, ...], between: str) -> str:
     return between.join(str(claim[k]) for k in keys if claim.get(k))
 
 
+def _conditions_cell(claim: dict, style: Style) -> str:
+    """The claim's conditions alone in one cell: a mapping as key=value pairs, `|` escaped."""
+    value = claim.get("conditions")
+    if value is None:
+        return ""
+    if isinstance(value, dict):
+        value = ", ".join(f"{k}={v}" for k, v in value.items())
+    return str(value).replace("|", "\\|")
+
+
 def _from(claim: dict, style: Style) -> str:
     if claim.get("record") and style.record_link is not None:
         return f"[record]({style.record_link(str(claim['record']))})"
@@ -112,6 +122,7 @@ COLUMNS: dict[str, tuple[str, Callable[[dict, Style], str]]] = {
     "evidence": ("evidence", lambda c, s: str(c.get("evidence"))),
     "GPU / arch": ("GPU / arch", lambda c, s: _joined(c, ("gpu", "arch"), " / ")),
     "conditions": ("conditions", lambda c, s: _joined(c, ("dtype", "shape", "conditions"), "; ")),
+    "conditions (cell)": ("conditions", _conditions_cell),
     "from": ("from", _from),
     "cites": ("cites", _cites),
     **{key: (key, lambda c, s, key=key: str(c.get(key, ""))) for key in ("gpu", "arch", "dtype", "shape")},
