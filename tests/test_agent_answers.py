@@ -122,7 +122,7 @@ def test_hits_carry_the_size_of_the_page_and_of_its_code(wiki):
     entry = result.hits[0].entry
     size = result.sizes[entry.id]
     assert size["page"] == (ROOT / entry.rel).stat().st_size
-    bundle = sum(p.stat().st_size for d in ("artifacts/kernels/hopper-gemm", "probes/probe-hopper-gemm")
+    bundle = sum(p.stat().st_size for d in ("artifacts/kernels/hopper_gemm", "probes/probe-hopper-gemm")
                  for p in (ROOT / d).rglob("*") if p.is_file() and "__pycache__" not in p.parts)
     assert size["code"] >= bundle
     assert answer(wiki, ["ptx"], Filters(types=["source"]), limit=1).sizes.popitem()[1]["code"] == 0
@@ -152,14 +152,14 @@ def test_prose_leaves_out_generated_blocks_code_and_claim_marks():
 
 def test_files_choose_the_code_printed():
     code, text, _ = cli("get", "kernel-hopper-gemm", "--include-code", "--files", "hopper_gemm.py")
-    assert code == 0 and "#### artifacts/kernels/hopper-gemm/hopper_gemm.py (own)" in text
-    assert "#### artifacts/kernels/hopper-gemm/sm90_common.py" not in text
-    assert "left out by the files patterns: " in text and "artifacts/kernels/hopper-gemm/sm90_common.py" in text
+    assert code == 0 and "#### artifacts/kernels/hopper_gemm/hopper_gemm.py (own)" in text
+    assert "#### artifacts/kernels/hopper_gemm/sm90_common.py" not in text
+    assert "left out by the files patterns: " in text and "artifacts/kernels/hopper_gemm/sm90_common.py" in text
     every = cli("get", "kernel-hopper-gemm", "--include-code")[1]
     assert len(text) < len(every)
     document = json.loads(cli("get", "kernel-hopper-gemm", "--include-code", "--files", "*.yaml", "--format", "json")[1])
     shown = [f["path"] for f in document["artifacts"]["files"] if "text" in f]
-    assert shown == ["artifacts/kernels/hopper-gemm/PROVENANCE.yaml"]
+    assert shown == ["artifacts/kernels/hopper_gemm/PROVENANCE.yaml"]
 
 
 def test_max_bytes_windows_put_back_together_give_the_whole_answer():
@@ -196,7 +196,7 @@ def test_every_kernel_bundle_says_what_it_requires_and_how_to_run_it():
 
 def test_include_code_prints_requires_run_and_whether_upstream_compiles_alone():
     text = cli("get", "kernel-hopper-gemm", "--include-code", "--files", "none")[1]
-    assert "\nRequires: cutlass-dsl 4.8.1" in text and "\nRun: python hopper_gemm.py --arch sm_90a" in text
+    assert "\nRequires: cutlass-dsl 4.8.1" in text and "\nRun: python -m artifacts.kernels.hopper_gemm.hopper_gemm --arch sm_90a" in text
     assert "do not compile alone" not in text
     deepgemm = cli("get", "kernel-deepgemm", "--include-code", "--files", "none")[1]
     assert "Upstream files do not compile alone: " in deepgemm and "JIT" in deepgemm

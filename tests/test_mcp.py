@@ -257,8 +257,8 @@ def test_get_page_in_pieces_and_prose_and_files(client):
     prose = client.call("get_page", page="kernel-hopper-gemm", part="prose")["content"][0]["text"]
     assert "```" not in prose and len(prose) < len(whole) / 10
     chosen = client.call("get_page", page="kernel-hopper-gemm", include_code=True, files=["hopper_gemm.py"])
-    assert "#### artifacts/kernels/hopper-gemm/sm90_common.py" not in chosen["content"][0]["text"]
-    assert "#### artifacts/kernels/hopper-gemm/hopper_gemm.py (own)" in chosen["content"][0]["text"]
+    assert "#### artifacts/kernels/hopper_gemm/sm90_common.py" not in chosen["content"][0]["text"]
+    assert "#### artifacts/kernels/hopper_gemm/hopper_gemm.py (own)" in chosen["content"][0]["text"]
 
 
 def test_query_that_the_wiki_does_not_cover(client):
