@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from kernelwiki.storage.index import Entry, Wiki
-from kernelwiki.storage.records import order_key, probe_ids
-from kernelwiki.storage.records import scan as scan_records
+from kernelwiki.storage.records import latest, load_records
+from kernelwiki.model.claims import Style, markdown_rows, page_claims
 from kernelwiki.model.files import UnsafeFile, read_regular, sha256_file
 
 LANGUAGES = {".py": "python", ".cu": "cuda", ".cuh": "cuda", ".cpp": "cpp", ".h": "cpp", ".hpp": "cpp",
@@ -74,7 +74,7 @@ def build(wiki: Wiki, entry: Entry, options: Options) -> Result:
     if options.part == "prose":
         result["body"] = prose(body)
     if options.part == "claims":
-        result["claims"] = all_claims(meta)
+        result["claims"] = page_claims(meta)
     if options.follow_sources:
         ids = wiki.by_id()
         result["sources"] = [_source_summary(ids[s]) if s in ids else {"id": s, "missing": True}
@@ -89,17 +89,6 @@ def _split(wiki: Wiki, entry: Entry) -> tuple[str, str]:
     """Frontmatter text and body as read (LF line endings); the parsed frontmatter is in the index."""
     page = wiki.page(entry.rel)
     return page.frontmatter_text, page.body
-
-
-def all_claims(meta: dict) -> list[dict]:
-    """Claims in our format, with legacy performance_claims read as source-reported ones."""
-    claims = [dict(c) for c in meta.get("claims") or [] if isinstance(c, dict)]
-    for index, legacy in enumerate(meta.get("performance_claims") or []):
-        if isinstance(legacy, dict):
-            claim = {k: v for k, v in legacy.items() if k != "source_id"}
-            claim.update(id=f"performance-claim-{index}", evidence="source-reported", source=legacy.get("source_id"))
-            claims.append(claim)
-    return claims
 
 
 def _source_summary(entry: Entry) -> dict:
@@ -253,18 +242,14 @@ def probe_bundle(wiki: Wiki, probe_id: str, wants=_everything) -> dict:
 
 
 def latest_record(wiki: Wiki, probe_id: str) -> dict | None:
-    """Summary of the newest run record of a probe that validate accepts, or None."""
-    newest: tuple[tuple, Path, dict] | None = None
-    for record in scan_records(wiki.repo, probe_ids(wiki.repo), probe=probe_id):
-        key = order_key(record.data.get("started_at"), record.rel) if record.ok else None
-        if key and (newest is None or key > newest[0]):
-            newest = (key, record.path, record.data)
-    if newest is None:
+    """Summary of the newest run record of a probe that validate accepts (any mode, any status), or None."""
+    record = latest(load_records(wiki.repo, probe=probe_id, quiet=True).get(probe_id, []))
+    if record is None:
         return None
-    _, path, data = newest
+    data = record.data
     env = data.get("environment") or {}
     return {
-        "path": wiki.repo.rel(path), "status": data.get("status"), "mode": data.get("mode"),
+        "path": record.path, "status": data.get("status"), "mode": data.get("mode"),
         "started_at": data.get("started_at"), "reason": data.get("reason"),
         "environment": {k: env.get(k) for k in ("gpu", "arch", "driver", "cuda_runtime", "cutlass_dsl", "torch")},
         "cases": [
@@ -380,31 +365,15 @@ def _record_summary(record: dict | None) -> str:
     return "\n".join(lines) + "\n"
 
 
+CLAIMS_STYLE = Style(columns=("claim (metric)", "value", "gpu", "arch", "dtype", "shape", "conditions (cell)",
+                              "evidence", "cites"), grouped=False, ratio_digits=4)
+"""`get --claims`: every claim in page order, with its metric, and the record and case it cites."""
+
+
 def claims_table(claims: list[dict]) -> str:
     if not claims:
         return "No claims on this page.\n"
-    rows = ["| claim | value | gpu | arch | dtype | shape | conditions | evidence | cites |",
-            "|---|---|---|---|---|---|---|---|---|"]
-    for claim in claims:
-        value = f"{claim.get('value')} {claim.get('unit', '')}".strip()
-        if claim.get("ratio") is not None and claim.get("baseline"):
-            value += f" ({_num(claim['ratio'])}× {claim['baseline'].get('name')})"
-        cites = claim.get("record") or claim.get("source") or ""
-        if claim.get("case"):
-            cites += f"#{claim['case']}"
-        rows.append(f"| {claim.get('id')} ({claim.get('metric')}) | {value} | {claim.get('gpu', '')} | "
-                    f"{claim.get('arch', '')} | {claim.get('dtype', '')} | {claim.get('shape', '')} | "
-                    f"{_cell(claim.get('conditions'))} | {claim.get('evidence')} | {cites} |")
-    return "\n".join(rows) + "\n"
-
-
-def _cell(value: Any) -> str:
-    """A claim's conditions in one table cell (a mapping as key=value pairs)."""
-    if value is None:
-        return ""
-    if isinstance(value, dict):
-        value = ", ".join(f"{k}={v}" for k, v in value.items())
-    return str(value).replace("|", "\\|").replace("\n", " ")
+    return "\n".join(markdown_rows(claims, CLAIMS_STYLE)) + "\n"
 
 
 def _num(value: Any) -> str:

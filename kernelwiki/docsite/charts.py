@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelwiki.probing.specs import ProbeSpec
-from kernelwiki.commands.refresh import Record
+from kernelwiki.storage.records import Record, latest
 
 MAX_LINES = 6
 _SHAPE = re.compile(r"^(\d+)x(\d+)x(\d+)$")  # MxNxK
@@ -55,11 +55,6 @@ class Point:
     params: dict
     ratio: float
     baseline: str
-
-
-def latest_run(records: list[Record]) -> Record | None:
-    runs = [r for r in records if r.data.get("mode") == "run" and r.data.get("cases")]
-    return runs[-1] if runs else None
 
 
 def _points(record: Record, cases: set[str] | None) -> list[Point]:
@@ -254,7 +249,7 @@ def page_charts(page_id: str, probes: dict[str, ProbeSpec], records: dict[str, l
             continue
         cases = {str(c.get("id")) for c in spec.data.get("cases") or []
                  if isinstance(c, dict) and (not c.get("pages") or page_id in c["pages"])}
-        record = latest_run(records[spec.id])
+        record = latest(records[spec.id], mode="run", with_cases=True)
         if record is not None:
             charts += case_charts(spec, record, cases)
         history = history_chart(spec, records[spec.id], cases)

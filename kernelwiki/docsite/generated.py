@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from kernelwiki.storage.index import Entry
 from kernelwiki.probing.specs import ProbeSpec
-from kernelwiki.commands.refresh import Record
-from kernelwiki.docsite.charts import latest_run
+from kernelwiki.storage.records import Record, latest, latest_by
 from kernelwiki.docsite.render import LEVEL_TEXT, STATUS_TEXT, badge, fmt, fmt_ratio, is_number, record_uri, rel_link
 from kernelwiki.harness.env import short_gpu_name
 
@@ -24,7 +23,7 @@ def headline_rows(probes: dict[str, ProbeSpec], records: dict[str, list[Record]]
     uri = "index.md"
     rows = []
     for spec in probes.values():
-        record = latest_run(records.get(spec.id, []))
+        record = latest(records.get(spec.id, []), mode="run", with_cases=True)
         if spec.kind != "kernel" or record is None:
             continue
         pages = [p for p in spec.pages if p in ids]
@@ -137,15 +136,12 @@ def probe_catalogue(probes: dict[str, ProbeSpec], records: dict[str, list[Record
         headline = _headline_history(runs)
         if headline:
             out.append(headline)
-        latest: dict[tuple, Record] = {}
-        for record in probe_records:
-            env = record.data.get("environment") or {}
-            latest[(env.get("gpu") or "no GPU", record.data.get("mode"))] = record
-        if not latest:
+        newest = latest_by(probe_records, lambda r: [((r.data.get("environment") or {}).get("gpu") or "no GPU", r.mode)])
+        if not newest:
             out.append("Not run yet.\n")
             continue
         out.append("| GPU | mode | status | date | record |\n|---|---|---|---|---|")
-        for (gpu, mode), record in sorted(latest.items()):
+        for (gpu, mode), record in sorted(newest.items()):
             link = rel_link(uri, record_uri(record.path))
             out.append(f"| {gpu} | {mode} | {badge('status-run', record.data.get('status'))} | "
                        f"{record.started[:10]} | [{record.path.rsplit('/', 1)[-1]}]({link}) |")

@@ -14,9 +14,11 @@ from mkdocs.structure.files import File, Files
 
 from kernelwiki.storage.index import Wiki
 from kernelwiki.probing.specs import load_probes
-from kernelwiki.commands.refresh import load_records
+from kernelwiki.storage.records import load_records
 from kernelwiki.storage.repo import Repo
 from kernelwiki.model import yamlio
+from kernelwiki.model.claims import page_claims
+from kernelwiki.model.fences import map_prose
 from kernelwiki.docsite import charts, generated, links, render
 from kernelwiki.docsite import records as records_page
 
@@ -41,7 +43,7 @@ def on_config(config):
     cited_by: dict[str, list[str]] = {}
     for entry in entries:
         cites = {s for s in entry.get("sources") or [] if isinstance(s, str)}
-        cites |= {c.get("source") for c in render.page_claims(entry.meta or {}) if isinstance(c.get("source"), str)}
+        cites |= {c.get("source") for c in page_claims(entry.meta or {}) if isinstance(c.get("source"), str)}
         for source in sorted(cites):
             if source != entry.id:
                 cited_by.setdefault(source, []).append(entry.id)
@@ -119,11 +121,11 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
         return markdown
     # The generated blocks serve readers of the raw Markdown; the site shows its own tables, after
     # the prose, and drops the heading a block stood under.
-    markdown = GENERATED_BLOCK.sub("", markdown)
+    markdown = map_prose(markdown, lambda prose: GENERATED_BLOCK.sub("", prose))
     # mkdocs prefers the frontmatter title over the nav's; the nav shows the page's own heading.
     meta["title"] = _state["titles"].get(meta["id"], meta.get("title"))
     title, body = _split_title(markdown)
-    claims = render.page_claims(meta)
+    claims = page_claims(meta)
     body = render.claim_spans(body, {str(c.get("id")) for c in claims}, uri)
     body = _state["linker"].link(body, uri, meta["id"])
     if meta.get("type") == "source":

@@ -7,7 +7,7 @@ import html
 import posixpath
 from typing import Any
 
-from kernelwiki.commands.refresh import Record
+from kernelwiki.storage.records import Record
 from kernelwiki.docsite.render import badge, fmt, fmt_ratio, is_number, record_uri, rel_link
 
 

@@ -13,6 +13,9 @@ import posixpath
 import re
 from typing import Any
 
+from kernelwiki.model.claims import ClaimRow, claim_rows, page_claims
+from kernelwiki.model.fences import map_prose
+
 LEVEL_TEXT = {
     "spec": "stated by vendor documentation",
     "source-reported": "reported by an upstream source under stated conditions",
@@ -126,23 +129,15 @@ def source_card(meta: dict) -> str:
             f"**Facts taken from it**\n\n{facts}\n")
 
 
-def page_claims(meta: dict) -> list[dict]:
-    """The page's claims, legacy performance_claims read as source-reported ones."""
-    claims = [c for c in meta.get("claims") or [] if isinstance(c, dict)]
-    claims += [{**c, "id": f"performance-claim-{i}", "evidence": "source-reported", "source": c.get("source_id")}
-               for i, c in enumerate(meta.get("performance_claims") or []) if isinstance(c, dict)]
-    return claims
-
-
 def claim_spans(markdown: str, claim_ids: set[str], src_uri: str) -> str:
     """Inline claim spans (`<!-- claim:ID -->text<!-- /claim -->`, filled by refresh) as their text,
-    linked to the claim's row of the claims table."""
+    linked to the claim's row of the claims table. A span in fenced code is an example: left as written."""
     def one(match: re.Match) -> str:
         text = match.group(2)
         if match.group(1) not in claim_ids:
             return text
         return f'<a class="kw-claim-ref" href="#{claim_anchor(match.group(1))}">{text}</a>'
-    return CLAIM_SPAN.sub(one, markdown)
+    return map_prose(markdown, lambda prose: CLAIM_SPAN.sub(one, prose))
 
 
 def claims_tables(meta: dict, src_uri: str, page_uris: dict[str, str]) -> str:
@@ -151,32 +146,21 @@ def claims_tables(meta: dict, src_uri: str, page_uris: dict[str, str]) -> str:
     claims = page_claims(meta)
     if not claims:
         return ""
-    by_id = {c.get("id"): c for c in claims}
-    reproductions: dict[str, list[dict]] = {}
-    for claim in claims:
-        if claim.get("reproduces") in by_id:
-            reproductions.setdefault(claim["reproduces"], []).append(claim)
-    groups: dict[str, list[tuple[dict, dict | None, dict | None]]] = {}
-    for claim in claims:
-        if claim.get("reproduces") in by_id:
-            continue
-        pairs = ([(claim, None, claim)] if claim.get("evidence") in ("measured", "compiled")
-                 else [(claim, claim, m) for m in reproductions.get(claim.get("id"), [None])])
-        for label, reported, measured in pairs:
-            numeric = all(c is None or is_number(c.get("value")) for c in (reported, measured))
-            groups.setdefault(str(label.get("unit") or "") if numeric else "\0facts", []).append(
-                (label, reported, measured))
+    groups: dict[str, list[ClaimRow]] = {}
+    for row in claim_rows(claims):
+        numeric = all(c is None or is_number(c.get("value")) for c in (row.reported, row.measured))
+        groups.setdefault(str(row.label.get("unit") or "") if numeric else "\0facts", []).append(row)
     out = []
     for unit in sorted(groups, key=lambda u: (u == "\0facts", -len(groups[u]), u)):
         rows = groups[unit]
         if unit == "\0facts":
             head = "<tr><th>claim</th><th>value</th><th>evidence</th></tr>"
-            body = [_fact_row(label, src_uri, page_uris) for label, _, _ in rows]
+            body = [_fact_row(row.label, src_uri, page_uris) for row in rows]
         else:
             suffix = f" ({html.escape(unit)})" if unit else ""
             head = (f"<tr><th>claim</th><th>reported{suffix}</th><th>measured here{suffix}</th>"
                     "<th>ratio</th><th>evidence</th></tr>")
-            body = [_row(label, reported, measured, src_uri, page_uris) for label, reported, measured in rows]
+            body = [_row(row.label, row.reported, row.measured, src_uri, page_uris) for row in rows]
         out.append(f'<div class="kw-claims" markdown="0">\n<table>\n<thead>{head}</thead>\n<tbody>\n'
                    + "\n".join(body) + "\n</tbody>\n</table>\n</div>\n")
     return "\n".join(out)

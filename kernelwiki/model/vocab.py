@@ -44,6 +44,17 @@ class Vocabulary:
         data, _ = yamlio.load((schemas_dir / "vocabulary.yaml").read_text(encoding="utf-8"))
         return cls(data)
 
+    @staticmethod
+    def well_formed(data: object) -> bool:
+        """Whether `data` has the shape every property below relies on (a vocabulary kept in the
+        index cache is checked before use: the cache is untrusted input)."""
+        if not isinstance(data, dict):
+            return False
+        arch = data.get("architectures")
+        return (all(_str_map(data.get(k)) for k in ("page_types", "sections", "vocabulary_fields"))
+                and isinstance(arch, dict) and _str_list(arch.get("canonical")) and _str_map(arch.get("legacy"))
+                and all(_str_list(data.get(k)) for k in ("tags", "dtypes", "evidence_levels")))
+
     @property
     def type_prefix(self) -> dict[str, str]:
         return self.data["page_types"]
@@ -78,6 +89,14 @@ class Vocabulary:
 
     def terms(self, kind: str) -> set[str]:
         return {"tags": self.tags, "archs": self.archs, "dtypes": self.dtypes}[kind]
+
+
+def _str_map(value: object) -> bool:
+    return isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
+
+
+def _str_list(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 
 def closest(word: str, choices, n: int = 3) -> list[str]:
