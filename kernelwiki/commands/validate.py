@@ -19,6 +19,7 @@ from kernelwiki.model.pages import Page, line_of, read_page_bytes, render_page
 from kernelwiki.model.yamlio import LineMap
 from kernelwiki.model.problems import Problem, field_path
 from kernelwiki.storage.records import probe_ids, scan
+from kernelwiki.probing.specs import entry_problem, link_problem
 from kernelwiki.model.files import replace_file, sha256_file
 from kernelwiki.model.schema import check as schema_check
 from kernelwiki.model.spans import body_first_line, span_problems
@@ -296,21 +297,33 @@ def _check_probes(wiki: Wiki, report: Report) -> dict[str, Any]:
     probes: dict[str, Any] = {}
     if not wiki.repo.probes.is_dir():
         return probes
+    linked = link_problem(wiki.repo)
+    if linked:
+        report.problems.append(Problem("probes", 1, "-", linked))
+        return probes
     for directory in sorted(p for p in wiki.repo.probes.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))):
         path = directory / "probe.yaml"
-        rel = wiki.repo.rel(path)
+        rel = f"probes/{directory.name}/probe.yaml"
         report.probes += 1
+        if directory.is_symlink():
+            report.problems.append(Problem(rel, 1, "-", "its probe directory is a symbolic link; probe code must "
+                                                        "live inside the repository, so the runner ignores it"))
+            probes[directory.name] = None
+            continue
         data, lines = _read_yaml(path, rel, report)
         probes[directory.name] = data
         if data is None:
             continue
         line = lambda p, lines=lines: line_of(lines, p) + 1  # noqa: E731
         report.problems += schema_check(wiki.repo.schemas, "probe", data, rel, line)
+        for path, value in _non_finite(data):
+            report.problems.append(Problem(rel, line(path), field_path(path), f"{value} is not a finite number"))
         if data.get("id") != directory.name:
             report.problems.append(Problem(rel, line(("id",)), "id", f"must equal the directory name {directory.name!r}"))
         entry_file = data.get("entry")
-        if isinstance(entry_file, str) and not (directory / entry_file).is_file():
-            report.problems.append(Problem(rel, line(("entry",)), "entry", f"file {entry_file} not found in {wiki.repo.rel(directory)}"))
+        why = entry_problem(directory, entry_file) if isinstance(entry_file, str) else None
+        if why:
+            report.problems.append(Problem(rel, line(("entry",)), "entry", why))
         for index, arch in _strings(data.get("archs")):
             if arch not in wiki.vocab.archs:
                 report.problems.append(Problem(rel, line(("archs", index)), f"archs[{index}]", f"unknown architecture {arch!r}"))
