@@ -67,3 +67,84 @@ def test_linked_schemas_directory_is_not_a_checkout(mini, tmp_path):
     (mini.root / "schemas").symlink_to(moved)
     code, out, err = mini.run("validate")
     assert code == 2 and "symbolic link" in err, (code, out, err)
+
+
+# --- provenance reads any file -------------------------------------------------------------------
+SECRET = "kernelwiki-secret-line\n"
+
+
+def secret_file(tmp_path: Path) -> tuple[Path, str]:
+    import hashlib
+
+    secret = tmp_path / "secret.txt"
+    secret.write_text(SECRET)
+    return secret, hashlib.sha256(SECRET.encode()).hexdigest()
+
+
+def with_artifact(mini: MiniRepo, provenance: str) -> None:
+    mini.write("artifacts/kernels/example/PROVENANCE.yaml", provenance)
+    page = mini.root / "wiki/hardware/example.md"
+    page.write_text(page.read_text().replace("summary:", "artifact_dir: artifacts/kernels/example\nsummary:", 1))
+
+
+@pytest.mark.parametrize("how", ["dotdot", "absolute"])
+def test_an_upstream_path_never_leaves_its_package(mini, tmp_path, how):
+    from importlib.metadata import distribution
+
+    secret, digest = secret_file(tmp_path)
+    dist = distribution("PyYAML")
+    base = Path(str(dist.locate_file(""))).resolve()
+    path = str(secret) if how == "absolute" else os.path.relpath(secret, base)
+    with_artifact(mini, f"""artifact: hw-example
+origin: upstream
+upstream:
+  package: PyYAML
+  version: '{dist.version}'
+files:
+- path: {path}
+  sha256: {digest}
+  origin: upstream
+""")
+    problems = [p for p in mini.problems() if p["path"].endswith("PROVENANCE.yaml")]
+    assert problems and "files[0].path" in problems[0]["field"], messages(problems)
+    code, out, err = mini.run("get", "hw-example", "--include-code")
+    assert SECRET.strip() not in out + err and "Traceback" not in err
+
+
+def test_a_claim_locator_never_leaves_its_package(mini, tmp_path):
+    from importlib.metadata import distribution
+
+    secret, _ = secret_file(tmp_path)
+    dist = distribution("PyYAML")
+    rel = os.path.relpath(secret, Path(str(dist.locate_file(""))).resolve())
+    source = (mini.root / "wiki/sources/example.md")
+    source.write_text(source.read_text().replace("retrieved:", f"origin:\n  package: PyYAML\n  version: '{dist.version}'\nretrieved:", 1))
+    page = mini.root / "wiki/hardware/example.md"
+    page.write_text(page.read_text().replace("  source: src-example\n", f"  source: src-example\n  locator: '{rel}:1'\n"
+                                             f"  quote: {SECRET.strip()}\n", 1))
+    problems = [p for p in mini.problems() if "locator" in p["field"]]
+    assert problems and "leaves" in problems[0]["message"], messages(problems)
+    code, out, err = mini.run("audit", "--sources")
+    assert "1 matched" not in out + err and "Traceback" not in err, out + err
+
+
+@pytest.mark.parametrize("repo", ["../..", "./x", "a/..", "..", "owner/.."])
+def test_an_upstream_repo_name_never_climbs_out_of_the_cache(mini, tmp_path, monkeypatch, repo):
+    from kernelwiki.commands.upstream import UpstreamError, fetch, repo_name
+
+    assert repo_name(repo) is None
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    with pytest.raises(UpstreamError, match="owner/name"):
+        fetch(repo, "0" * 40, "a.txt", "0" * 64, mini.root)
+    with_artifact(mini, f"""artifact: hw-example
+origin: upstream
+upstream:
+  repo: '{repo}'
+  commit: {'0' * 40}
+files:
+- path: a.txt
+  sha256: {'0' * 64}
+  origin: upstream
+""")
+    problems = [p for p in mini.problems() if p["path"].endswith("PROVENANCE.yaml")]
+    assert problems and problems[0]["field"] == "upstream.repo", messages(problems)

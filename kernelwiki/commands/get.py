@@ -11,7 +11,7 @@ from typing import Any
 from kernelwiki.storage.index import Entry, Wiki
 from kernelwiki.storage.records import order_key, probe_ids
 from kernelwiki.storage.records import scan as scan_records
-from kernelwiki.model.files import UnsafeFile, read_regular, sha256_file
+from kernelwiki.model.files import UnsafeFile, read_regular, sha256_file, stays_below
 
 LANGUAGES = {".py": "python", ".cu": "cuda", ".cuh": "cuda", ".cpp": "cpp", ".h": "cpp", ".hpp": "cpp",
              ".yaml": "yaml", ".yml": "yaml", ".json": "json", ".sh": "bash", ".md": "markdown", ".ptx": "ptx"}
@@ -195,7 +195,12 @@ def _from_installed(out: dict, item: dict, package: str, version: Any, install: 
     except metadata.PackageNotFoundError:
         out["note"] = f"not installed; get it with: {install}"
         return
-    located = Path(str(dist.locate_file(item.get("path", ""))))
+    path = item.get("path")
+    base = Path(str(dist.locate_file(""))).resolve()
+    located = Path(str(dist.locate_file(path))) if stays_below(path) else None
+    if located is None or base not in located.resolve().parents:
+        out["note"] = f"{path!r} is not a path inside the {package} distribution; not read (validate reports it)"
+        return
     if not located.is_file():
         out["note"] = f"{package} {dist.version} is installed but has no {item.get('path')}; the pin is {version}: {install}"
         return

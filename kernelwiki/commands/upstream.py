@@ -17,10 +17,14 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from kernelwiki.model.files import stays_below
+
 DEFAULT_URL = "https://raw.githubusercontent.com/{repo}/{commit}/{path}"
 MAX_BYTES = 8 * 1024 * 1024
 TIMEOUT_S = 30.0
-_REPO = re.compile(r"(?:https?://github\.com/)?([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+?)(?:\.git)?/?")
+# owner: letters, digits and inner hyphens (GitHub's rule); name: no '.' or '..', which would climb
+# out of the cache directory the name becomes part of.
+_REPO = re.compile(r"(?:https?://github\.com/)?([A-Za-z0-9][A-Za-z0-9-]*/(?!\.\.?(?:\.git)?/?$)[A-Za-z0-9_.-]+?)(?:\.git)?/?")
 _COMMIT = re.compile(r"[0-9a-f]{7,40}")
 
 
@@ -57,8 +61,7 @@ def fetch(repo: str, commit: str, path: str, sha256: str, repo_root: Path) -> tu
         raise UpstreamError(f"{where}: cannot fetch: the repository is not owner/name or a GitHub URL")
     if not _COMMIT.fullmatch(str(commit)):
         raise UpstreamError(f"{where}: cannot fetch: the commit is not a hexadecimal git commit")
-    parts = Path(path).parts
-    if not parts or Path(path).is_absolute() or ".." in parts or "\\" in path:
+    if not stays_below(path):
         raise UpstreamError(f"{where}: cannot fetch: the path must stay inside the repository")
     template = os.environ.get("KERNELWIKI_UPSTREAM_URL") or DEFAULT_URL
     url = template.format(repo=name, commit=commit, path=path)

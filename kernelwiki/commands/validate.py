@@ -20,7 +20,9 @@ from kernelwiki.model.yamlio import LineMap
 from kernelwiki.model.problems import Problem, field_path
 from kernelwiki.storage.records import probe_ids, scan
 from kernelwiki.probing.specs import entry_problem, link_problem
-from kernelwiki.model.files import replace_file, sha256_file
+from kernelwiki.model.files import replace_file, sha256_file, stays_below
+from kernelwiki.commands.upstream import repo_name
+from kernelwiki.commands.citations import locator_problem
 from kernelwiki.model.schema import check as schema_check
 from kernelwiki.model.spans import body_first_line, span_problems
 from kernelwiki.model.vocab import did_you_mean
@@ -117,6 +119,9 @@ def page_problems(wiki: Wiki, page: Page) -> list[Problem]:
             add(("claims", index, "arch"), f"unknown architecture {arch!r}{did_you_mean(arch, vocab.archs)}")
         if isinstance(dtype, str) and dtype not in vocab.dtypes:
             add(("claims", index, "dtype"), f"unknown dtype {dtype!r}{did_you_mean(dtype, vocab.dtypes)}")
+        leaves = locator_problem(claim.get("locator"))
+        if leaves:
+            add(("claims", index, "locator"), leaves)
 
     problems += _evidence_problems(meta, add)
     for path, value in _non_finite(meta):
@@ -354,7 +359,15 @@ def _check_provenance(wiki: Wiki, report: Report) -> None:
         artifact = data.get("artifact")
         if isinstance(artifact, str) and artifact not in ids:
             report.problems.append(Problem(rel, line(("artifact",)), "artifact", f"no page with id {artifact!r}"))
+        upstream = data.get("upstream") if isinstance(data.get("upstream"), dict) else {}
+        if isinstance(upstream.get("repo"), str) and repo_name(upstream["repo"]) is None:
+            report.problems.append(Problem(rel, line(("upstream", "repo")), "upstream.repo",
+                                           f"{upstream['repo']!r} is not owner/name or a GitHub repository URL"))
         for index, item in _dicts(data.get("files")):
+            if item.get("origin") == "upstream" and not stays_below(item.get("path")):
+                report.problems.append(Problem(rel, line(("files", index, "path")), f"files[{index}].path",
+                                               f"{item.get('path')!r} leaves the upstream package or repository; "
+                                               "give a path relative to its root, without '..'"))
             if item.get("origin") != "own" or not isinstance(item.get("path"), str):
                 continue
             try:

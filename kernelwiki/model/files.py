@@ -8,12 +8,22 @@ import hashlib
 import os
 import stat
 import tempfile
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 
 class UnsafeFile(OSError):
     """A file the tools refuse to read or write: a symbolic link, not a regular file, too large,
     or unreadable. str() is the reason, in words."""
+
+
+def stays_below(path: object) -> bool:
+    """Whether `path` (text from an untrusted file) names something below the directory it is
+    relative to: not empty, not absolute, no `..` part, no backslash or NUL. The one test for every
+    path a page, PROVENANCE.yaml or probe.yaml gives relative to a package, repository or folder."""
+    if not isinstance(path, str) or not path or "\\" in path or "\0" in path:
+        return False
+    pure = PurePosixPath(path)
+    return not pure.is_absolute() and ".." not in pure.parts and pure.parts not in ((), (".",))
 
 
 def sha256_file(path: Path) -> str:
