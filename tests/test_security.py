@@ -4,13 +4,17 @@ the hostile input and checks that validate refuses it and no command acts on it.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import MiniRepo, messages
+from conftest import ROOT, MiniRepo, messages
 from test_runner import FAKE_GPU, _run, add_probe, records
 
 
@@ -148,3 +152,89 @@ files:
 """)
     problems = [p for p in mini.problems() if p["path"].endswith("PROVENANCE.yaml")]
     assert problems and problems[0]["field"] == "upstream.repo", messages(problems)
+
+
+# --- stored XSS in the site ----------------------------------------------------------------------
+def script(field: str) -> str:
+    return f"<script>alert('{field}')</script>"
+
+
+def site_repo(mini: MiniRepo) -> MiniRepo:
+    """The mini wiki as a buildable site: our mkdocs.yml, the package linked in for the hooks."""
+    shutil.copy(ROOT / "mkdocs.yml", mini.root / "mkdocs.yml")
+    (mini.root / "kernelwiki").symlink_to(ROOT / "kernelwiki")
+    return mini
+
+
+def build_site(mini: MiniRepo, out: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-m", "kernelwiki", "site", "build", "--root", str(mini.root), "--out", str(out)],
+                          cwd=mini.root, env=env, capture_output=True, text=True, timeout=300)
+
+
+def yaml_text(value: str) -> str:
+    return json.dumps(value)  # a JSON string is a YAML string
+
+
+def test_no_field_of_a_page_spec_or_record_becomes_markup_in_the_site(mini, tmp_path):
+    site_repo(mini)
+    source = mini.root / "wiki/sources/example.md"
+    source.write_text(source.read_text().replace("retrieved:", f"authors:\n- {yaml_text(script('authors'))}\n"
+                                                 f"published: {yaml_text(script('published'))}\n"
+                                                 f"pin: {yaml_text(script('pin'))}\nretrieved:", 1)
+                      .replace("- The example kernel reaches 100 TFLOP/s.", f"- {yaml_text(script('facts'))}"))
+    probe_id = add_probe(mini, "ok", "passing")
+    spec = mini.root / f"probes/{probe_id}/probe.yaml"
+    spec.write_text(spec.read_text().replace(f"title: Fake probe {probe_id}", f"title: {yaml_text(script('probe-title'))}\n"
+                                             f"description: {yaml_text(script('probe-description'))}"))
+    page = mini.root / "wiki/hardware/example.md"
+    page.write_text(page.read_text().replace("title: An example hardware feature", f"title: {yaml_text(script('title'))}")
+                    .replace("summary: A feature used to test the tools.", f"summary: {yaml_text(script('summary'))}")
+                    .replace("sources:\n", "related:\n- footgun-example\nsources:\n", 1))
+    mini.write("wiki/footguns/example.md", f"""---
+id: footgun-example
+title: {yaml_text(script('footgun-title'))}
+type: footgun
+summary: {yaml_text(script('footgun-summary'))}
+symptom: {yaml_text(script('symptom'))}
+architectures:
+- sm_90a
+related:
+- hw-example
+sources:
+- src-example
+---
+# A footgun
+""")
+    record = {"schema_version": 1, "probe": probe_id, "run_id": "20261129T100000Z-h200-run", "mode": "run",
+              "status": "passed", "started_at": "2026-11-29T10:00:00Z",
+              "environment": {"gpu": "NVIDIA H200", "arch": "sm_90a", "driver": script("environment-value")},
+              "instructions": {"sm_90a": {"found": ["`" + script("instruction") + "`"], "missing": []}},
+              "cases": [{"id": "c1", "status": "passed", "params": {"dtype": script("param")},
+                         "headline": {"metric": "tflops", "value": 1.0, "unit": script("unit"),
+                                      "baseline": script("baseline"), "baseline_value": 1.0, "ratio": 1.0}}]}
+    mini.write(f"artifacts/evidence/{probe_id}/{record['run_id']}.json", json.dumps(record))
+    result = build_site(mini, tmp_path / "out")
+    assert result.returncode == 0, result.stdout + result.stderr
+    found = {}
+    for html_file in (tmp_path / "out").rglob("*.html"):
+        for match in re.finditer(r"<script>alert\('([^']+)'\)", html_file.read_text(encoding="utf-8")):
+            found.setdefault(match.group(1), html_file.relative_to(tmp_path / "out").as_posix())
+    assert not found, f"unescaped <script> in the site: {found}"
+    assert "records/probe-ok/20261129T100000Z-h200-run/index.html" in {
+        p.relative_to(tmp_path / "out").as_posix() for p in (tmp_path / "out").rglob("*.html")}
+
+    # Case ids and environment keys that are markup: validate refuses the record (so the site never
+    # publishes it), and the record page escapes them anyway.
+    from kernelwiki.commands.refresh import Record
+    from kernelwiki.docsite.records import record_page
+
+    record["environment"][script("environment-key")] = "x"
+    record["cases"][0]["id"] = "`" + script("case-id") + "`"
+    mini.write(f"artifacts/evidence/{probe_id}/{record['run_id']}.json", json.dumps(record))
+    problems = [p for p in mini.problems() if p["path"].startswith("artifacts")]
+    assert {p["field"] for p in problems} >= {"cases[0].id", "environment"}, messages(problems)
+    import markdown
+
+    page_text = record_page(Record(f"artifacts/evidence/{probe_id}/{record['run_id']}.json", record), {}, [])
+    assert "<script>" not in markdown.markdown(page_text.split("---\n", 2)[2], extensions=["tables"])

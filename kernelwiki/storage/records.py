@@ -107,6 +107,13 @@ def check_record(repo: Repo, rel: str, path: Path, data: Any, probes: set[str], 
     finished = parse_time(data.get("finished_at"))
     if started and finished and finished < started:
         add("finished_at", "is before started_at")
+    seen: set[str] = set()
+    for index, case in enumerate(data.get("cases") if isinstance(data.get("cases"), list) else []):
+        case_id = case.get("id") if isinstance(case, dict) else None
+        if isinstance(case_id, str):
+            if case_id in seen:
+                add(f"cases[{index}].id", f"duplicate case id {case_id!r}: each case's claims are named by its id")
+            seen.add(case_id)
     return problems
 
 
