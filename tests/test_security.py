@@ -238,3 +238,34 @@ sources:
 
     page_text = record_page(Record(f"artifacts/evidence/{probe_id}/{record['run_id']}.json", record), {}, [])
     assert "<script>" not in markdown.markdown(page_text.split("---\n", 2)[2], extensions=["tables"])
+
+
+# --- links inside the cache ----------------------------------------------------------------------
+def test_links_inside_the_cache_are_never_followed(mini, gpu, tmp_path):
+    from kernelwiki.docsite import charts
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    cache = mini.root / ".kernelwiki-cache"
+    cache.mkdir(exist_ok=True)
+    (cache / "runner.lock").symlink_to(victim)
+    ok = add_probe(mini, "ok", "passing")
+    code, _, err = _run(mini, "--probe", ok, "--no-record")
+    assert code == 0, err
+    assert victim.read_text() == "precious\n" and not (cache / "runner.lock").is_symlink()
+
+    chart = charts.Chart("bars", "t", "x", "ratio", {"": {"g": [("c1", 1.1)]}})
+    outside = tmp_path / "outside-charts"
+    outside.mkdir()
+    (cache / "charts").symlink_to(outside)
+    svg = charts.draw(chart, cache / "charts")
+    assert svg.startswith("<?xml") and not list(outside.iterdir()), "a chart was written through the linked charts/"
+    (cache / "charts").unlink()
+    (cache / "charts").mkdir()
+    published = tmp_path / "published.txt"
+    published.write_text("secret\n")
+    (cache / "charts" / chart.name).symlink_to(published)   # would publish the target as the chart
+    (cache / "charts" / chart.name.replace(".svg", ".tmp")).symlink_to(victim)  # would overwrite the victim
+    svg = charts.draw(chart, cache / "charts")
+    assert "secret" not in svg and svg.startswith("<?xml")
+    assert victim.read_text() == "precious\n" and published.read_text() == "secret\n"

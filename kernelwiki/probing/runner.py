@@ -29,7 +29,7 @@ from kernelwiki.harness import env as env_mod
 from kernelwiki.harness.peaks import CEILINGS_ENV, ceilings_from_record
 from kernelwiki.probing.specs import ProbeSpec
 from kernelwiki.storage.repo import Repo
-from kernelwiki.model.files import replace_file
+from kernelwiki.model.files import read_regular, replace_file
 from kernelwiki.model.schema import check as schema_check
 
 LOG_TAIL_CHARS = 4000
@@ -74,8 +74,8 @@ def runner_lock(repo: Repo, out: TextIO | None = None) -> Iterator[None]:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
-        try:
-            holder = note.read_text(encoding="utf-8").strip() or "unknown"
+        try:  # never through a link, never blocking on a FIFO planted there
+            holder = _printable(read_regular(note, 4096).decode("utf-8", "replace").strip()) or "unknown"
         except OSError:
             holder = "unknown"
         raise RunnerBusy(f"another probe runner ({holder}) holds the lock on {repo.root}; wait for it to finish") from None
@@ -87,7 +87,7 @@ def runner_lock(repo: Repo, out: TextIO | None = None) -> Iterator[None]:
         if not repo.cache.is_symlink():
             try:
                 repo.cache.mkdir(exist_ok=True)
-                note.write_text(f"pid {os.getpid()}, started {_now()}", encoding="utf-8")
+                replace_file(note, f"pid {os.getpid()}, started {_now()}".encode())  # a link there is replaced
             except OSError:
                 pass
         yield
