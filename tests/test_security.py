@@ -269,3 +269,18 @@ def test_links_inside_the_cache_are_never_followed(mini, gpu, tmp_path):
     svg = charts.draw(chart, cache / "charts")
     assert "secret" not in svg and svg.startswith("<?xml")
     assert victim.read_text() == "precious\n" and published.read_text() == "secret\n"
+
+
+# --- a record that could not be written ----------------------------------------------------------
+def test_a_record_that_could_not_be_written_fails_the_run(mini, monkeypatch):
+    monkeypatch.setenv("KERNELWIKI_FAKE_GPU", "NVIDIA H200/SXM,sm_90a")  # a '/' in the name: still one file
+    ok = add_probe(mini, "ok", "passing")
+    code, out, err = _run(mini, "--probe", ok, "--no-refresh")
+    assert code == 0, err
+    [record] = records(mini, ok)
+    assert "/" not in record["run_id"] and record["status"] == "passed"
+    shutil.rmtree(mini.root / "artifacts/evidence" / ok)
+    (mini.root / "artifacts/evidence" / ok).write_text("a file where the probe's records go")
+    code, out, err = _run(mini, "--probe", ok, "--no-refresh")
+    assert code == 1 and "record not written" in err, (code, out, err)
+    assert f"{ok}: failed (record not written" in err

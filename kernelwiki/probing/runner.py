@@ -175,7 +175,8 @@ def _run_one(repo: Repo, spec: ProbeSpec, options: Options, environment: dict, t
         try:
             path = _write_record(repo, spec.id, record)
         except (OSError, ValueError) as err:
-            reason = f"{reason}; record not written: {err}".lstrip("; ")
+            # Evidence that was asked for and not kept is a failed run, whatever the probe said.
+            status, reason = "failed", f"{reason}; record not written: {err}".lstrip("; ")
     return Outcome(spec.id, status, reason, record, path)
 
 
@@ -293,7 +294,8 @@ def _status(spec: ProbeSpec, mode: str, result: dict | None, returncode: int | N
 
 
 def _run_id(repo: Repo, probe_id: str, started: datetime, gpu: str | None, mode: str) -> str:
-    base = f"{started:%Y%m%dT%H%M%SZ}-{env_mod.short_gpu_name(gpu).lower()}-{mode}"
+    gpu_part = re.sub(r"[^a-z0-9]+", "-", env_mod.short_gpu_name(gpu).lower()).strip("-") or "gpu"
+    base = f"{started:%Y%m%dT%H%M%SZ}-{gpu_part}-{mode}"  # a file name, whatever the GPU is called
     candidate, n = base, 2
     while (repo.evidence / probe_id / f"{candidate}.json").exists():
         candidate, n = f"{base}-{n}", n + 1
