@@ -284,3 +284,19 @@ def test_a_record_that_could_not_be_written_fails_the_run(mini, monkeypatch):
     code, out, err = _run(mini, "--probe", ok, "--no-refresh")
     assert code == 1 and "record not written" in err, (code, out, err)
     assert f"{ok}: failed (record not written" in err
+
+
+# --- site build --out ----------------------------------------------------------------------------
+@pytest.mark.parametrize("out", ["artifacts", "schemas", ".", "..", "wiki/hardware", "elsewhere-with-files"])
+def test_site_build_never_empties_a_directory_it_does_not_own(mini, tmp_path, out):
+    site_repo(mini)
+    mini.write("artifacts/evidence/keep.txt", "kept")
+    (tmp_path / "elsewhere-with-files").mkdir()
+    (tmp_path / "elsewhere-with-files" / "notes.txt").write_text("mine")
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    target = tmp_path / out if out.startswith("elsewhere") else mini.root / out
+    result = subprocess.run([sys.executable, "-m", "kernelwiki", "site", "build", "--root", str(mini.root), "--out",
+                             str(target)], env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 2 and "error: --out" in result.stderr, result
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
