@@ -300,3 +300,30 @@ def test_site_build_never_empties_a_directory_it_does_not_own(mini, tmp_path, ou
                             timeout=300)
     assert result.returncode == 2 and "error: --out" in result.stderr, result
     assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+
+
+# --- terminal escapes ----------------------------------------------------------------------------
+@pytest.mark.parametrize("escape", ["\\e[2J", "\\e]0;owned\\a", "\\rhidden", "\\u202eevil", "\\x9b31m"])
+def test_terminal_escapes_in_frontmatter_are_refused_and_never_printed(mini, escape):
+    page = mini.root / "wiki/hardware/example.md"
+    page.write_text(page.read_text().replace("summary: A feature used to test the tools.", f'summary: "x{escape}"'))
+    problems = [p for p in mini.problems() if p["path"] == "wiki/hardware/example.md"]
+    assert problems and "control character" in problems[0]["message"], messages(problems)
+    for argv in (["query", "example"], ["query", "feature", "--json"], ["get", "hw-example"]):
+        code, out, err = mini.run(*argv)
+        assert not re.search(r"[\x1b\x07\x0d\x9b\u202e]", out + err), (argv, out, err)
+
+
+def test_an_upstream_servers_words_are_one_printable_line(monkeypatch):
+    import urllib.error
+
+    from kernelwiki.commands import upstream
+
+    def refuse(url, timeout):
+        raise urllib.error.HTTPError(url, 418, "teapot\x1b]0;owned\x07\r\nline two", {}, None)
+
+    monkeypatch.setattr(upstream.urllib.request, "urlopen", refuse)
+    with pytest.raises(upstream.UpstreamError) as caught:
+        upstream._download("http://127.0.0.1/x", "x")
+    message = str(caught.value)
+    assert "\n" not in message and not re.search(r"[\x00-\x1f]", message) and "teapot" in message

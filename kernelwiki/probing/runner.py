@@ -30,6 +30,7 @@ from kernelwiki.harness.peaks import CEILINGS_ENV, ceilings_from_record
 from kernelwiki.probing.specs import ProbeSpec
 from kernelwiki.storage.repo import Repo
 from kernelwiki.model.files import read_regular, replace_file
+from kernelwiki.model.terminal import printable
 from kernelwiki.model.schema import check as schema_check
 
 LOG_TAIL_CHARS = 4000
@@ -75,7 +76,7 @@ def runner_lock(repo: Repo, out: TextIO | None = None) -> Iterator[None]:
     except BlockingIOError:
         os.close(fd)
         try:  # never through a link, never blocking on a FIFO planted there
-            holder = _printable(read_regular(note, 4096).decode("utf-8", "replace").strip()) or "unknown"
+            holder = printable(read_regular(note, 4096).decode("utf-8", "replace").strip()) or "unknown"
         except OSError:
             holder = "unknown"
         raise RunnerBusy(f"another probe runner ({holder}) holds the lock on {repo.root}; wait for it to finish") from None
@@ -209,7 +210,7 @@ def _execute(argv: list[str], repo: Repo, timeout: float, extra_env: dict[str, s
     def pump() -> None:
         assert proc.stdout is not None
         for line in proc.stdout:
-            line = _printable(line.rstrip("\n"))
+            line = printable(line.rstrip("\n"))
             tail.append(line + "\n")
             print(f"    | {line}", file=out, flush=True)
 
@@ -238,15 +239,6 @@ def _wait_unreaped(pid: int, timeout: float) -> bool:
             return False
         time.sleep(min(delay, max(deadline - time.monotonic(), 0)))
         delay = min(delay * 2, 0.05)
-
-
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def _printable(line: str) -> str:
-    """Probe output with control characters shown, not obeyed (an escape sequence could clear the
-    screen, retitle the terminal or hide lines)."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", line)
 
 
 def _status(spec: ProbeSpec, mode: str, result: dict | None, returncode: int | None, timed_out: bool,
