@@ -327,3 +327,73 @@ def test_an_upstream_servers_words_are_one_printable_line(monkeypatch):
         upstream._download("http://127.0.0.1/x", "x")
     message = str(caught.value)
     assert "\n" not in message and not re.search(r"[\x00-\x1f]", message) and "teapot" in message
+
+
+# --- hangs ---------------------------------------------------------------------------------------
+def test_a_server_that_trickles_bytes_meets_the_overall_deadline(monkeypatch):
+    import http.server
+    import threading
+    import time
+
+    from kernelwiki.commands import upstream
+
+    class Trickle(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Length", "1000")
+            self.end_headers()
+            for _ in range(1000):
+                try:
+                    self.wfile.write(b"x")
+                    self.wfile.flush()
+                except OSError:
+                    return
+                time.sleep(0.2)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Trickle)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setattr(upstream, "DEADLINE_S", 2.0)
+    start = time.monotonic()
+    try:
+        with pytest.raises(upstream.UpstreamError, match="not complete within"):
+            upstream._download(f"http://127.0.0.1:{server.server_address[1]}/f", "f")
+    finally:
+        server.shutdown()
+    assert time.monotonic() - start < 6
+
+
+@pytest.mark.parametrize("value", [".nan", ".inf", "1e999", "-1", "100000"])
+def test_a_probe_timeout_is_a_finite_number_of_seconds(mini, gpu, value):
+    from kernelwiki.probing.specs import DEFAULT_TIMEOUT_S, load_probes
+    from kernelwiki.storage.repo import Repo
+
+    ok = add_probe(mini, "ok", "passing")
+    spec = mini.root / f"probes/{ok}/probe.yaml"
+    spec.write_text(spec.read_text().replace("timeout_s: 30", f"timeout_s: {value}"))
+    problems = [p for p in mini.problems() if p["field"] == "timeout_s"]
+    assert problems, "validate accepts a probe that is never timed out"
+    for probe in load_probes(Repo(mini.root)).values():
+        assert 0 < probe.timeout_s <= DEFAULT_TIMEOUT_S
+
+
+def test_fifos_in_the_cache_block_nothing(mini, gpu, tmp_path):
+    from kernelwiki.docsite import charts
+    from kernelwiki.probing.runner import RunnerBusy, runner_lock
+    from kernelwiki.storage.repo import Repo
+
+    cache = mini.root / ".kernelwiki-cache"
+    cache.mkdir(exist_ok=True)
+    (cache / "charts").mkdir()
+    chart = charts.Chart("bars", "t", "x", "ratio", {"": {"g": [("c1", 1.1)]}})
+    os.mkfifo(cache / "charts" / chart.name)
+    assert charts.draw(chart, cache / "charts").startswith("<?xml")
+    with runner_lock(Repo(mini.root)):
+        (cache / "runner.lock").unlink()
+        os.mkfifo(cache / "runner.lock")
+        with pytest.raises(RunnerBusy):
+            with runner_lock(Repo(mini.root)):
+                pass

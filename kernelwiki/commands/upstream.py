@@ -19,7 +19,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from kernelwiki.model.files import stays_below
+from kernelwiki.model.files import UnsafeFile, read_regular, stays_below
 from kernelwiki.model.terminal import printable
 
 DEFAULT_URL = "https://raw.githubusercontent.com/{repo}/{commit}/{path}"
@@ -71,10 +71,12 @@ def fetch(repo: str, commit: str, path: str, sha256: str, repo_root: Path) -> tu
         raise UpstreamError(f"{where}: cannot fetch: the path must stay inside the repository")
     url = _url(os.environ.get("KERNELWIKI_UPSTREAM_URL") or DEFAULT_URL, name, commit, path, where)
     cached = cache_dir(repo_root) / name / commit / path
-    if cached.is_file():
-        data = cached.read_bytes()
-        if hashlib.sha256(data).hexdigest() == sha256:
-            return _text(data, where), url, cached
+    try:  # never through a link, never blocking on a FIFO; anything else is downloaded again
+        data = read_regular(cached, MAX_BYTES)
+    except UnsafeFile:
+        data = None
+    if data is not None and hashlib.sha256(data).hexdigest() == sha256:
+        return _text(data, where), url, cached
     data = _download(url, where)
     received = hashlib.sha256(data).hexdigest()
     if received != sha256:
