@@ -397,3 +397,60 @@ def test_fifos_in_the_cache_block_nothing(mini, gpu, tmp_path):
         with pytest.raises(RunnerBusy):
             with runner_lock(Repo(mini.root)):
                 pass
+
+
+# --- probe processes outliving the runner --------------------------------------------------------
+def _alive_with(token: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if token.encode() in (entry / "cmdline").read_bytes():
+                state = (entry / "stat").read_text().rsplit(") ", 1)[1][0]
+                if state != "Z":
+                    found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+ESCAPES = """import json, os, subprocess, sys, time
+OUT = sys.argv[sys.argv.index('--out') + 1]
+TOKEN = {token!r}
+# no environment (so no tag), its own session and process group
+subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)', TOKEN], env={{}},
+                 start_new_session=True)
+# a chain that forks a new pid every 20 ms, each parent exiting at once
+subprocess.Popen([sys.executable, '-c', '''
+import os, sys, time
+while True:
+    if os.fork():
+        os._exit(0)
+    time.sleep(0.02)
+''', TOKEN])
+time.sleep(1)
+"""
+
+
+def test_no_probe_process_outlives_the_runner(mini, gpu):
+    import time
+    import uuid
+
+    token = f"kernelwiki-escape-{uuid.uuid4().hex}"
+    probe_id = add_probe(mini, "escape", "passing")
+    (mini.root / f"probes/{probe_id}/run.py").write_text(ESCAPES.format(token=token))
+    try:
+        code, out, err = _run(mini, "--probe", probe_id, "--no-record")
+        assert "Traceback" not in err
+        deadline = time.monotonic() + 3
+        while _alive_with(token) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _alive_with(token), "probe processes survived the runner"
+    finally:
+        for _ in range(100):
+            for pid in _alive_with(token):
+                try:
+                    os.kill(pid, 9)
+                except OSError:
+                    pass

@@ -204,6 +204,8 @@ def _execute(argv: list[str], repo: Repo, timeout: float, extra_env: dict[str, s
     package_parent = str(Path(__file__).resolve().parents[2])  # so that probes can `import kernelwiki`
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(filter(None, [str(repo.root), package_parent, env.get("PYTHONPATH")])))
     tail: deque[str] = deque(maxlen=400)
+    processes.become_subreaper()
+    before = processes.children()
     proc = subprocess.Popen(argv, cwd=repo.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             stdin=subprocess.DEVNULL, text=True, errors="replace", start_new_session=True)
 
@@ -223,6 +225,7 @@ def _execute(argv: list[str], repo: Repo, timeout: float, extra_env: dict[str, s
         # The leader is exited but not yet reaped (or still running): its group id cannot have been
         # reused, so killing the group hits only what the probe started.
         processes.kill_tree(proc.pid, marks[processes.RUN_VAR])
+        processes.kill_descendants(proc.pid, before)
         proc.wait()
         reader.join(timeout=5)
     return proc.returncode, "".join(tail)[-LOG_TAIL_CHARS:], timed_out
