@@ -454,3 +454,113 @@ def test_no_probe_process_outlives_the_runner(mini, gpu):
                     os.kill(pid, 9)
                 except OSError:
                     pass
+
+
+# --- tracebacks ----------------------------------------------------------------------------------
+def _no_traceback(result: tuple[int, str, str]) -> None:
+    code, out, err = result
+    assert code in (0, 1, 2) and "Traceback" not in out + err, (code, out, err)
+
+
+def _set(mini: MiniRepo, rel: str, old: str, new: str) -> None:
+    path = mini.root / rel
+    text = path.read_text()
+    assert old in text, (rel, old)
+    path.write_text(text.replace(old, new, 1))
+
+
+@pytest.mark.parametrize("how", ["facts-5", "authors-numbers", "baseline-string", "evidence-by-arch-list"])
+def test_wrong_typed_fields_never_make_get_raise(mini, how):
+    if how == "facts-5":
+        _set(mini, "wiki/sources/example.md", "facts:\n- The example kernel reaches 100 TFLOP/s.", "facts: 5")
+    elif how == "authors-numbers":
+        _set(mini, "wiki/sources/example.md", "retrieved:", "authors: [1, 2]\nretrieved:")
+    elif how == "baseline-string":
+        _set(mini, "wiki/hardware/example.md", "  source: src-example\n", "  source: src-example\n  ratio: 1.5\n  baseline: cuBLAS\n")
+    else:
+        _set(mini, "wiki/hardware/example.md", "architectures:", "evidence_by_arch:\n- sm_90a\narchitectures:")
+    assert mini.problems()
+    for argv in (["get", "hw-example", "--follow-sources"], ["get", "hw-example", "--claims"],
+                 ["get", "src-example", "--follow-sources"], ["get", "hw-example", "--format", "json", "--follow-sources"]):
+        _no_traceback(mini.run(*argv))
+
+
+@pytest.mark.parametrize("how", ["evidence-by-arch-list", "cache-is-a-file", "tex-params"])
+def test_wrong_typed_input_never_makes_the_site_build_raise(mini, tmp_path, how):
+    site_repo(mini)
+    if how == "evidence-by-arch-list":
+        _set(mini, "wiki/hardware/example.md", "architectures:", "evidence_by_arch:\n- sm_90a\narchitectures:")
+    elif how == "cache-is-a-file":
+        shutil.rmtree(mini.root / ".kernelwiki-cache", ignore_errors=True)
+        (mini.root / ".kernelwiki-cache").write_text("not a directory")
+    probe_id = add_probe(mini, "ok", "passing")
+    record = {"schema_version": 1, "probe": probe_id, "run_id": "20261129T100000Z-h200-run", "mode": "run",
+              "status": "passed", "started_at": "2026-11-29T10:00:00Z", "environment": {"gpu": "NVIDIA H200", "arch": "sm_90a"},
+              "cases": [{"id": f"c{i}", "status": "passed", "params": {"set": "s", "seqlen": 2 ** (i + 6), "mode": "$\\frac{a$"},
+                         "headline": {"metric": "tflops", "value": 1.0 + i, "unit": "TFLOP/s", "baseline": "$x^$",
+                                      "baseline_value": 1.0, "ratio": 1.0 + i}} for i in range(4)]}
+    mini.write(f"artifacts/evidence/{probe_id}/{record['run_id']}.json", json.dumps(record))
+    result = build_site(mini, tmp_path / "out")
+    assert "Traceback" not in result.stdout + result.stderr, result.stderr[-3000:]
+    if how == "evidence-by-arch-list":  # a page that fails its schema is not published
+        assert result.returncode != 0 and "cannot be published" in result.stdout + result.stderr
+    else:
+        assert result.returncode == 0, result.stderr[-3000:]
+
+
+@pytest.mark.parametrize("template", ["{oops}", "{", "http://x/{repo.__class__}/{path}", "not a url {path}"])
+def test_a_bad_upstream_url_template_is_one_message(mini, monkeypatch, tmp_path, template):
+    from kernelwiki.commands.upstream import UpstreamError, fetch
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("KERNELWIKI_UPSTREAM_URL", template)
+    with pytest.raises(UpstreamError):
+        fetch("owner/name", "0" * 40, "a.txt", "0" * 64, mini.root)
+
+
+def test_audit_sources_with_an_origin_without_a_version(mini):
+    _set(mini, "wiki/sources/example.md", "retrieved:", "origin:\n  package: PyYAML\nretrieved:")
+    _set(mini, "wiki/hardware/example.md", "  source: src-example\n", "  source: src-example\n  locator: a.py:1\n  quote: x\n")
+    _no_traceback(mini.run("audit", "--sources"))
+    assert mini.problems()
+
+
+@pytest.mark.parametrize("damage", ["not-yaml", "a-list", "tags-a-number", "archs-missing", "schema-not-json",
+                                    "schema-a-fifo", "schema-a-directory"])
+def test_broken_schemas_or_vocabulary_are_one_error(mini, damage):
+    vocab = mini.root / "schemas/vocabulary.yaml"
+    schema = mini.root / "schemas/page.schema.json"
+    if damage == "not-yaml":
+        vocab.write_text("tags: [unclosed\n")
+    elif damage == "a-list":
+        vocab.write_text("- a\n- b\n")
+    elif damage == "tags-a-number":
+        vocab.write_text(re.sub(r"(?ms)^tags:\n.*?(?=^vocabulary_fields:)", "tags: 5\n", vocab.read_text()))
+    elif damage == "archs-missing":
+        vocab.write_text(re.sub(r"(?m)^architectures:\n(  .*\n)+", "", vocab.read_text()))
+    elif damage == "schema-not-json":
+        schema.write_text("{not json")
+    elif damage == "schema-a-fifo":
+        schema.unlink()
+        os.mkfifo(schema)
+    else:
+        schema.unlink()
+        schema.mkdir()
+    for argv in (["validate"], ["get", "hw-example"], ["query", "example"], ["refresh", "--check"]):
+        code, out, err = mini.run(*argv)
+        _no_traceback((code, out, err))
+        assert code != 0 or argv[0] in ("get", "query"), (argv, code, out, err)
+
+
+@pytest.mark.parametrize("fake", ["H200", "a,b,c", ",", "NVIDIA H200,sm_90a,extra"])
+def test_a_malformed_fake_gpu_or_nvidia_smi_is_no_gpu(monkeypatch, tmp_path, fake):
+    from kernelwiki.harness import env
+
+    monkeypatch.setenv("KERNELWIKI_FAKE_GPU", fake)
+    assert env.detect_gpu() is None or env.detect_gpu().arch.startswith("sm_")
+    monkeypatch.delenv("KERNELWIKI_FAKE_GPU")
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho 'NVIDIA H200, 9.0'\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    assert env.detect_gpu() is None

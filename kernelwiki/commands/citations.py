@@ -31,6 +31,7 @@ from pathlib import Path, PurePosixPath
 from kernelwiki.model.pages import read_page
 from kernelwiki.model.files import stays_below
 from kernelwiki.model.problems import Problem
+from kernelwiki.model.schema import check as schema_check
 from kernelwiki.storage.repo import Repo
 
 CITED_LEVELS = ("spec", "source-reported")
@@ -159,7 +160,9 @@ def check_citations(repo: Repo, wheels: list[Path], mirrors: list[Path], referen
     pages = {}
     for path in sorted(repo.wiki.rglob("*.md")):
         page = read_page(path, repo.rel(path))
-        if page.meta is not None:
+        # Only pages that pass their schema (an origin without a version, a claim that is not a
+        # mapping: validate reports them), so that what is read here has the shape it promises.
+        if page.meta is not None and not schema_check(repo.schemas, "page", page.meta, page.rel, page.line):
             pages[page.rel] = page
     origins = {p.meta.get("id"): p.meta.get("origin") for p in pages.values()
                if p.meta.get("type") == "source" and isinstance(p.meta.get("origin"), dict)}

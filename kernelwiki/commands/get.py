@@ -3,6 +3,7 @@ sources, claims, artifact code, probe code and the latest run record of each pro
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,7 +12,7 @@ from typing import Any
 from kernelwiki.storage.index import Entry, Wiki
 from kernelwiki.storage.records import order_key, probe_ids
 from kernelwiki.storage.records import scan as scan_records
-from kernelwiki.model.files import UnsafeFile, read_regular, sha256_file, stays_below
+from kernelwiki.model.files import UnsafeFile, read_regular, stays_below
 
 LANGUAGES = {".py": "python", ".cu": "cuda", ".cuh": "cuda", ".cpp": "cpp", ".h": "cpp", ".hpp": "cpp",
              ".yaml": "yaml", ".yml": "yaml", ".json": "json", ".sh": "bash", ".md": "markdown", ".ptx": "ptx"}
@@ -204,12 +205,17 @@ def _from_installed(out: dict, item: dict, package: str, version: Any, install: 
     if not located.is_file():
         out["note"] = f"{package} {dist.version} is installed but has no {item.get('path')}; the pin is {version}: {install}"
         return
-    actual = sha256_file(located)
+    try:
+        data = read_regular(located, MAX_FILE_BYTES * 16)
+        actual, text = hashlib.sha256(data).hexdigest(), data.decode("utf-8")
+    except (UnsafeFile, UnicodeDecodeError) as err:
+        out["note"] = f"{located} cannot be shown ({err}); not printed"
+        return
     if actual != item.get("sha256"):
         out["note"] = (f"{located} has SHA-256 {actual}, not the pinned {item.get('sha256')} "
                        f"(installed {package} {dist.version}, pinned {version}); not printed. Pin: {install}")
         return
-    out["text"] = located.read_text(encoding="utf-8")
+    out["text"] = text
     out["installed_at"] = str(located)
 
 
@@ -279,9 +285,10 @@ def _markdown(frontmatter_text: str, body: str, result: dict, options: Options) 
             out.append(f"### {source['id']}: {source.get('title', '')}\n")
             for key in ("kind", "url", "authors", "published", "retrieved", "pin"):
                 if key in source:
-                    value = ", ".join(source[key]) if isinstance(source[key], list) else source[key]
+                    value = ", ".join(map(str, source[key])) if isinstance(source[key], list) else source[key]
                     out.append(f"- {key}: {value}")
-            for fact in source.get("facts") or []:
+            facts = source.get("facts")  # a list of text by the schema; validate reports anything else
+            for fact in facts if isinstance(facts, list) else [facts] if facts is not None else []:
                 out.append(f"- fact: {fact}")
             out.append("")
     if options.include_code:
@@ -347,8 +354,10 @@ def claims_table(claims: list[dict]) -> str:
     rows = ["| claim | value | gpu | arch | dtype | shape | evidence | cites |", "|---|---|---|---|---|---|---|---|"]
     for claim in claims:
         value = f"{claim.get('value')} {claim.get('unit', '')}".strip()
-        if claim.get("ratio") is not None and claim.get("baseline"):
-            value += f" ({_num(claim['ratio'])}× {claim['baseline'].get('name')})"
+        baseline = claim.get("baseline")
+        if claim.get("ratio") is not None and baseline:
+            name = baseline.get("name") if isinstance(baseline, dict) else baseline
+            value += f" ({_num(claim['ratio'])}× {name})"
         cites = claim.get("record") or claim.get("source") or ""
         if claim.get("case"):
             cites += f"#{claim['case']}"

@@ -20,7 +20,7 @@ from kernelwiki.model.yamlio import LineMap
 from kernelwiki.model.problems import Problem, field_path
 from kernelwiki.storage.records import probe_ids, scan
 from kernelwiki.probing.specs import entry_problem, link_problem
-from kernelwiki.model.files import replace_file, sha256_file, stays_below
+from kernelwiki.model.files import UnsafeFile, replace_file, sha256_file, stays_below
 from kernelwiki.commands.upstream import repo_name
 from kernelwiki.commands.citations import locator_problem
 from kernelwiki.model.schema import check as schema_check
@@ -377,9 +377,15 @@ def _check_provenance(wiki: Wiki, report: Report) -> None:
                 continue
             if not target.is_file():
                 report.problems.append(Problem(rel, line(("files", index, "path")), f"files[{index}].path", f"file {item['path']} does not exist"))
-            elif sha256_file(target) != item.get("sha256"):
+                continue
+            try:
+                actual = sha256_file(target)
+            except UnsafeFile as err:
+                report.problems.append(Problem(rel, line(("files", index, "path")), f"files[{index}].path", f"{item['path']} {err}"))
+                continue
+            if actual != item.get("sha256"):
                 report.problems.append(Problem(rel, line(("files", index, "sha256")), f"files[{index}].sha256",
-                                               f"does not match {item['path']} (now {sha256_file(target)})"))
+                                               f"does not match {item['path']} (now {actual})"))
 
 
 # --- helpers -------------------------------------------------------------------------------------

@@ -35,6 +35,7 @@ _state: dict = {}
 def on_config(config):
     repo = Repo.find(Path(config.config_file_path).resolve().parent)
     wiki = Wiki.load(repo)
+    _refuse_unreadable_pages(wiki)
     ids = wiki.by_id()
     entries = sorted(ids.values(), key=lambda e: (SECTIONS.index(generated.page_uri(e).split("/")[0])
                                                  if generated.page_uri(e).split("/")[0] in SECTIONS else 99,
@@ -68,6 +69,25 @@ def on_config(config):
     nav.append({"Evidence": [{title: uri} for uri, title in EVIDENCE_PAGES.items()]})
     config.nav = nav
     return config
+
+
+def _refuse_unreadable_pages(wiki: Wiki) -> None:
+    """The site is built only from pages whose frontmatter reads and passes its schema: the renderers
+    rely on the shapes the schema guarantees (a list where it says list), and mkdocs would parse a
+    page we refused with its own YAML reader (no limits on aliases or size)."""
+    from mkdocs.exceptions import PluginError
+
+    from kernelwiki.model.schema import check as schema_check
+
+    problems = []
+    for rel, entry in sorted(wiki.entries.items()):
+        if entry.meta is None:
+            problems += entry.read_problems or [f"{rel}: frontmatter cannot be read"]
+        else:
+            problems += schema_check(wiki.repo.schemas, "page", entry.meta, rel, lambda path: 1)[:1]
+    if problems:
+        raise PluginError(f"{len(problems)} page(s) cannot be published; first: {problems[0]} "
+                          "(run `kernelwiki validate`)")
 
 
 def _grouped(pages: list[dict], size: int = 50) -> list[dict]:

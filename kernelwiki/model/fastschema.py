@@ -15,6 +15,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
+from kernelwiki.model.schemafile import read_schema
+
 SUFFIX = ".schema.json"
 
 
@@ -45,7 +47,7 @@ def _compiled(schemas_dir: str, name: str) -> Callable[[Any], Any] | None:
 
 def _inlined(schemas_dir: Path, name: str) -> dict:
     """The schema with every reference to another schema file turned into a local one."""
-    root = json.loads((schemas_dir / f"{name}{SUFFIX}").read_text(encoding="utf-8"))
+    root = read_schema(schemas_dir, name)
     defs = root.setdefault("$defs", {})
 
     def local(node: Any, prefix: str) -> None:
@@ -63,7 +65,7 @@ def _inlined(schemas_dir: Path, name: str) -> dict:
 
     def _include(other: str) -> str:
         if other not in defs:
-            sub = json.loads((schemas_dir / f"{other}{SUFFIX}").read_text(encoding="utf-8"))
+            sub = read_schema(schemas_dir, other)
             defs[other] = {}
             for key, value in sub.pop("$defs", {}).items():
                 local(value, f"{other}--")

@@ -27,7 +27,8 @@ def stays_below(path: object) -> bool:
 
 
 def sha256_file(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    """The SHA-256 of a regular file's bytes (read as read_regular reads: UnsafeFile if it cannot be)."""
+    return hashlib.sha256(read_regular(path)).hexdigest()
 
 
 def read_regular(path: str | Path, limit: int | None = None) -> bytes:

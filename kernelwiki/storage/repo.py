@@ -6,15 +6,13 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from kernelwiki.model.problems import NotARepo
+
 MARKER = Path("schemas") / "vocabulary.yaml"
 
 
 class OutsideRepo(ValueError):
     """A user-supplied path that resolves outside the repository."""
-
-
-class NotARepo(ValueError):
-    """--root or $KERNELWIKI_ROOT names a directory that is not a kernelwiki checkout."""
 
 
 TRUSTED_LAYOUT = ("wiki", "schemas", MARKER.as_posix(), "probes", "artifacts", "artifacts/evidence", "artifacts/kernels")
