@@ -564,3 +564,77 @@ def test_a_malformed_fake_gpu_or_nvidia_smi_is_no_gpu(monkeypatch, tmp_path, fak
     smi.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
     assert env.detect_gpu() is None
+
+
+# --- wrong output --------------------------------------------------------------------------------
+@pytest.mark.parametrize("alias, fragment", [
+    ("wiki/sources/example.md", "looks like a path"), ("hardware/example.md", "looks like a path"),
+    ("wgmm\u0430", "mixes Latin letters with CYRILLIC"), ("\u0442\u043c\u0430", "only look like 'tma'"),
+])
+def test_an_alias_is_a_name_people_type(mini, alias, fragment):
+    _set(mini, "wiki/hardware/example.md", "- skill-example\n", f"- skill-example\n- {alias}\n")
+    problems = [p for p in mini.problems() if p["field"] == "aliases[1]"]
+    assert problems and fragment in problems[0]["message"], messages(problems)
+
+
+def test_frontmatter_text_is_composed_unicode(mini):
+    _set(mini, "wiki/hardware/example.md", "- skill-example\n", "- skill-example\n- cafe\u0301\n")
+    problems = [p for p in mini.problems() if p["field"] == "aliases[1]"]
+    assert problems and "NFC" in problems[0]["message"], messages(problems)
+
+
+def test_claim_spans_in_code_blocks_stay_examples_in_the_site():
+    from kernelwiki.docsite.render import claim_spans
+
+    body = ("Prose <!-- claim:peak -->100 TFLOP/s<!-- /claim -->.\n\n```markdown\n"
+            "<!-- claim:peak -->100 TFLOP/s<!-- /claim -->\n```\n")
+    out = claim_spans(body, {"peak"}, "hardware/x.md")
+    assert out.count('class="kw-claim-ref"') == 1 and "```markdown\n<!-- claim:peak -->100 TFLOP/s<!-- /claim -->\n```" in out
+
+
+def test_a_redirect_loop_is_one_line(monkeypatch):
+    import http.server
+    import threading
+
+    from kernelwiki.commands import upstream
+
+    class Loop(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(302)
+            self.send_header("Location", self.path)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Loop)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with pytest.raises(upstream.UpstreamError) as caught:
+            upstream._download(f"http://127.0.0.1:{server.server_address[1]}/f", "f")
+    finally:
+        server.shutdown()
+    assert "\n" not in str(caught.value) and "redirect" in str(caught.value)
+
+
+def test_a_run_id_that_is_yaml_syntax_keeps_its_page_frontmatter():
+    import yaml
+
+    from kernelwiki.commands.refresh import Record
+    from kernelwiki.docsite.records import record_page
+
+    record = {"probe": "probe-x", "run_id": "x: [y", "mode": "run", "status": "passed", "cases": []}
+    page = record_page(Record("artifacts/evidence/probe-x/x: [y.json", record), {}, [])
+    assert yaml.safe_load(page.split("---\n")[1])["title"] == "x: [y"
+
+
+def test_a_dotted_requirement_imports_nothing_in_the_runner(tmp_path, monkeypatch):
+    from kernelwiki.probing.specs import _importable
+
+    package = tmp_path / "boobytrapped"
+    package.mkdir()
+    (package / "__init__.py").write_text(f"open({str(tmp_path / 'imported')!r}, 'w').write('x')\n")
+    (package / "cute.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert _importable("boobytrapped.cute") and not _importable("boobytrapped.absent")
+    assert not (tmp_path / "imported").exists(), "the runner ran a package's __init__ to look for a submodule"

@@ -7,6 +7,7 @@ Per-page checks are cached with the index (by mtime and size); cross-file checks
 from __future__ import annotations
 
 import math
+import unicodedata
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -123,6 +124,14 @@ def page_problems(wiki: Wiki, page: Page) -> list[Problem]:
         if leaves:
             add(("claims", index, "locator"), leaves)
 
+    for index, alias in _strings(meta.get("aliases")):
+        wrong = alias_problem(alias)
+        if wrong:
+            add(("aliases", index), wrong)
+    for path, value in _texts(meta):
+        if not unicodedata.is_normalized("NFC", value):
+            add(path, "text is not in Unicode NFC (composed) form, so a lookup typed the usual way would not "
+                      "match it; write composed characters (validate --fix does not change text)")
     problems += _evidence_problems(meta, add)
     for path, value in _non_finite(meta):
         add(path, f"{value} is not a finite number; write the value, or leave the field out")
@@ -410,6 +419,38 @@ def _non_finite(value: Any, path: tuple = ()) -> Iterable[tuple[tuple, float]]:
     elif isinstance(value, list):
         for index, item in enumerate(value):
             yield from _non_finite(item, path + (index,))
+
+
+# Letters of other scripts that look like Latin ones: an alias spelt with them answers to a name
+# nobody types, and hides from the one they do.
+LOOKALIKES = str.maketrans("аеорсухіјѕԁӏкмтвнΑΒΕΗΙΚΜΝΟΡΤΧΥΖαβεικνορτυχ",
+                           "aeopcyxijsdlkmtbhABEHIKMNOPTXYZabeikvoptux")
+
+
+def alias_problem(alias: str) -> str | None:
+    """Why `alias` may not name a page, or None: a repository path (get would read a file by that
+    name, MCP would look up the alias), or letters that only look Latin."""
+    if "/" in alias or "\\" in alias or alias.endswith(".md"):
+        return f"alias {alias!r} looks like a path; an alias is a name people type (no '/', no .md)"
+    scripts = {unicodedata.name(ch, "?").split()[0] for ch in alias if ch.isalpha()}
+    if len(scripts) > 1 and "LATIN" in scripts:
+        return f"alias {alias!r} mixes Latin letters with {', '.join(sorted(scripts - {'LATIN'}))} ones that look alike"
+    lookalike = alias.translate(LOOKALIKES)
+    if lookalike != alias and lookalike.isascii():
+        return f"alias {alias!r} is spelt with letters that only look like {lookalike!r}; write it in Latin letters"
+    return None
+
+
+def _texts(value: Any, path: tuple = ()) -> Iterable[tuple[tuple, str]]:
+    """Every string in the frontmatter, with its field path."""
+    if isinstance(value, str):
+        yield path, value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _texts(item, path + (key,))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _texts(item, path + (index,))
 
 
 def _strings(value: Any) -> Iterable[tuple[int, str]]:

@@ -13,6 +13,8 @@ import posixpath
 import re
 from typing import Any
 
+from kernelwiki.model.spans import find_spans
+
 LEVEL_TEXT = {
     "spec": "stated by vendor documentation",
     "source-reported": "reported by an upstream source under stated conditions",
@@ -25,7 +27,6 @@ STATUS_TEXT = {
     "regressed": "a linked probe's latest record failed, or fell more than 10% behind the previous one",
     "stale": "the newest evidence is old, or from another toolchain than the project pins",
 }
-CLAIM_SPAN = re.compile(r"<!-- claim:([A-Za-z0-9._-]+) -->(.*?)<!-- /claim -->", re.S)
 _FACT = re.compile(r"fact:([^:,]+):(.*?)(?=, fact:|$)")
 
 
@@ -177,13 +178,15 @@ def page_claims(meta: dict) -> list[dict]:
 
 def claim_spans(markdown: str, claim_ids: set[str], src_uri: str) -> str:
     """Inline claim spans (`<!-- claim:ID -->text<!-- /claim -->`, filled by refresh) as their text,
-    linked to the claim's row of the claims table."""
-    def one(match: re.Match) -> str:
-        text = match.group(2)
-        if match.group(1) not in claim_ids:
-            return text
-        return f'<a class="kw-claim-ref" href="#{claim_anchor(match.group(1))}">{text}</a>'
-    return CLAIM_SPAN.sub(one, markdown)
+    linked to the claim's row of the claims table. Only the spans refresh and validate see as spans
+    (model.spans.find_spans): one inside a code block is an example and stays as written."""
+    lines = markdown.splitlines(keepends=True)
+    for span in sorted(find_spans(markdown), key=lambda s: (s.line, -s.start)):
+        line = lines[span.line]
+        shown = span.text if span.name not in claim_ids else \
+            f'<a class="kw-claim-ref" href="#{claim_anchor(span.name)}">{span.text}</a>'
+        lines[span.line] = line[:span.start] + shown + line[span.end:]
+    return "".join(lines)
 
 
 def claims_tables(meta: dict, src_uri: str, page_uris: dict[str, str]) -> str:

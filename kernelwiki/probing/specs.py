@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.machinery
 import importlib.util
 import math
 import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,10 +73,21 @@ class ProbeSpec:
 
 
 def _importable(module: str) -> bool:
-    """find_spec imports the parents of a dotted name; a missing parent means missing."""
+    """Whether `module` could be imported, found without running any of its code: find_spec on a
+    dotted name imports the parents (a package's __init__ could hang or crash the runner itself,
+    outside any probe timeout), so each submodule is looked up on its parent's search path."""
+    parts = module.split(".")
+    if not all(part.isidentifier() for part in parts):
+        return False
     try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):
+        spec = importlib.util.find_spec(parts[0]) if parts[0] not in sys.modules else sys.modules[parts[0]].__spec__
+        for part in parts[1:]:
+            locations = spec.submodule_search_locations if spec is not None else None
+            if not locations:
+                return False
+            spec = importlib.machinery.PathFinder.find_spec(part, list(locations))
+        return spec is not None
+    except (ImportError, ValueError, AttributeError):
         return False
 
 
