@@ -13,6 +13,7 @@ from kernelwiki.storage.index import Entry, Wiki
 from kernelwiki.storage.records import order_key, probe_ids
 from kernelwiki.storage.records import scan as scan_records
 from kernelwiki.model.files import UnsafeFile, read_regular, stays_below
+from kernelwiki.model.terminal import printable
 
 LANGUAGES = {".py": "python", ".cu": "cuda", ".cuh": "cuda", ".cpp": "cpp", ".h": "cpp", ".hpp": "cpp",
              ".yaml": "yaml", ".yml": "yaml", ".json": "json", ".sh": "bash", ".md": "markdown", ".ptx": "ptx"}
@@ -48,7 +49,9 @@ class Result:
         return [item["note"] for item in files if item.get("error")]
 
     def markdown(self) -> str:
-        return _markdown(self.frontmatter_text, self.body, self.document, self.options)
+        """The page for a terminal or an agent: control characters in any part of it (a page body,
+        a probe file, a record's reason) shown as escapes, never obeyed."""
+        return printable(_markdown(self.frontmatter_text, self.body, self.document, self.options))
 
 
 def get_page(wiki: Wiki, entry: Entry, options: Options) -> str:
@@ -116,14 +119,14 @@ def artifact_bundle(wiki: Wiki, meta: dict, fetch_upstream: bool = False) -> dic
         return {"dir": directory, "files": [], "note": f"{directory} does not exist"}
     provenance_path = root / "PROVENANCE.yaml"
     provenance: dict = {}
-    if provenance_path.is_file():
+    if provenance_path.is_file() or provenance_path.is_symlink():
         from kernelwiki.model import yamlio
+        from kernelwiki.model.schema import check as schema_check
 
-        try:
-            provenance, _ = yamlio.load(read_regular(provenance_path, MAX_FILE_BYTES).decode("utf-8"))
-        except (yamlio.YamlProblem, UnicodeDecodeError, UnsafeFile):
-            provenance = {}
-        provenance = provenance if isinstance(provenance, dict) else {}
+        data, _, problem = yamlio.read_mapping(provenance_path)
+        # Used only when validate would accept it: its paths and pins are what the bundle acts on.
+        if problem is None and not schema_check(wiki.repo.schemas, "provenance", data, "PROVENANCE.yaml", lambda p: 1):
+            provenance = data
     files = []
     for path in _listing(root):
         files.append(_file_item(wiki, path))
@@ -320,7 +323,7 @@ def _code_block(item: dict) -> str:
     header += ")\n"
     if "text" not in item:
         return header + f"\n{item.get('note', '')}\n"
-    text = item["text"]
+    text = item["text"].replace("\r\n", "\n")
     fence = "`" * max(3, _longest_backtick_run(text) + 1)
     language = LANGUAGES.get(Path(str(item["path"])).suffix, "")
     return f"{header}\n{fence}{language}\n{text.rstrip()}\n{fence}\n"

@@ -7,6 +7,7 @@ Per-page checks are cached with the index (by mtime and size); cross-file checks
 from __future__ import annotations
 
 import math
+import re
 import unicodedata
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -215,7 +216,7 @@ def _check_cross_references(wiki: Wiki, report: Report, probes: dict[str, Any], 
         for index, ref in _strings(entry.get("probes")):
             if ref not in probes:
                 add(("probes", index), f"no probe probes/{ref}/probe.yaml{did_you_mean(ref, probes)}")
-            elif probes[ref] is not None and entry.id not in probes[ref].get("pages", []):
+            elif probes[ref] is not None and entry.id not in [p for _, p in _strings(probes[ref].get("pages"))]:
                 add(("probes", index), f"probe {ref} does not list this page in its pages")
         cited = set(s for _, s in _strings(entry.get("sources")))
         for index, claim in _dicts(entry.get("claims")):
@@ -234,7 +235,7 @@ def _check_cross_references(wiki: Wiki, report: Report, probes: dict[str, Any], 
                     if claim["case"] not in cases:
                         add(("claims", index, "case"), f"record {record} has no case {claim['case']!r}")
             if claim.get("evidence") == "measured" and isinstance(record, str) and isinstance(records.get(record), dict):
-                for path, message in measured_claim_problems(claim, records[record], entry.get("probes") or []):
+                for path, message in measured_claim_problems(claim, records[record], [p for _, p in _strings(entry.get("probes"))]):
                     add(("claims", index, *path), message)
         for index, claim in _dicts(entry.get("performance_claims")):
             source = claim.get("source_id")
@@ -255,7 +256,7 @@ def _check_cross_references(wiki: Wiki, report: Report, probes: dict[str, Any], 
         for index, page_id in _strings(spec.get("pages")):
             if page_id not in ids:
                 report.problems.append(Problem(rel, 1, f"pages[{index}]", f"no page with id {page_id!r}{did_you_mean(page_id, ids)}"))
-            elif not any(probe_id in (e.get("probes") or []) for e in by_id_files[page_id]):
+            elif not any(probe_id in [p for _, p in _strings(e.get("probes"))] for e in by_id_files[page_id]):
                 # any file with that id: a duplicated id is reported once, on the duplicates
                 report.problems.append(Problem(rel, 1, f"pages[{index}]", f"page {page_id} does not list {probe_id} in its probes"))
 
@@ -319,6 +320,11 @@ def _check_probes(wiki: Wiki, report: Report) -> dict[str, Any]:
         path = directory / "probe.yaml"
         rel = f"probes/{directory.name}/probe.yaml"
         report.probes += 1
+        if not re.fullmatch(r"[a-z0-9][a-z0-9-]*", directory.name):
+            report.problems.append(Problem("probes", 1, "-", f"directory {directory.name!r} is not a probe id "
+                                                             "(probe-, then lower-case letters, digits and '-')"))
+            probes[directory.name] = None
+            continue
         if directory.is_symlink():
             report.problems.append(Problem(rel, 1, "-", "its probe directory is a symbolic link; probe code must "
                                                         "live inside the repository, so the runner ignores it"))

@@ -88,7 +88,7 @@ def _describe(error, path: tuple) -> tuple[str, str]:
     if kind in ("enum", "const"):
         allowed = error.validator_value if kind == "enum" else [error.validator_value]
         return field_path(path), f"{_short(error.instance)} is not one of {', '.join(map(str, allowed))}" + (
-            did_you_mean(error.instance, allowed) if isinstance(error.instance, str) else ""
+            did_you_mean(error.instance, [str(a) for a in allowed]) if isinstance(error.instance, str) else ""
         )
     if kind == "pattern":
         return field_path(path), f"{_short(error.instance)} does not match {error.validator_value}"
