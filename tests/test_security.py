@@ -638,3 +638,14 @@ def test_a_dotted_requirement_imports_nothing_in_the_runner(tmp_path, monkeypatc
     monkeypatch.syspath_prepend(str(tmp_path))
     assert _importable("boobytrapped.cute") and not _importable("boobytrapped.absent")
     assert not (tmp_path / "imported").exists(), "the runner ran a package's __init__ to look for a submodule"
+
+
+def test_only_our_own_schemas_are_compiled_to_code(mini):
+    from kernelwiki.model import fastschema
+
+    schema = mini.root / "schemas/page.schema.json"
+    assert fastschema._compiled(str(mini.root / "schemas"), "page") is not None  # a copy of ours: fast path
+    schema.write_text(schema.read_text().replace('"Human title."', '"Human title, edited."'))
+    fastschema._compiled.cache_clear()
+    assert fastschema._compiled(str(mini.root / "schemas"), "page") is None
+    assert mini.problems() == []  # still checked, by jsonschema

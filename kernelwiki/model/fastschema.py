@@ -18,6 +18,10 @@ from typing import Any, Callable
 from kernelwiki.model.schemafile import read_schema
 
 SUFFIX = ".schema.json"
+OWN_SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
+"""The schemas shipped beside this package. fastjsonschema generates and runs Python from a schema,
+so it compiles only a schema equal to ours; any other (a checkout's edited schemas/, which is
+untrusted input) is checked by jsonschema, which interprets it."""
 
 
 def passes(schemas_dir: Path, name: str, data: Any) -> bool | None:
@@ -40,6 +44,8 @@ def _compiled(schemas_dir: str, name: str) -> Callable[[Any], Any] | None:
         return None
     try:
         schema = _inlined(Path(schemas_dir), name)
+        if schema != _inlined(OWN_SCHEMAS, name):
+            return None  # fastjsonschema turns a schema into Python code: only our own schemas
         return fastjsonschema.compile(schema, use_formats=False)
     except Exception:  # an unsupported construct: the slow path is always right
         return None
