@@ -496,9 +496,9 @@ def test_wrong_typed_input_never_makes_the_site_build_raise(mini, tmp_path, how)
     probe_id = add_probe(mini, "ok", "passing")
     record = {"schema_version": 1, "probe": probe_id, "run_id": "20261129T100000Z-h200-run", "mode": "run",
               "status": "passed", "started_at": "2026-11-29T10:00:00Z", "environment": {"gpu": "NVIDIA H200", "arch": "sm_90a"},
-              "cases": [{"id": f"c{i}", "status": "passed", "params": {"set": "s", "seqlen": 2 ** (i + 6), "mode": "$\\frac{a$"},
+              "cases": [{"id": f"c{i}", "status": "passed", "params": {"set": "s", "seqlen": 2 ** (i % 3 + 6), "mode": f"$\\frac{{a{i // 3}$"},
                          "headline": {"metric": "tflops", "value": 1.0 + i, "unit": "TFLOP/s", "baseline": "$x^$",
-                                      "baseline_value": 1.0, "ratio": 1.0 + i}} for i in range(4)]}
+                                      "baseline_value": 1.0, "ratio": 1.0 + i}} for i in range(6)]}
     mini.write(f"artifacts/evidence/{probe_id}/{record['run_id']}.json", json.dumps(record))
     result = build_site(mini, tmp_path / "out")
     assert "Traceback" not in result.stdout + result.stderr, result.stderr[-3000:]
@@ -649,3 +649,11 @@ def test_only_our_own_schemas_are_compiled_to_code(mini):
     fastschema._compiled.cache_clear()
     assert fastschema._compiled(str(mini.root / "schemas"), "page") is None
     assert mini.problems() == []  # still checked, by jsonschema
+
+
+def test_chart_labels_from_records_are_text_not_tex():
+    from kernelwiki.docsite import charts
+
+    chart = charts.Chart("lines", "$x^$", "$\\frac{a$", "ratio",
+                         {"$\\frac{p$": {"$\\frac{a$": [(64, 1.0), (128, 1.2), (256, 1.3)], "b": [(64, 1.0), (128, 1.1), (256, 1.2)]}})
+    assert "frac" in charts._draw(chart)
