@@ -314,6 +314,14 @@ def test_terminal_escapes_in_frontmatter_are_refused_and_never_printed(mini, esc
         assert not re.search(r"[\x1b\x07\x0d\x9b\u202e]", out + err), (argv, out, err)
 
 
+def test_terminal_escapes_in_a_page_body_are_reported_and_shown_as_escapes(mini):
+    _set(mini, "wiki/hardware/example.md", "Body text about wgmma", "Body \x1b]0;owned\x07 text about wgmma")
+    problems = [p for p in mini.problems() if p["path"] == "wiki/hardware/example.md"]
+    assert problems and problems[0]["line"] == "27" and "control character U+001B" in problems[0]["message"], messages(problems)
+    code, out, err = mini.run("get", "hw-example")
+    assert "\x1b" not in out and "\\x1b]0;owned\\x07" in out
+
+
 def test_an_upstream_servers_words_are_one_printable_line(monkeypatch):
     import urllib.error
 

@@ -20,6 +20,7 @@ from kernelwiki.storage.index import Entry, Wiki
 from kernelwiki.model.pages import Page, line_of, read_page_bytes, render_page
 from kernelwiki.model.yamlio import LineMap
 from kernelwiki.model.problems import Problem, field_path
+from kernelwiki.model.terminal import CONTROL
 from kernelwiki.storage.records import probe_ids, scan
 from kernelwiki.probing.specs import entry_problem, link_problem
 from kernelwiki.model.files import UnsafeFile, replace_file, sha256_file, stays_below
@@ -136,6 +137,12 @@ def page_problems(wiki: Wiki, page: Page) -> list[Problem]:
     problems += _evidence_problems(meta, add)
     for path, value in _non_finite(meta):
         add(path, f"{value} is not a finite number; write the value, or leave the field out")
+    first_body_line = body_first_line(page.frontmatter_text)
+    for offset, text in enumerate(page.body.split("\n")):
+        control = CONTROL.search(text.removesuffix("\r"))
+        if control:
+            problems.append(Problem(rel, first_body_line + offset, "-", f"control character U+{ord(control.group()):04X} "
+                                    "in the prose; commands would print it to terminals; remove it"))
     claims = [claim for _, claim in _dicts(meta.get("claims"))]  # a non-list is the schema's problem
     problems += span_problems(rel, page.body, claims, body_first_line(page.frontmatter_text))
     comment = yamlio.comment_line(page.frontmatter_text)
