@@ -224,7 +224,7 @@ def _code_section(meta: dict) -> str:
             out.append(f"\nPinned upstream files ({render.text(pin.get('package') or pin.get('repo'))} "
                        f"{render.text(pin.get('version') or str(pin.get('commit') or '')[:12])}; shown by "
                        f"`get_page.py --include-code` from the installed package, never copied here):\n")
-            out += [f"- {_upstream_link(pin, f)} — sha256 {render.code(str(f.get('sha256'))[:16])}…"
+            out += [f"- {_upstream_link(pin, f)} — sha256 {render.code(str(f.get('sha256'))[:16] + '…')}"
                     + (f" — {render.prose(f['role'])}" if f.get("role") else "") for f in upstream]
     return "\n".join(out) + "\n"
 
