@@ -423,11 +423,31 @@ def cmd_site_build(args) -> int:
 
     repo = _repo(args)
     start = time.perf_counter()
+    if args.out:
+        refused = _unsafe_site_dir(repo, Path(args.out))
+        if refused:
+            print(f"error: --out {args.out}: {refused}", file=sys.stderr)
+            return 2
     out = ["-d", str(Path(args.out).resolve())] if args.out else []
     code = _mkdocs(repo, "build", "--strict", "--quiet", *out)
     if code == 0:
         print(f"site built in {time.perf_counter() - start:.1f} s: {args.out or repo.root / 'site'}", file=sys.stderr)
     return code
+
+
+def _unsafe_site_dir(repo: Repo, out: Path) -> str | None:
+    """Why mkdocs may not build into `out`, or None. mkdocs empties its output directory first, so
+    it must not be a directory of the checkout (artifacts/, schemas/, ...) other than site/, nor hold
+    the checkout, nor be a non-empty directory that is not an earlier build."""
+    target, root = out.expanduser().resolve(), repo.root.resolve()
+    site = root / "site"
+    if target == root or target in root.parents:
+        return "holds the repository; building there would delete it"
+    if root in target.parents and target != site and site not in target.parents:
+        return "is inside the repository; the only output directory there is site/ (the default)"
+    if target.is_dir() and any(target.iterdir()) and not (target / "404.html").is_file():
+        return "is a directory with files that is not an earlier site build; mkdocs would delete them"
+    return None
 
 
 def cmd_site_serve(args) -> int:

@@ -26,13 +26,16 @@ class Gpu:
 
 def detect_gpu() -> Gpu | None:
     """The first GPU nvidia-smi reports, or None (no driver, no GPU). Does not import torch."""
-    if os.environ.get("KERNELWIKI_FAKE_GPU"):  # tests: "NAME,ARCH"
-        name, arch = os.environ["KERNELWIKI_FAKE_GPU"].split(",")
-        return Gpu(name, arch, FAKE_DRIVER)
+    if os.environ.get("KERNELWIKI_FAKE_GPU"):  # tests: "NAME,ARCH"; anything else is no GPU
+        fields = [part.strip() for part in os.environ["KERNELWIKI_FAKE_GPU"].split(",")]
+        if len(fields) != 2 or not fields[0] or not re.fullmatch(r"sm_[0-9]+[a-z]?", fields[1]):
+            return None
+        return Gpu(fields[0], fields[1], FAKE_DRIVER)
     out = _run(["nvidia-smi", "--query-gpu=name,compute_cap,driver_version", "--format=csv,noheader"])
-    if not out:
-        return None
-    name, cap, driver = [part.strip() for part in out.splitlines()[0].split(",")]
+    fields = [part.strip() for part in out.splitlines()[0].split(",")] if out else []
+    if len(fields) != 3 or not re.fullmatch(r"[0-9]+\.[0-9]+", fields[1]):
+        return None  # no driver, no GPU, or an nvidia-smi whose answer we cannot read
+    name, cap, driver = fields
     return Gpu(name, ARCH_SUFFIX.get(cap, "sm_" + cap.replace(".", "")), driver)
 
 

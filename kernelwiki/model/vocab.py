@@ -33,15 +33,58 @@ QUERY_ALIASES: dict[str, list[str]] = {
 }
 
 
+_MAPPINGS = ("page_types", "sections", "vocabulary_fields")
+_LISTS = ("evidence_levels", "dtypes", "tags")
+
+
+def _shape_problem(data: object) -> str | None:
+    """What is wrong with the shape of the vocabulary, or None."""
+    if not isinstance(data, dict):
+        return "must be a YAML mapping"
+    for key in _MAPPINGS:
+        value = data.get(key)
+        if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+            return f"{key}: must map names to text"
+    for key in _LISTS:
+        if not isinstance(data.get(key), list) or not all(isinstance(v, str) for v in data[key]):
+            return f"{key}: must be a list of text"
+    archs = data.get("architectures")
+    if not isinstance(archs, dict) or not isinstance(archs.get("canonical"), list) \
+            or not all(isinstance(a, str) for a in archs["canonical"]) or not isinstance(archs.get("legacy"), dict) \
+            or not all(isinstance(k, str) and isinstance(v, str) for k, v in archs["legacy"].items()):
+        return "architectures: must hold a canonical list and a legacy mapping of text"
+    if set(data["page_types"]) != set(data["sections"]):
+        return "page_types and sections must name the same page types"
+    unknown = sorted(set(data["vocabulary_fields"].values()) - {"tags", "archs", "dtypes"})
+    if unknown:
+        return f"vocabulary_fields: {unknown[0]!r} is not tags, archs or dtypes"
+    return None
+
+
 @dataclass(frozen=True)
 class Vocabulary:
     data: dict
 
     @classmethod
     def load(cls, schemas_dir: Path) -> "Vocabulary":
+        """The vocabulary, checked for the shape every reader relies on; NotARepo (one message naming
+        the file) when it cannot be read or has another shape."""
         from kernelwiki.model import yamlio
+        from kernelwiki.model.files import UnsafeFile, read_regular
+        from kernelwiki.model.problems import NotARepo
 
-        data, _ = yamlio.load((schemas_dir / "vocabulary.yaml").read_text(encoding="utf-8"))
+        where = "schemas/vocabulary.yaml"
+        try:
+            data, lines = yamlio.load(read_regular(schemas_dir / "vocabulary.yaml", yamlio.MAX_FILE_BYTES).decode("utf-8"))
+        except UnsafeFile as err:
+            raise NotARepo(f"{where}: {err}") from None
+        except UnicodeDecodeError as err:
+            raise NotARepo(f"{where}: not valid UTF-8 (byte {err.start})") from None
+        except yamlio.YamlProblem as err:
+            raise NotARepo(f"{where}:{err.line + 1}: {err.field}: {err.message}") from None
+        wrong = _shape_problem(data)
+        if wrong:
+            raise NotARepo(f"{where}: {wrong}; the tools cannot work with this vocabulary")
         return cls(data)
 
     @staticmethod

@@ -29,7 +29,8 @@ from kernelwiki.harness import env as env_mod
 from kernelwiki.harness.peaks import CEILINGS_ENV, ceilings_from_record
 from kernelwiki.probing.specs import ProbeSpec
 from kernelwiki.storage.repo import Repo
-from kernelwiki.model.files import replace_file
+from kernelwiki.model.files import read_regular, replace_file
+from kernelwiki.model.terminal import printable
 from kernelwiki.model.schema import check as schema_check
 
 LOG_TAIL_CHARS = 4000
@@ -74,8 +75,8 @@ def runner_lock(repo: Repo, out: TextIO | None = None) -> Iterator[None]:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
-        try:
-            holder = note.read_text(encoding="utf-8").strip() or "unknown"
+        try:  # never through a link, never blocking on a FIFO planted there
+            holder = printable(read_regular(note, 4096).decode("utf-8", "replace").strip()) or "unknown"
         except OSError:
             holder = "unknown"
         raise RunnerBusy(f"another probe runner ({holder}) holds the lock on {repo.root}; wait for it to finish") from None
@@ -87,7 +88,7 @@ def runner_lock(repo: Repo, out: TextIO | None = None) -> Iterator[None]:
         if not repo.cache.is_symlink():
             try:
                 repo.cache.mkdir(exist_ok=True)
-                note.write_text(f"pid {os.getpid()}, started {_now()}", encoding="utf-8")
+                replace_file(note, f"pid {os.getpid()}, started {_now()}".encode())  # a link there is replaced
             except OSError:
                 pass
         yield
@@ -175,7 +176,8 @@ def _run_one(repo: Repo, spec: ProbeSpec, options: Options, environment: dict, t
         try:
             path = _write_record(repo, spec.id, record)
         except (OSError, ValueError) as err:
-            reason = f"{reason}; record not written: {err}".lstrip("; ")
+            # Evidence that was asked for and not kept is a failed run, whatever the probe said.
+            status, reason = "failed", f"{reason}; record not written: {err}".lstrip("; ")
     return Outcome(spec.id, status, reason, record, path)
 
 
@@ -202,13 +204,15 @@ def _execute(argv: list[str], repo: Repo, timeout: float, extra_env: dict[str, s
     package_parent = str(Path(__file__).resolve().parents[2])  # so that probes can `import kernelwiki`
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(filter(None, [str(repo.root), package_parent, env.get("PYTHONPATH")])))
     tail: deque[str] = deque(maxlen=400)
+    processes.become_subreaper()
+    before = processes.children()
     proc = subprocess.Popen(argv, cwd=repo.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             stdin=subprocess.DEVNULL, text=True, errors="replace", start_new_session=True)
 
     def pump() -> None:
         assert proc.stdout is not None
         for line in proc.stdout:
-            line = _printable(line.rstrip("\n"))
+            line = printable(line.rstrip("\n"))
             tail.append(line + "\n")
             print(f"    | {line}", file=out, flush=True)
 
@@ -221,6 +225,7 @@ def _execute(argv: list[str], repo: Repo, timeout: float, extra_env: dict[str, s
         # The leader is exited but not yet reaped (or still running): its group id cannot have been
         # reused, so killing the group hits only what the probe started.
         processes.kill_tree(proc.pid, marks[processes.RUN_VAR])
+        processes.kill_descendants(proc.pid, before)
         proc.wait()
         reader.join(timeout=5)
     return proc.returncode, "".join(tail)[-LOG_TAIL_CHARS:], timed_out
@@ -237,15 +242,6 @@ def _wait_unreaped(pid: int, timeout: float) -> bool:
             return False
         time.sleep(min(delay, max(deadline - time.monotonic(), 0)))
         delay = min(delay * 2, 0.05)
-
-
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def _printable(line: str) -> str:
-    """Probe output with control characters shown, not obeyed (an escape sequence could clear the
-    screen, retitle the terminal or hide lines)."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", line)
 
 
 def _status(spec: ProbeSpec, mode: str, result: dict | None, returncode: int | None, timed_out: bool,
@@ -293,7 +289,8 @@ def _status(spec: ProbeSpec, mode: str, result: dict | None, returncode: int | N
 
 
 def _run_id(repo: Repo, probe_id: str, started: datetime, gpu: str | None, mode: str) -> str:
-    base = f"{started:%Y%m%dT%H%M%SZ}-{env_mod.short_gpu_name(gpu).lower()}-{mode}"
+    gpu_part = re.sub(r"[^a-z0-9]+", "-", env_mod.short_gpu_name(gpu).lower()).strip("-") or "gpu"
+    base = f"{started:%Y%m%dT%H%M%SZ}-{gpu_part}-{mode}"  # a file name, whatever the GPU is called
     candidate, n = base, 2
     while (repo.evidence / probe_id / f"{candidate}.json").exists():
         candidate, n = f"{base}-{n}", n + 1

@@ -24,6 +24,8 @@ from kernelwiki.model.schema import check as schema_check
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 MAX_RECORD_BYTES = 4 << 20   # records stay small (the largest real one is ~30 kB)
 CLOCK_SKEW = timedelta(minutes=10)
+SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+"""A probe directory or run id: what the runner writes, and what a problem line can name."""
 RUN_ID = re.compile(r"^(?P<base>.+-(?:run|compile-only))(?:-(?P<n>[0-9]+))?$")
 
 
@@ -109,6 +111,13 @@ def check_record(repo: Repo, rel: str, path: Path, data: Any, probes: set[str], 
     finished = parse_time(data.get("finished_at"))
     if started and finished and finished < started:
         add("finished_at", "is before started_at")
+    seen: set[str] = set()
+    for index, case in enumerate(data.get("cases") if isinstance(data.get("cases"), list) else []):
+        case_id = case.get("id") if isinstance(case, dict) else None
+        if isinstance(case_id, str):
+            if case_id in seen:
+                add(f"cases[{index}].id", f"duplicate case id {case_id!r}: each case's claims are named by its id")
+            seen.add(case_id)
     return problems
 
 
@@ -120,6 +129,12 @@ def scan(repo: Repo, probes: set[str], now: datetime | None = None, probe: str =
         return out
     for path in sorted(repo.evidence.glob(f"{glob.escape(probe) if probe != '*' else '*'}/*.json")):
         rel = repo.rel(path)
+        if not SAFE_NAME.fullmatch(path.parent.name) or not SAFE_NAME.fullmatch(path.stem):
+            # Named by the folder, since this name cannot stand in a `path:line:` problem line.
+            where = repo.rel(path.parent) if SAFE_NAME.fullmatch(path.parent.name) else repo.rel(repo.evidence)
+            out.append(RecordFile(where, path, None, (Problem(where, 1, "-", f"{path.relative_to(repo.evidence).as_posix()!r} "
+                                                       "is not a run record name (letters, digits, '.', '_', '-'); not read"),)))
+            continue
         if path.parent.is_symlink():
             out.append(RecordFile(rel, path, None, (Problem(rel, 1, "-", "its directory is a symbolic link; not read"),)))
             continue
