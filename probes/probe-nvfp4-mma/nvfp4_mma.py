@@ -7,11 +7,11 @@ import sys
 from kernelwiki.harness import compile as compile_mod
 from kernelwiki.harness.probe import REPO_ROOT, Probe
 
-from artifacts.kernels.tcgen05_gemm import nvfp4_gemm
+from artifacts.kernels.tcgen05_gemm import block_scaled_gemm
 
 
 def compile_kernel(arch: str) -> compile_mod.Emitted:
-    return compile_mod.from_cute(nvfp4_gemm.compile_for(arch), arch)
+    return compile_mod.from_cute(block_scaled_gemm.compile_for(arch, fmt="nvfp4"), arch)
 
 
 if __name__ == "__main__":
