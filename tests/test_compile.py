@@ -47,14 +47,8 @@ def test_scan_without_sass_reports_sass_mnemonics_missing():
 def test_kernel_compile_helpers_leave_no_files_behind(tmp_path, monkeypatch):
     """--keep-ptx/--keep-cubin dumps go to a temp dir, and the harness still reads PTX and SASS."""
     pytest.importorskip("cutlass")
-    import sys
-
-    from conftest import ROOT
-
     monkeypatch.chdir(tmp_path)
-    monkeypatch.syspath_prepend(str(ROOT / "artifacts" / "kernels" / "tma_copy"))
-    sys.modules.pop("tma_copy", None)
-    import tma_copy
+    from artifacts.kernels.tma_copy import tma_copy
 
     emitted = compile_mod.from_cute(tma_copy.compile_for("sm_90a"), "sm_90a")
     assert ".target sm_90a" in emitted.ptx and "cp.async.bulk.tensor" in emitted.ptx

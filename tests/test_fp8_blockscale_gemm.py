@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import ROOT, load_probe_script
+from conftest import load_probe_script
 
 cutlass = pytest.importorskip("cutlass")
 from artifacts.kernels.fp8_blockscale_gemm import fp8_blockscale_gemm as kernel

@@ -116,3 +116,69 @@ def test_derived_tolerance_has_a_floor():
     assert derived["tol"] == gates.DERIVED_FLOOR and derived["max_abs_tol"] > 0
     with pytest.raises(ValueError):
         gates.reference_tolerance(ref[:1], ref)
+
+
+def test_relative_error_is_the_frobenius_ratio():
+    ref = np.array([3.0, 4.0])
+    assert gates.relative_error(np.array([3.0, 4.5]), ref) == pytest.approx(0.1)
+    assert gates.relative_error(np.array([0.0, 0.5]), np.zeros(2)) == pytest.approx(0.5)   # zero reference: absolute
+
+
+def test_bit_exact_counts_every_differing_element_and_nan():
+    other = np.arange(12, dtype=np.float32).reshape(3, 4)
+    assert gates.bit_exact(other.copy(), other, "cuBLAS")["passed"]
+    out = other.copy()
+    out[0, 1] = np.nextafter(out[0, 1], np.float32(100))      # one ulp: within any tolerance, still a change
+    out[2, 3] = np.nan
+    result = gates.bit_exact(out, other, "cuBLAS")
+    assert not result["passed"] and result["differing"] == 2 and result["against"] == "cuBLAS"
+    assert gates.bit_exact(out, other, "cuBLAS", allowed=2)["passed"]
+    assert not gates.bit_exact(out[:2], other, "cuBLAS")["passed"]
+
+
+def test_lse_gate_checks_finite_entries_and_the_empty_rows():
+    ref = np.array([[1.5, np.inf], [2.0, 3.0]])
+    assert gates.check_lse(ref + 1e-5, ref, 1e-3)["passed"]
+    off = ref.copy()
+    off[1, 0] += 2e-3                                          # a softmax denominator 0.2 % off
+    assert not gates.check_lse(off, ref, 1e-3)["passed"]
+    empty_row_written = ref.copy()
+    empty_row_written[0, 1] = -np.inf                          # the split partials' convention leaked out
+    result = gates.check_lse(empty_row_written, ref, 1e-3)
+    assert not result["passed"] and not result["infinite_entries_match"]
+    unwritten = ref.copy()
+    unwritten[1, 1] = np.nan
+    assert not gates.check_lse(unwritten, ref, 1e-3)["passed"]
+
+
+def test_elementwise_relative_gate_sees_the_small_values_a_norm_hides():
+    exact = 2.0 ** np.linspace(-120, 0, 1000)
+    out = exact.copy()
+    out[10] *= 1.01                                            # a tiny value 1 % off
+    assert gates.check(out, exact, "fp32")["passed"]           # the norm is the largest values'
+    result = gates.check_relative_elements(out, exact, 2.0**-12)
+    assert not result["passed"] and result["rel_err"] == pytest.approx(0.01)
+    assert gates.check_relative_elements(exact * (1 + 1e-6), exact, 2.0**-12)["passed"]
+    assert gates.check_relative_elements(out, exact, 2.0**-12, where=np.arange(1000) != 10)["passed"]
+    assert not gates.check_relative_elements(exact, np.zeros(1000), 1.0)["passed"]
+
+
+def test_combine_fails_when_any_part_fails_and_keeps_the_first_parts_errors():
+    _, _, ref = product()
+    good = gates.check(ref, ref, "fp32")
+    bad = gates.bit_exact(ref + 1, ref, "cuBLAS")
+    combined = gates.combine({"d": good, "bit_exact": bad})
+    assert not combined["passed"] and combined["rel_err"] == good["rel_err"]
+    assert combined["parts"]["bit_exact"]["differing"] == ref.size
+    assert gates.combine({"d": good, "again": good})["passed"]
+    with pytest.raises(ValueError):
+        gates.combine({})
+
+
+def test_untouched_means_the_poison_is_still_everywhere():
+    skipped = np.full((4, 8), np.nan, dtype=np.float32)
+    assert gates.untouched(skipped)
+    skipped[3, 7] = 0.0                                        # one padding element written
+    assert not gates.untouched(skipped)
+    assert gates.untouched(np.full(5, -1, dtype=np.int32))
+    assert not gates.untouched(np.array([-1, 0], dtype=np.int32))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import ROOT
 
 cutlass = pytest.importorskip("cutlass")
 from artifacts.kernels.hopper_gemm import hopper_gemm
@@ -118,7 +117,7 @@ def test_compiles_to_tensor_core_sass_without_spills(compile_for, kwargs, sass):
 def test_host_checks_name_the_value():
     """Host-side checks on CPU tensors (torch only, no GPU): views the kernel would misread are refused."""
     torch = pytest.importorskip("torch")
-    import sm90_common
+    from artifacts.kernels.hopper_gemm import sm90_common
 
     x = torch.empty(32, 64, dtype=torch.bfloat16)
     view, major = hopper_gemm._as_mkl("a", x[:1], "M")           # one row: K-major, canonical strides

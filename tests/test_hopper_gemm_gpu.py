@@ -6,7 +6,6 @@ from __future__ import annotations
 
 
 import pytest
-from conftest import ROOT
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("cutlass")

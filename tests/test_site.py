@@ -345,11 +345,11 @@ def test_home_has_headline_measurements_linked_to_kernel_charts(page, server):
 
 
 def test_tabs_reach_the_evidence_pages_and_records_open_as_pages(page, server):
-    page.goto(f"{server}/kernels/hopper_gemm/")
+    page.goto(f"{server}/kernels/hopper-gemm/")
     page.locator(".md-tabs").get_by_role("link", name="Evidence").click()
     page.wait_for_url("**/evidence/")
     assert page.locator("h1").first.inner_text().startswith("Evidence dashboard")
-    page.goto(f"{server}/kernels/hopper_gemm/")
+    page.goto(f"{server}/kernels/hopper-gemm/")
     page.locator(".kw-claims a", has_text="record").first.click()
     page.wait_for_url("**/records/**")
     assert page.locator("h2", has_text="Environment").count() == 1 and page.locator("h2", has_text="Cases").count() == 1
@@ -364,7 +364,7 @@ def test_tabs_reach_the_evidence_pages_and_records_open_as_pages(page, server):
 
 
 def test_cross_links_see_also_cited_by_and_diagrams(page, server):
-    page.goto(f"{server}/kernels/hopper_gemm/")
+    page.goto(f"{server}/kernels/hopper-gemm/")
     prose = page.locator("article.md-content__inner > p a[href*='hardware/wgmma']")
     assert prose.count() >= 1  # the id `hw-wgmma` in the prose became a link
     assert page.locator("h2#see-also").count() == 1

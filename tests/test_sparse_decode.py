@@ -7,7 +7,6 @@ import math
 import re
 
 import pytest
-from conftest import ROOT
 
 from artifacts.kernels.sparse_decode import cache_format
 
@@ -86,7 +85,7 @@ def _torch():
 
 def test_quantized_rows_dequantize_close_with_power_of_two_scales():
     torch = _torch()
-    import reference
+    from artifacts.kernels.sparse_decode import reference
 
     latent = torch.randn(64, 576, generator=torch.Generator().manual_seed(0))
     rows = reference.quantize_cache(latent)
@@ -101,7 +100,7 @@ def test_quantized_rows_dequantize_close_with_power_of_two_scales():
 
 def test_reference_masks_invalid_indices_and_marks_empty_queries():
     torch = _torch()
-    import reference
+    from artifacts.kernels.sparse_decode import reference
 
     g = torch.Generator().manual_seed(1)
     q, cache, idx = reference.random_problem(2, 4, 128, 512, g, device="cpu")
@@ -115,7 +114,7 @@ def test_reference_masks_invalid_indices_and_marks_empty_queries():
 
 def test_sdpa_baseline_and_bf16_reference_agree_with_the_fp32_reference():
     torch = _torch()
-    import reference
+    from artifacts.kernels.sparse_decode import reference
 
     q, cache, idx = reference.random_problem(2, 8, 256, 1024, torch.Generator().manual_seed(2), device="cpu")
     ref, _ = reference.sparse_decode(q, cache, idx)

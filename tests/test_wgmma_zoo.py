@@ -7,7 +7,6 @@ import re
 import shutil
 
 import pytest
-from conftest import ROOT
 
 from artifacts.kernels.wgmma_zoo import wgmma_zoo as zoo
 

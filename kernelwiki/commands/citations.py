@@ -21,12 +21,12 @@ targets and code marks, so a quote of a README table row or a bold phrase reads 
 from __future__ import annotations
 
 import importlib.metadata
-import os
 import re
-import subprocess
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from kernelwiki.commands import mirrors
 
 from kernelwiki.model.pages import read_page
 from kernelwiki.model.problems import Problem
@@ -115,24 +115,16 @@ class Texts:
         return None
 
     def _git_dir(self, repo: str, commit: str) -> Path | None:
-        for directory in self.mirrors:
-            git_dir = directory / repo.replace("/", "+") / "repo"
-            if git_dir.is_dir() and subprocess.run(
-                    ["git", "--git-dir", str(git_dir), "cat-file", "-e", f"{commit}^{{commit}}"],
-                    capture_output=True).returncode == 0:
-                return git_dir
-        return None
+        return mirrors.git_dir(self.mirrors, repo, commit)
 
     def _repo(self, repo: str, commit: str, path: str) -> str | None:
         git_dir = self._git_dir(repo, commit)
-        if git_dir is None:
-            return None
-        shown = subprocess.run(["git", "--git-dir", str(git_dir), "show", f"{commit}:{path}"], capture_output=True)
-        return shown.stdout.decode("utf-8", errors="replace") if shown.returncode == 0 else None
+        shown = mirrors.show(git_dir, commit, path) if git_dir is not None else None
+        return shown.decode("utf-8", errors="replace") if shown is not None else None
 
 
 def default_dirs(variable: str) -> list[Path]:
-    return [Path(p) for p in os.environ.get(variable, "").split(os.pathsep) if p]
+    return mirrors.directories(variable)
 
 
 def check_citations(repo: Repo, wheels: list[Path], mirrors: list[Path], references: list[Path]) -> Citations:

@@ -1,10 +1,12 @@
 """Upstream files pinned by repository commit, fetched on demand and checked against their SHA-256.
 
 `get --include-code --fetch-upstream` (and the MCP tool's `fetch_upstream`) use this for the files a
-PROVENANCE.yaml pins but the machine has not installed. Files are downloaded from
-$KERNELWIKI_UPSTREAM_URL (a template with {repo} = owner/name, {commit} and {path}), kept in the
-user's cache directory (never in the repository) and re-checked on every read, so a file whose
-bytes differ from the pin is never returned.
+PROVENANCE.yaml pins but the machine has not installed. Files are read from a local git mirror when
+one holds the commit ($KERNELWIKI_UPSTREAM_MIRROR, else $KERNELWIKI_MIRRORS: directories of
+`<owner>+<name>/repo` git directories; no network), else downloaded from $KERNELWIKI_UPSTREAM_URL
+(a template with {repo} = owner/name, {commit} and {path}) and kept in the user's cache directory
+(never in the repository). Every read is checked against the pinned SHA-256, so a file whose bytes
+differ from the pin is never returned.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import tempfile
 import urllib.error
 import urllib.request
 from pathlib import Path
+
+from kernelwiki.commands import mirrors
 
 DEFAULT_URL = "https://raw.githubusercontent.com/{repo}/{commit}/{path}"
 MAX_BYTES = 8 * 1024 * 1024
@@ -48,9 +52,13 @@ def cache_dir(repo_root: Path) -> Path:
     return directory
 
 
-def fetch(repo: str, commit: str, path: str, sha256: str, repo_root: Path) -> tuple[str, str, Path]:
-    """The text of `path` at `repo@commit` whose SHA-256 is `sha256`: from the cache when the cached
-    copy still matches, else downloaded. Returns (text, url, cached path); raises UpstreamError."""
+MIRROR_VARIABLES = ("KERNELWIKI_UPSTREAM_MIRROR", "KERNELWIKI_MIRRORS")
+
+
+def fetch(repo: str, commit: str, path: str, sha256: str, repo_root: Path) -> tuple[str, str, Path | None]:
+    """The text of `path` at `repo@commit` whose SHA-256 is `sha256`: from a local git mirror, else
+    from the cache when the cached copy still matches, else downloaded. Returns (text, where it was
+    read: the mirror's `git-dir@commit:path` or the URL, the cached copy or None); raises UpstreamError."""
     name = repo_name(repo)
     where = f"{path} ({repo}@{commit})"
     if not name:
@@ -60,6 +68,9 @@ def fetch(repo: str, commit: str, path: str, sha256: str, repo_root: Path) -> tu
     parts = Path(path).parts
     if not parts or Path(path).is_absolute() or ".." in parts or "\\" in path:
         raise UpstreamError(f"{where}: cannot fetch: the path must stay inside the repository")
+    local = _from_mirror(name, str(commit), path, sha256, where)
+    if local is not None:
+        return local
     template = os.environ.get("KERNELWIKI_UPSTREAM_URL") or DEFAULT_URL
     url = template.format(repo=name, commit=commit, path=path)
     cached = cache_dir(repo_root) / name / commit / path
@@ -75,6 +86,23 @@ def fetch(repo: str, commit: str, path: str, sha256: str, repo_root: Path) -> tu
     text = _text(data, where)
     _store(cached, data)
     return text, url, cached
+
+
+def _from_mirror(name: str, commit: str, path: str, sha256: str, where: str) -> tuple[str, str, None] | None:
+    """The file from the first mirror holding the commit; None when no mirror has it (then it is downloaded)."""
+    found = mirrors.directories(*MIRROR_VARIABLES)
+    git_dir = mirrors.git_dir(found, name, commit) if found else None
+    if git_dir is None:
+        return None
+    source = f"{git_dir}@{commit}:{path}"
+    data = mirrors.show(git_dir, commit, path)
+    if data is None:
+        raise UpstreamError(f"{where}: the mirror {git_dir} has commit {commit} but no {path}; not printed")
+    received = hashlib.sha256(data).hexdigest()
+    if received != sha256:
+        raise UpstreamError(f"{where}: SHA-256 mismatch: expected {sha256}, the mirror {source} has {received}; "
+                            "not printed")
+    return _text(data, where), source, None
 
 
 def _download(url: str, where: str) -> bytes:

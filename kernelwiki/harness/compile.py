@@ -2,12 +2,15 @@
 
 CuTe DSL kernels are compiled with fake tensors (`cute.compile(..., options="--gpu-arch sm_90a")`),
 which needs no GPU; the compiled object carries `__ptx__` and `__cubin__`. CUDA C++ probes are
-compiled with nvcc for `compute_90a`. SASS comes from nvdisasm (the `nvidia-cuda-nvdisasm` package
-or the CUDA toolkit); when no disassembler exists, only the PTX is scanned and the record says so.
+compiled with nvcc for `compute_90a` (`nvcc`), and built into a shared library (`nvcc_library`)
+when a probe launches them through ctypes. SASS comes from nvdisasm (the `nvidia-cuda-nvdisasm`
+package or the CUDA toolkit); when no disassembler exists, only the PTX is scanned and the record
+says so.
 """
 
 from __future__ import annotations
 
+import ctypes
 import glob
 import os
 import shutil
@@ -79,24 +82,41 @@ def from_cute(compiled, arch: str) -> Emitted:
     return emitted
 
 
-def nvcc(source: Path, arch: str, extra: list[str] | None = None) -> Emitted:
-    """Compile a .cu file for one architecture-specific target; PTX and SASS of it."""
+def _nvcc_run(arguments: list[str], arch: str) -> None:
+    """Run nvcc once; its stderr tail becomes the error a user can act on."""
     compiler = shutil.which("nvcc")
     if compiler is None:
         raise RuntimeError("nvcc not found: install the CUDA toolkit (CUDA 13.0) or run on the GPU machine")
+    result = subprocess.run([compiler, "-std=c++17", "-O3", *arguments], capture_output=True, text=True)
+    if result.returncode != 0:
+        raise RuntimeError(f"nvcc failed for {arch}:\n{result.stderr[-4000:]}")
+
+
+def nvcc(source: Path, arch: str, extra: list[str] | None = None) -> Emitted:
+    """Compile a .cu file for one architecture-specific target; PTX and SASS of it."""
     number = arch.removeprefix("sm_")
     with tempfile.TemporaryDirectory() as tmp:
         ptx, cubin = Path(tmp) / "k.ptx", Path(tmp) / "k.cubin"
-        base = [compiler, "-std=c++17", "-O3", *(extra or [])]
         for flags, out in ((["-ptx", f"-arch=compute_{number}"], ptx), (["-cubin", f"-arch=sm_{number}"], cubin)):
-            result = subprocess.run([*base, *flags, str(source), "-o", str(out)], capture_output=True, text=True)
-            if result.returncode != 0:
-                raise RuntimeError(f"nvcc failed for {arch}:\n{result.stderr[-4000:]}")
+            _nvcc_run([*(extra or []), *flags, str(source), "-o", str(out)], arch)
         emitted = Emitted(arch, ptx=ptx.read_text())
         emitted.sass = disassemble(cubin.read_bytes())
     if emitted.sass is None:
         emitted.notes.append("no SASS: nvdisasm not found")
     return emitted
+
+
+def nvcc_library(source: Path, arch: str, extra: list[str] | None = None) -> ctypes.CDLL:
+    """Build a .cu file (kernels plus extern "C" host launchers) into a shared library for one
+    architecture-specific target and load it. The launchers take the CUDA stream as an argument, so
+    a caller passes torch's current stream and graph capture sees the launches. The file is removed
+    after loading (the loader keeps its mapping)."""
+    number = arch.removeprefix("sm_")
+    with tempfile.TemporaryDirectory() as tmp:
+        library = Path(tmp) / f"{source.stem}.so"
+        _nvcc_run([*(extra or []), "-shared", "-Xcompiler", "-fPIC",
+                   f"-gencode=arch=compute_{number},code=sm_{number}", str(source), "-o", str(library)], arch)
+        return ctypes.CDLL(str(library))
 
 
 def scan(emitted: Emitted, expected: list[str]) -> dict:

@@ -100,6 +100,22 @@ def fingerprint(repo_root: Path) -> dict:
     return env
 
 
+CUBLAS_DISTRIBUTIONS = ("nvidia-cublas", "nvidia-cublas-cu13", "nvidia-cublas-cu12")
+"""The wheels that ship the cuBLAS torch loads (CUDA 13 wheels drop the -cuXX suffix)."""
+
+
+def library_versions() -> dict:
+    """The CUDA runtime, cuBLAS and cuDNN versions the baselines run on (a timing protocol names
+    them: a library upgrade changes what a cuBLAS ratio means). None where unknown or without torch."""
+    cublas = next((v for v in map(_version, CUBLAS_DISTRIBUTIONS) if v), None)
+    try:
+        import torch
+    except ImportError:
+        return {"cuda": None, "cublas": cublas, "cudnn": None}
+    cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    return {"cuda": torch.version.cuda, "cublas": cublas, "cudnn": cudnn}
+
+
 def nvcc_version() -> str | None:
     out = _run([shutil.which("nvcc") or "nvcc", "--version"])
     match = re.search(r"release (\d+\.\d+)", out or "")

@@ -23,6 +23,16 @@ Where the tolerance comes from:
 
 "exact" (data movement) must match bit for bit. An all-zero reference allows no error at all.
 `check` accepts torch tensors (computed on their device) or numpy arrays.
+
+Beside `check`, for what a probe needs in addition (each returns a mapping with `passed`):
+
+- `bit_exact(out, other, against)`: how many elements differ from another implementation's output
+  (where earlier runs found them identical, any difference is a change of arithmetic);
+- `check_lse(lse, ref_lse, tol)`: an attention kernel's log-sum-exp, finite entries within `tol`
+  (natural-log units) and infinite ones (rows with nothing to attend) equal;
+- `check_relative_elements(out, ref, tol)`: every element's own relative error, for functions
+  whose values span many binades (exp2), where a norm only sees the largest;
+- `combine({name: result, ...})`: several of these as one correctness mapping.
 """
 
 from __future__ import annotations
@@ -74,6 +84,14 @@ def tolerance(dtype: str) -> float:
 def poison(tensor: Any) -> Any:
     """Fill an output with NaN before the kernel runs, so unwritten elements cannot pass."""
     return tensor.fill_(float("nan")) if tensor.is_floating_point() else tensor.fill_(-1)
+
+
+def untouched(tensor: Any) -> bool:
+    """Whether every element still holds `poison`'s value: a region the kernel must skip (padding
+    rows, tiles past a group's count) was not written."""
+    ops = _Ops(tensor)
+    floating = tensor.is_floating_point() if ops.torch else ops.lib.issubdtype(tensor.dtype, ops.lib.floating)
+    return bool(ops.lib.isnan(tensor).all()) if floating else bool((tensor == -1).all())
 
 
 class _Ops:
@@ -160,3 +178,69 @@ def check(out: Any, ref: Any, dtype: str, tol: float | None = None, max_abs_tol:
     return {"passed": passed, "rel_err": rel if rel == rel else None, "max_abs_err": max_abs,
             "tolerance": tol, "max_abs_tolerance": element_tol, "tolerance_basis": basis,
             "all_written": nan_count == 0, "nan_count": nan_count}
+
+
+def relative_error(out: Any, ref: Any) -> float:
+    """||out - ref|| / ||ref|| in FP64 (the absolute error for an all-zero reference); NaN if out has NaN."""
+    ops = _Ops(out)
+    out64, ref64 = ops.f64(out), ops.f64(ref)
+    ref_norm = ops.norm(ref64)
+    err = ops.norm(out64 - ref64)
+    return err / ref_norm if ref_norm > 0 else err
+
+
+def bit_exact(out: Any, other: Any, against: str, allowed: int = 0) -> dict:
+    """The count of elements of `out` that differ from `other` (another implementation's output,
+    named `against`); passes with at most `allowed`. NaN differs from everything."""
+    if tuple(out.shape) != tuple(other.shape):
+        return {"against": against, "passed": False, "differing": None, "allowed": allowed,
+                "reason": f"shape {tuple(out.shape)} != {against} {tuple(other.shape)}"}
+    differing = int((out != other).sum())
+    return {"against": against, "differing": differing, "allowed": allowed, "passed": differing <= allowed}
+
+
+def check_lse(lse: Any, ref_lse: Any, tol: float) -> dict:
+    """An attention kernel's log-sum-exp against the reference: NaN never passes, finite entries
+    within `tol` (natural-log units: exp(tol) - 1 is the relative error of the softmax denominator),
+    infinite entries (a row with nothing to attend) identical to the reference's."""
+    ops = _Ops(lse)
+    if tuple(lse.shape) != tuple(ref_lse.shape):
+        return {"passed": False, "reason": f"shape {tuple(lse.shape)} != reference {tuple(ref_lse.shape)}",
+                "max_abs_err": None, "tolerance": tol, "all_written": False}
+    got, ref = ops.f64(lse), ops.f64(ref_lse)
+    nan_count = ops.count_nan(got)
+    finite = ops.lib.isfinite(ref)
+    err = ops.max_abs(got[finite] - ref[finite]) if nan_count == 0 else None
+    infinite_match = ops.equal(got[~finite], ref[~finite])
+    passed = nan_count == 0 and err is not None and err <= tol and infinite_match and not ops.count_nan(ref)
+    return {"passed": passed, "max_abs_err": err, "tolerance": tol, "infinite_entries_match": infinite_match,
+            "all_written": nan_count == 0, "nan_count": nan_count}
+
+
+def check_relative_elements(out: Any, ref: Any, tol: float, where: Any = None) -> dict:
+    """Every element's |out - ref| / |ref| at most `tol` (over the elements `where` selects, e.g.
+    the normal results of a flush-to-zero function); NaN never passes."""
+    ops = _Ops(out)
+    got, exact = ops.f64(out), ops.f64(ref)
+    nan_count = ops.count_nan(got)
+    if where is not None:
+        got, exact = got[where], exact[where]
+    if ops.numel(exact) == 0 or (ops.lib.abs(exact) == 0).any():
+        return {"passed": False, "reason": "no elements selected, or a zero reference element (relative error undefined)",
+                "rel_err": None, "tolerance": tol, "all_written": nan_count == 0, "nan_count": nan_count}
+    worst = ops.max_abs((got - exact) / exact) if nan_count == 0 else None
+    return {"passed": worst is not None and worst <= tol, "rel_err": worst, "tolerance": tol,
+            "tolerance_basis": "elementwise relative", "all_written": nan_count == 0, "nan_count": nan_count}
+
+
+def combine(parts: dict[str, dict]) -> dict:
+    """Several gate results as one correctness mapping: it passes when every part passes and every
+    part's output was written; `rel_err`, `max_abs_err` and `tolerance` are the first part's (list
+    the primary output first); the parts are kept under their names."""
+    if not parts:
+        raise ValueError("combine needs at least one gate result")
+    first = next(iter(parts.values()))
+    return {"passed": all(bool(p.get("passed")) for p in parts.values()),
+            "rel_err": first.get("rel_err"), "max_abs_err": first.get("max_abs_err"),
+            "tolerance": first.get("tolerance"),
+            "all_written": all(p.get("all_written", True) for p in parts.values()), "parts": parts}

@@ -44,7 +44,8 @@ class Context:
 
     def timer(self, warmup: int = 5, iters: int = 50, flush_l2: bool = True, order: str = "interleaved",
               flush: str = "memset"):
-        """The shared Timer; its protocol goes into the record."""
+        """The shared Timer (timing.Timer: only where the L2's state is what a probe measures; every
+        other probe uses `bench`); its protocol goes into the record."""
         from kernelwiki.harness.timing import Timer
 
         settings = (warmup, iters, flush_l2, order, flush)
@@ -53,6 +54,18 @@ class Context:
             self._timer = Timer(*settings)
             self.protocol.update(self._timer.protocol())
         return self._timer
+
+    def bench(self, candidates: dict[str, Callable[[Any], object]], make_inputs: Callable[[int], Any], set_bytes: int,
+              *, iters: int = 30, warmup: int = 5, order: str = "shuffled") -> dict[str, dict]:
+        """Time candidates under the one protocol (kernelwiki.harness.timing.bench): `fn(inputs)`
+        launches on the current stream using only input set `inputs = make_inputs(i)`, of which one
+        launch reads and writes `set_bytes` (the smallest over candidates). Returns {name: {median_ms, p10_ms, p90_ms, sm_clock_mhz_before,
+        sm_clock_mhz_after, protocol}}; the protocol's rules and library versions go into the record."""
+        from kernelwiki.harness import timing
+
+        results = timing.bench(candidates, make_inputs, set_bytes, iters=iters, warmup=warmup, order=order)
+        timing.merge_protocol(self.protocol, timing.bench_protocol(iters, warmup, order))
+        return results
 
     def generator(self, salt: int = 0):
         """A torch.Generator on the GPU seeded from the run's seed (recorded), so inputs are fresh per run."""

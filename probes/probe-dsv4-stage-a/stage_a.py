@@ -6,10 +6,9 @@ The DeepSeek-V4 decode kernel's stage A is exactly this: one 128-row query tile 
 
 from __future__ import annotations
 
-import sys
 
 from kernelwiki.harness import compile as compile_mod
-from kernelwiki.harness.probe import REPO_ROOT, Probe
+from kernelwiki.harness.probe import Probe
 
 import cutlass  # noqa: E402
 from artifacts.kernels.tcgen05_gemm import tcgen05_gemm

@@ -4,9 +4,11 @@ For each case (head dim, sequence length at 16k tokens per batch, causal or not,
 backward) the probe:
   1. draws q, k, v (and dO) from the normal distribution, shape (batch, seqlen, heads, head_dim);
   2. computes the reference in FP32 (PyTorch SDPA, memory-efficient backend, FP32 inputs);
-  3. checks FA4's bf16 output (or gradients) with FlashAttention's own rule: its max error
-     against the reference is at most twice that of PyTorch's bf16 SDPA, plus a tiny atol;
-  4. times FA4, cuDNN SDPA and PyTorch's flash SDPA interleaved with L2 flushed.
+  3. checks FA4's bf16 output (or gradients) with FlashAttention's own rule through the harness:
+     each tensor's relative and largest element error against the reference at most twice that
+     of PyTorch's bf16 SDPA (gates.reference_tolerance);
+  4. times FA4, cuDNN SDPA and PyTorch's flash SDPA with ctx.bench (CUDA graphs; a backward as
+     forward+backward minus forward, since autograd cannot capture a backward without its forward).
 FLOPs: forward 4*b*h*s^2*d (half of it when causal), backward 2.5x the forward.
 
 Run through the runner: kernelwiki probe run --probe probe-flash-attention-4
@@ -14,11 +16,11 @@ Run through the runner: kernelwiki probe run --probe probe-flash-attention-4
 
 from __future__ import annotations
 
+from kernelwiki.harness import gates
 from kernelwiki.harness.probe import Context, Probe
 
 TOKENS = 16384
-ERROR_FACTOR = 2.0  # FA4 error <= 2 x PyTorch's own bf16 error (+ atol), as in FlashAttention's tests
-ATOL = 1e-5
+ERROR_FACTOR = 2.0  # FA4 error <= 2 x PyTorch's own bf16 error, as in FlashAttention's tests
 
 
 def sdpa(q, k, v, causal: bool, backend, scale=None):
@@ -39,12 +41,13 @@ def fa4(q, k, v, causal: bool, scale=None):
     return flash_attn_func(q, k, v, causal=causal, softmax_scale=scale)[0]
 
 
-def make_inputs(params: dict, ctx: Context, requires_grad: bool):
+def make_inputs(params: dict, ctx: Context, requires_grad: bool, index: int = 0):
+    """q, k, v, dout of input set `index` (normal bf16, (batch, seqlen, heads, head_dim))."""
     import torch
 
     d, s = params["head_dim"], params["seqlen"]
     b, h = TOKENS // s, 2048 // d
-    gen = ctx.generator(params["seqlen"] + params["head_dim"])
+    gen = ctx.generator(params["seqlen"] + params["head_dim"] + 100003 * index)
     q, k, v, dout = (torch.randn(b, s, h, d, device="cuda", generator=gen, dtype=torch.bfloat16) for _ in range(4))
     if requires_grad:
         for t in (q, k, v):
@@ -52,22 +55,21 @@ def make_inputs(params: dict, ctx: Context, requires_grad: bool):
     return q, k, v, dout
 
 
-def gate(candidate: list, pytorch: list, reference: list) -> dict:
-    """FlashAttention's rule over one or more tensors (output, or dq/dk/dv)."""
-    import torch
+def check(candidate: list, pytorch: list, reference: list, names: list[str]) -> dict:
+    """FlashAttention's rule through the harness: each tensor (output, or dq/dk/dv) within
+    ERROR_FACTOR x PyTorch's own bf16 error against the FP32 reference (gates.reference_tolerance,
+    on the relative and the largest element error)."""
+    return gates.combine({name: gates.check(got, ref, "bf16", **gates.reference_tolerance(base, ref, k=ERROR_FACTOR))
+                          for name, got, base, ref in zip(names, candidate, pytorch, reference)})
 
-    errors, limits, nan = [], [], 0
-    for got, base, ref in zip(candidate, pytorch, reference):
-        nan += int(torch.isnan(got).sum().item())
-        err = (got.float() - ref).abs().max().item()
-        base_err = (base.float() - ref).abs().max().item()
-        errors.append(err)
-        limits.append(ERROR_FACTOR * base_err + ATOL)
-    passed = nan == 0 and all(e <= lim for e, lim in zip(errors, limits))
-    return {"passed": passed, "max_abs_err": max(errors), "tolerance": ERROR_FACTOR,
-            "rule": f"max|fa4 - ref| <= {ERROR_FACTOR} x max|pytorch_bf16 - ref| + {ATOL} for every tensor",
-            "errors": [round(e, 6) for e in errors], "limits": [round(x, 6) for x in limits],
-            "all_written": nan == 0, "rel_err": None}
+
+def implementations(causal: bool) -> dict:
+    """{name: forward(q, k, v)} for FA4 and the two SDPA backends."""
+    from torch.nn.attention import SDPBackend
+
+    return {"fa4": lambda q, k, v: fa4(q, k, v, causal),
+            "cudnn": lambda q, k, v: sdpa(q, k, v, causal, SDPBackend.CUDNN_ATTENTION),
+            "flash-sdpa": lambda q, k, v: sdpa(q, k, v, causal, SDPBackend.FLASH_ATTENTION)}
 
 
 def run_case(case: dict, ctx: Context) -> dict:
@@ -83,33 +85,47 @@ def run_case(case: dict, ctx: Context) -> dict:
     out_pt = sdpa(q, k, v, causal, SDPBackend.FLASH_ATTENTION)
     if backward:
         ref_grads = torch.autograd.grad(ref, (q32, k32, v32), dout.float())
-        fa_grads = torch.autograd.grad(out_fa, (q, k, v), dout, retain_graph=True)
-        pt_grads = torch.autograd.grad(out_pt, (q, k, v), dout, retain_graph=True)
-        correctness = gate(list(fa_grads), list(pt_grads), list(ref_grads))
+        fa_grads = torch.autograd.grad(out_fa, (q, k, v), dout)
+        pt_grads = torch.autograd.grad(out_pt, (q, k, v), dout)
+        correctness = check(list(fa_grads), list(pt_grads), list(ref_grads), ["dq", "dk", "dv"])
+        del ref_grads, fa_grads, pt_grads
     else:
-        correctness = gate([out_fa], [out_pt], [ref.detach()])
-    del ref, q32, k32, v32
+        correctness = check([out_fa], [out_pt], [ref.detach()], ["o"])
+    del ref, q32, k32, v32, out_fa, out_pt
 
-    candidates = {}
-    for name, fn in (("fa4", lambda: fa4(q, k, v, causal)),
-                     ("cudnn", lambda: sdpa(q, k, v, causal, SDPBackend.CUDNN_ATTENTION)),
-                     ("flash-sdpa", lambda: sdpa(q, k, v, causal, SDPBackend.FLASH_ATTENTION))):
+    # Timed by ctx.bench, each candidate captured in a CUDA graph. A backward cannot be captured
+    # apart from its forward (autograd runs each backward op on its forward op's stream), so a
+    # backward case times forward and forward+backward of each implementation, and the backward
+    # is their difference.
+    available = {}
+    for name, forward in implementations(causal).items():
         try:
-            out = fn()
+            out = forward(q, k, v)
+            if backward:
+                torch.autograd.grad(out, (q, k, v), dout)
         except RuntimeError as err:  # a backend without this configuration is reported, not fatal
             print(f"  {name} unavailable: {str(err).splitlines()[0][:200]}", flush=True)
             continue
+        available[name] = forward
+    candidates = {}
+    for name, forward in available.items():
+        candidates[f"{name} fwd" if backward else name] = lambda s, forward=forward: forward(s[0], s[1], s[2])
         if backward:
-            candidates[name] = lambda out=out: torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
-        else:
-            candidates[name] = fn
-    timing = ctx.timer(warmup=3, iters=20).compare(candidates)
+            candidates[f"{name} fwd+bwd"] = (lambda s, forward=forward:
+                                              torch.autograd.grad(forward(s[0], s[1], s[2]), s[:3], s[3]))
+    checked = (q, k, v, dout)
+    timing = ctx.bench(candidates, lambda i: checked if i == 0 else make_inputs(p, ctx, backward, i),
+                       4 * q.numel() * q.element_size(), iters=20, warmup=3)   # q, k, v, O
+    if backward:
+        ms = {name: timing[f"{name} fwd+bwd"]["median_ms"] - timing[f"{name} fwd"]["median_ms"] for name in available}
+    else:
+        ms = {name: timing[name]["median_ms"] for name in available}
     b, s, h, d = q.shape
     flops = 4 * b * h * s * s * d * (0.5 if causal else 1.0) * (2.5 if backward else 1.0)
-    tflops = {name: flops / (t["median_ms"] * 1e-3) / 1e12 for name, t in timing.items()}
+    tflops = {name: flops / (t * 1e-3) / 1e12 for name, t in ms.items()}
     baseline = ("cuDNN SDPA", tflops["cudnn"]) if "cudnn" in tflops else ("flash SDPA", tflops.get("flash-sdpa"))
-    return {"correctness": correctness, "timing": timing,
-            "metrics": {f"{name}_tflops": round(value, 2) for name, value in tflops.items()},
+    metrics = {f"{name}_tflops": round(value, 2) for name, value in tflops.items()}
+    return {"correctness": correctness, "timing": timing, "metrics": metrics,
             "baselines": [{"name": name, "value": round(value, 3), "ratio": round(tflops["fa4"] / value, 4)}
                           for name, value in tflops.items() if name != "fa4"],
             "headline": ctx.headline("tflops", tflops["fa4"], "TFLOP/s", peak_key="bf16", baseline=baseline)}
@@ -122,7 +138,7 @@ def negative_control(ctx: Context) -> dict:
     q, k, v, _ = make_inputs(params, ctx, requires_grad=False)
     ref = sdpa(q.float(), k.float(), v.float(), False, [SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH])
     wrong = fa4(q, k, v, False, scale=1.25 * 128 ** -0.5)  # the deliberate error: softmax scale 1.25x
-    return gate([wrong], [sdpa(q, k, v, False, SDPBackend.FLASH_ATTENTION)], [ref])
+    return check([wrong], [sdpa(q, k, v, False, SDPBackend.FLASH_ATTENTION)], [ref], ["o"])
 
 
 if __name__ == "__main__":

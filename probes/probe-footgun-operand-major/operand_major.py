@@ -3,10 +3,9 @@ match its storage. Compile-only (sm_100a)."""
 
 from __future__ import annotations
 
-import sys
 
 from kernelwiki.harness.compile import Emitted, from_cute
-from kernelwiki.harness.probe import REPO_ROOT, Probe
+from kernelwiki.harness.probe import Probe
 
 from artifacts.kernels.tcgen05_gemm import tcgen05_gemm
 

@@ -103,7 +103,7 @@ def precompile(shapes: list[dict]) -> dict:
         return {"seconds": 0.0, "errors": [reason] if reason else []}
 
     def build(shape: dict) -> str | None:
-        import quantize
+        from artifacts.kernels.fp8_blockscale_gemm import quantize
 
         layout, m, n, k, groups = shape["layout"], shape["m"], shape["n"], shape["k"], shape["groups"]
         empty = lambda *size: torch.zeros(*size, device="cuda").to(torch.float8_e4m3fn)  # noqa: E731

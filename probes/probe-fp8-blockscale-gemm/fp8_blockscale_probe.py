@@ -3,10 +3,11 @@
 Each case quantizes normal inputs (A per token per 128 K, B per 128 x 128 block; quantize.py),
 checks our D (output poisoned first) against the FP32 product of the dequantized operands, records
 DeepGEMM's and cuBLAS blockwise FP8's errors against the same reference beside ours, then times ours
-and the baselines interleaved in a new order each iteration (same iteration count, L2 flushed before
-every launch; at power-limited clocks no candidate always follows the hungriest one), each one
-captured once in a CUDA graph and replayed, so that no host work (a per-group loop, a wrapper's
-Python checks) is timed:
+and the baselines with ctx.bench: in a new order each iteration (at power-limited clocks no
+candidate always follows the hungriest one), each one captured in a CUDA graph, so that no host
+work (a per-group loop, a wrapper's Python checks) is timed; a kernel under ~50 us as many launches
+over input sets (the same candidates rebuilt on fresh operands) spanning 3x L2, a longer one after
+a read sweep of the L2:
   normal      DeepGEMM 340d988 (deepgemm_baseline.py; skipped with the reason when not importable),
               cuBLAS blockwise FP8 (torch._scaled_mm with 1x128 / 128x128 scales; the headline),
               cuBLAS per-tensor FP8 and cuBLAS bf16 on the same (unquantized) values;
@@ -20,7 +21,7 @@ A naive case times the one-stage teaching variant (variants/naive.py) beside bot
 4096x7168x16384, ours, DeepGEMM and cuBLAS blockwise are also timed under DeepGEMM's own benchmark
 protocol (an 8 GB memset before each launch, a power break on a power-limited GPU).
 
-The gate (`_check`), all parts must pass:
+The gate (`_check`, through kernelwiki.harness.gates), all parts must pass:
   - the harness's bf16 gate (relative Frobenius error <= 2e-2, largest element <= 0.1 x RMS);
   - the rounding gate: relative error <= ROUNDING_FACTOR x the error of rounding the exact FP32
     result to bf16 itself. A correct kernel differs from the reference by little more than that
@@ -46,7 +47,7 @@ import sys
 
 from kernelwiki.harness import compile as compile_mod
 from kernelwiki.harness import gates
-from kernelwiki.harness.probe import REPO_ROOT, Context, Probe
+from kernelwiki.harness.probe import Context, Probe
 
 import deepgemm_baseline as deepgemm  # next to this script, whose folder Python puts first on sys.path
 from artifacts.kernels.fp8_blockscale_gemm import fp8_blockscale_gemm as kernel  # importable without a GPU
@@ -80,33 +81,21 @@ def _tflops(flops: float, timing: dict) -> dict:
     return {name: flops / (t["median_ms"] * 1e-3) / 1e12 for name, t in timing.items()}
 
 
-def _rel(out, reference) -> float:
-    import torch
-
-    ref = reference.double()
-    norm = float(torch.linalg.vector_norm(ref))
-    err = float(torch.linalg.vector_norm(out.double() - ref))
-    return err / norm if norm > 0 else err
+def _nbytes(*tensors) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors)
 
 
 def _check(d, reference, exact=None) -> dict:
-    """The probe's gate (module docstring): the bf16 gate, the rounding gate and, given
-    exact = (name, D of a bit-exact baseline), the count of elements that differ from it."""
-    result = gates.check(d.float(), reference, GATE)
-    result["bf16_gate_passed"] = result["passed"]
-    floor = _rel(reference.bfloat16(), reference)
-    rel = result["rel_err"]
-    rounding_ok = rel is not None and rel <= ROUNDING_FACTOR * floor
-    result["rounding_gate"] = {"bf16_rounding_error": floor, "limit": ROUNDING_FACTOR * floor, "passed": rounding_ok}
-    passed = result["passed"] and rounding_ok
+    """The probe's gate (module docstring), through the harness: gates.check with the bf16 table,
+    gates.check with the tolerance derived from the bf16 rounding of the exact result and, given
+    exact = (name, D of a bit-exact baseline), gates.bit_exact against it; gates.combine of them."""
+    rounding = ROUNDING_FACTOR * gates.relative_error(reference.bfloat16(), reference)
+    parts = {"bf16": gates.check(d.float(), reference, GATE),
+             "rounding": gates.check(d.float(), reference, GATE, tol=rounding)}
+    parts["rounding"]["tolerance_basis"] = f"{ROUNDING_FACTOR} x the bf16 rounding error of the exact result"
     if exact is not None:
-        name, other = exact
-        differing = int((other != d).sum())
-        result["bit_exact_gate"] = {"against": name, "differing": differing, "allowed": ALLOWED_DIFFERING,
-                                    "passed": differing <= ALLOWED_DIFFERING}
-        passed = passed and differing <= ALLOWED_DIFFERING
-    result["passed"] = passed
-    return result
+        parts["bit_exact"] = gates.bit_exact(d, exact[1], exact[0], ALLOWED_DIFFERING)
+    return gates.combine(parts)
 
 
 def _attempt(call):
@@ -128,66 +117,57 @@ def _cublas_blockwise(a, sfa, b, sfb):
 
 def _power_break(candidates: dict, names: tuple) -> dict:
     """Timings under DeepGEMM's own benchmark protocol (its bench_kineto flushes with an 8 GB memset
-    between launches, which also gives a power-limited GPU a break), for comparison with ours:
-    CUDA events around a graph replay, an 8 GB memset before each launch, candidates in turn."""
-    import statistics
-
+    between launches, which also gives a power-limited GPU a break), for comparison with ours: the
+    harness's graph replay and events, an 8 GB memset before each launch, candidates in turn."""
     import torch
 
-    from kernelwiki.harness.timing import cuda_graph
+    from kernelwiki.harness import timing
 
-    replays = {}
-    for name in names:
-        if name in candidates:
-            try:
-                replays[name] = cuda_graph(candidates[name])
-            except Exception:   # then it is timed under our protocol only
-                continue
+    device = timing.torch_device()
+    replays = {name: timing.cuda_graph(candidates[name]) for name in names if name in candidates}
     flush = torch.empty(POWER_BREAK_BYTES, dtype=torch.uint8, device="cuda")
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    times: dict = {name: [] for name in replays}
-    for _ in range(30):
-        for name, fn in replays.items():
-            flush.zero_()
-            start.record()
-            fn()
-            end.record()
-            end.synchronize()
-            times[name].append(start.elapsed_time(end))
-    del flush
-    return {f"{name} @ 8 GB memset": {"median_ms": statistics.median(ts), "launch": "cuda-graph",
-                                      "protocol": "DeepGEMM's: 8 GB memset before each launch, 30 in turn"}
-            for name, ts in times.items()}
+
+    def time_one(name: str) -> float:
+        flush.zero_()
+        return device.elapsed_ms(replays[name], flush=False)
+
+    result = timing.timed_rounds(list(replays), time_one, 30, "interleaved", device.read_clock)
+    protocol = {"method": "deepgemm-memset", "launches": 1, "flush_bytes": POWER_BREAK_BYTES,
+                "description": "DeepGEMM's: 8 GB memset before each launch, 30 in turn"}
+    return {f"{name} @ 8 GB memset": {**entry, "protocol": protocol} for name, entry in result.items()}
 
 
-def _time(ctx: Context, candidates: dict) -> dict:
-    """Time the candidates, each captured once in a CUDA graph and replayed: a Python loop of
-    launches (cuBLAS once per group) or a wrapper's Python work (DeepGEMM's checks and config
-    lookup, our views) is then not timed, only what runs on the GPU. A candidate whose capture
-    fails is timed as a plain call; each timing entry says which ("launch")."""
-    from kernelwiki.harness.timing import cuda_graph
+def _time(ctx: Context, candidates: dict, rebuild, set_bytes: int) -> dict:
+    """Time the candidates by ctx.bench. Input set 0 is these launches (the ones checked); set i
+    is rebuild(i): the same candidates bound to fresh operands (our kernel and the baselines take
+    fixed pointers), so a short kernel cycles through sets that span 3x L2. Each is captured in a
+    CUDA graph: a Python loop of launches (cuBLAS once per group) or a wrapper's Python work
+    (DeepGEMM's checks and config lookup, our views) is not timed, only what runs on the GPU."""
+    from kernelwiki.harness.timing import bound
 
-    replays, launch = {}, {}
-    for name, fn in candidates.items():
-        try:
-            replays[name], launch[name] = cuda_graph(fn), "cuda-graph"
-        except Exception as err:   # a refused capture (RuntimeError) or an upstream assertion
-            replays[name] = fn
-            launch[name] = "direct (capture failed: " + f"{type(err).__name__}: {err}".splitlines()[0][:160] + ")"
-    ctx.protocol["launch"] = ("each candidate captured once in a CUDA graph and replayed between the events "
-                              "(per-group loops included), unless its timing entry says otherwise")
-    timing = ctx.timer(warmup=5, iters=30, order="shuffled").compare(replays)
-    for name, entry in timing.items():
-        entry["launch"] = launch[name]
-    return timing
+    def make_set(i: int) -> dict:
+        if i == 0:
+            return candidates
+        fresh = rebuild(i)   # may hold a baseline that set 0 dropped after its check failed
+        missing = set(candidates) - set(fresh)
+        if missing:
+            raise RuntimeError(f"input set {i} lacks the candidates {sorted(missing)}")
+        return {name: fresh[name] for name in candidates}
+
+    return ctx.bench(bound(list(candidates)), make_set, set_bytes, iters=30, warmup=5)
 
 
 def _deepgemm(launch_out, d, reference, rows, correctness: dict, candidates: dict, extra: list) -> None:
     """Check DeepGEMM's D against the reference (rows: which of them to compare, None for all),
-    count how many differ from ours (d), and add it as a timing candidate; or record why it is skipped."""
+    count how many differ from ours (d), and add it as a timing candidate; or record why it is
+    skipped. Without a reference (an input set that is only timed) it only adds the candidate."""
     import torch
 
     launch, out = launch_out
+    if reference is None:
+        if launch is not None:
+            candidates[deepgemm.NAME] = launch
+        return
     if launch is None:
         extra.append({"name": deepgemm.NAME, "value": None, "skipped": out, **deepgemm.provenance()})
         return
@@ -200,8 +180,8 @@ def _deepgemm(launch_out, d, reference, rows, correctness: dict, candidates: dic
                       "skipped": f"{type(err).__name__}: {err}".splitlines()[0][:300], **deepgemm.provenance()})
         return
     mine, theirs = (d, out) if rows is None else (d[rows], out[rows])
-    correctness["deepgemm_rel_err"] = _rel(theirs.float(), reference)
-    correctness["elements_differing_from_deepgemm"] = int((theirs != mine).sum())
+    correctness["deepgemm_rel_err"] = gates.relative_error(theirs.float(), reference)
+    correctness["elements_differing_from_deepgemm"] = gates.bit_exact(mine, theirs, deepgemm.NAME)["differing"]
     candidates[deepgemm.NAME] = launch
     extra.append({"name": deepgemm.NAME, **deepgemm.provenance()})
 
@@ -224,15 +204,18 @@ def _strided(a, sfa, b, sfb) -> tuple:
     return tuple(views)
 
 
-def _normal(params: dict, ctx: Context) -> dict:
+def _normal(params: dict, ctx: Context, index: int = 0):
+    """The normal layout's case; with index > 0, only input set `index` for the timing (the same
+    candidates on fresh operands, nothing checked): returns its {name: launch}."""
     import torch
 
+    checking = index == 0
     m, n, k = _shape(params["shape"])
-    g = ctx.generator()
+    g = ctx.generator(salt=1000 * index)
     x, w = torch.randn(m, k, generator=g, device="cuda"), torch.randn(n, k, generator=g, device="cuda")
     a, sfa = quantize.per_token_cast(x)
     b, sfb = quantize.per_block_cast(w)
-    reference = quantize.reference(a, sfa, b, sfb)
+    reference = quantize.reference(a, sfa, b, sfb) if checking else None
     ops = _strided(a, sfa, b, sfb) if params.get("views") else (a, sfa, b, sfb)   # what our kernel takes
     chosen = _tiling("normal", m, n)
     # a tiling case overrides the kernel's choice and times the choice beside it
@@ -240,16 +223,19 @@ def _normal(params: dict, ctx: Context) -> dict:
               "cluster_mn": tuple(int(c) for c in params["cluster"].split("x")) if "cluster" in params
               else chosen["cluster_mn"]}
     run, d = kernel.compile_gemm(*ops, **tiling)
-    gates.poison(d)
-    run()
-    torch.cuda.synchronize()
     cublas, cublas_out = _cublas_blockwise(a, sfa, b, sfb)
-    exact = (CUBLAS, cublas_out) if params.get("bit_exact") and cublas_out is not None else None
-    correctness = _check(d, reference, exact)
-    if params.get("bit_exact") and exact is None:
-        correctness.update(passed=False, bit_exact_gate={"against": CUBLAS, "refused": cublas})
-    same = torch.equal(kernel.gemm(*ops), d)   # the one-call API reuses the kernel: same bits
-    correctness.update(gemm_api_matches=same, passed=correctness["passed"] and same)
+    correctness, exact = {}, None
+    if checking:
+        gates.poison(d)
+        run()
+        torch.cuda.synchronize()
+        exact = (CUBLAS, cublas_out) if params.get("bit_exact") and cublas_out is not None else None
+        correctness = _check(d, reference, exact)
+        if params.get("bit_exact") and exact is None:
+            correctness["parts"]["bit_exact"] = {"against": CUBLAS, "refused": cublas, "passed": False}
+            correctness["passed"] = False
+        same = torch.equal(kernel.gemm(*ops), d)   # the one-call API reuses the kernel: same bits
+        correctness.update(gemm_api_matches=same, passed=correctness["passed"] and same)
 
     candidates, extra, metrics = {"ours": run}, [], {}
     if tiling != chosen:
@@ -260,8 +246,9 @@ def _normal(params: dict, ctx: Context) -> dict:
                params.get("ablation", False), m >= WHOLE_TILE_EPILOGUE_FROM_M, reference, exact, correctness, candidates)
     if cublas_out is not None:
         candidates[CUBLAS] = cublas
-        correctness["cublas_blockwise_rel_err"] = _rel(cublas_out.float(), reference)
-        correctness["elements_differing_from_cublas_blockwise"] = int((cublas_out != d).sum())
+        if checking:
+            correctness["cublas_blockwise_rel_err"] = gates.relative_error(cublas_out.float(), reference)
+            correctness["elements_differing_from_cublas_blockwise"] = gates.bit_exact(d, cublas_out, CUBLAS)["differing"]
     else:
         correctness["cublas_blockwise_refused"] = cublas
         extra.append({"name": CUBLAS, "value": None, "skipped": cublas})
@@ -279,7 +266,10 @@ def _normal(params: dict, ctx: Context) -> dict:
     else:
         extra.append({"name": "cuBLAS per-tensor FP8", "value": None, "skipped": per_tensor})
     candidates["cuBLAS bf16"] = lambda: x16 @ w16.t()
-    timing = _time(ctx, candidates)
+    if not checking:
+        return candidates
+    set_bytes = _nbytes(*ops, d)   # what our launch touches (the smallest of the candidates' shares)
+    timing = _time(ctx, candidates, lambda i: _normal(params, ctx, i), set_bytes)
     if params.get("deepgemm_protocol"):
         timing.update(_power_break(candidates, ("ours", deepgemm.NAME, CUBLAS)))
     tflops = _tflops(2 * m * n * k, timing)
@@ -287,27 +277,30 @@ def _normal(params: dict, ctx: Context) -> dict:
     return _result(ctx, correctness, timing, tflops, baseline, tiling, extra, metrics)
 
 
-def _naive(params: dict, ctx: Context) -> dict:
-    """The one-stage teaching variant, beside the production kernel and cuBLAS blockwise."""
+def _naive(params: dict, ctx: Context, index: int = 0):
+    """The one-stage teaching variant, beside the production kernel and cuBLAS blockwise (index > 0:
+    only input set `index`, as in _normal)."""
     import torch
 
     m, n, k = _shape(params["shape"])
-    g = ctx.generator()
+    g = ctx.generator(salt=1000 * index)
     a, sfa = quantize.per_token_cast(torch.randn(m, k, generator=g, device="cuda"))
     b, sfb = quantize.per_block_cast(torch.randn(n, k, generator=g, device="cuda"))
-    reference = quantize.reference(a, sfa, b, sfb)
     run, d = naive.compile_gemm(a, sfa, b, sfb)
-    gates.poison(d)
-    run()
-    torch.cuda.synchronize()
-    correctness = _check(d, reference)
-    del reference
     tiling = _tiling("normal", m, n)
     candidates = {"ours": run, "ours, production kernel": kernel.compile_gemm(a, sfa, b, sfb, **tiling)[0]}
     cublas, _ = _cublas_blockwise(a, sfa, b, sfb)
     if callable(cublas):
         candidates[CUBLAS] = cublas
-    timing = _time(ctx, candidates)
+    if index:
+        return candidates
+    reference = quantize.reference(a, sfa, b, sfb)
+    gates.poison(d)
+    run()
+    torch.cuda.synchronize()
+    correctness = _check(d, reference)
+    del reference
+    timing = _time(ctx, candidates, lambda i: _naive(params, ctx, i), _nbytes(a, sfa, b, sfb, d))
     tflops = _tflops(2 * m * n * k, timing)
     baseline = CUBLAS if CUBLAS in tflops else "ours, production kernel"
     return _result(ctx, correctness, timing, tflops, baseline, {"tile_m": naive.TILE_M,
@@ -326,59 +319,70 @@ def _group_rows(text: str) -> tuple[list[int], int]:
     return indices, group
 
 
-def _contiguous(params: dict, ctx: Context) -> dict:
+def _contiguous(params: dict, ctx: Context, index: int = 0):
+    """The m-grouped contiguous layout's case (index > 0: only input set `index`, as in _normal)."""
     import torch
 
+    checking = index == 0
     n, k = _shape(params["nk"])
     indices, groups = _group_rows(params["group_rows"])
     m = len(indices)
     m_indices = torch.tensor(indices, dtype=torch.int32, device="cuda")
-    g = ctx.generator()
+    g = ctx.generator(salt=1000 * index)
     x = torch.randn(m, k, generator=g, device="cuda")
     w = torch.randn(groups, n, k, generator=g, device="cuda")
     a, sfa = quantize.per_token_cast(x)
     b, sfb = quantize.per_block_cast(w)
-    reference = quantize.reference(a, sfa, b, sfb, "contiguous", m_indices)
+    del x, w
+    reference = quantize.reference(a, sfa, b, sfb, "contiguous", m_indices) if checking else None
     tiling = _tiling("contiguous", m, n)
     if "tile_m" in params:   # a tiling case: the forced tile, the kernel's choice timed beside
         tiling = {**tiling, "tile_m": params["tile_m"], "tile_n": params["tile_n"]}
     run, d = kernel.compile_gemm(a, sfa, b, sfb, "contiguous", m_indices, **tiling)
-    gates.poison(d)
-    run()
-    torch.cuda.synchronize()
     valid = m_indices >= 0
-    correctness = _check(d[valid], reference[valid])
-    untouched = bool(torch.isnan(d[~valid].float()).all())    # padding rows: skipped, never written
-    correctness.update(padding_rows=int((~valid).sum()), padding_untouched=untouched,
-                       passed=correctness["passed"] and untouched)
+    correctness = {}
+    if checking:
+        gates.poison(d)
+        run()
+        torch.cuda.synchronize()
+        correctness = _check(d[valid], reference[valid])
+        untouched = gates.untouched(d[~valid])    # padding rows: skipped, never written
+        correctness.update(padding_rows=int((~valid).sum()), padding_untouched=untouched,
+                           passed=correctness["passed"] and untouched)
 
     # the normal layout on the same rows (B = group 0): the grouped layout's own cost at equal FLOPs
     run_normal, _ = kernel.compile_gemm(a, sfa, b[0], sfb[0], tile_m=tiling["tile_m"], tile_n=tiling["tile_n"])
     candidates, extra, metrics = {"ours": run, "ours, normal layout": run_normal}, [], {}
+    valid_reference = reference[valid] if checking else None
     chosen = _tiling("contiguous", m, n)
     if chosen != tiling:
         _checked_candidate(CHOSEN, kernel.compile_gemm(a, sfa, b, sfb, "contiguous", m_indices, **chosen),
-                           reference[valid], None, correctness, candidates, rows=valid)
+                           valid_reference, None, correctness, candidates, rows=valid)
     _tall_tiles_ab("contiguous", m, n, 1, [tiling, chosen],
-                   lambda t: kernel.compile_gemm(a, sfa, b, sfb, "contiguous", m_indices, **t), reference[valid], None,
+                   lambda t: kernel.compile_gemm(a, sfa, b, sfb, "contiguous", m_indices, **t), valid_reference, None,
                    correctness, candidates, metrics, rows=valid)
-    per_group, cublas_d = [], torch.full_like(d, float("nan"))
+    per_group, cublas_d = [], torch.full_like(d, float("nan")) if checking else None
     for grp in range(groups):
         rows = (m_indices == grp).nonzero().flatten()
         if rows.numel():
             call, out = _cublas_blockwise(a[rows], sfa[rows], b[grp], sfb[grp])
             per_group.append(call)
-            if out is not None:
+            if out is not None and checking:
                 cublas_d[rows] = out
     if all(callable(c) for c in per_group):
         candidates[CUBLAS_GROUPS] = lambda: [c() for c in per_group]
-        correctness["elements_differing_from_cublas_blockwise"] = int((cublas_d[valid] != d[valid]).sum())
+        if checking:
+            correctness["elements_differing_from_cublas_blockwise"] = gates.bit_exact(
+                d[valid], cublas_d[valid], CUBLAS)["differing"]
     else:
         correctness["cublas_blockwise_refused"] = next(c for c in per_group if not callable(c))
-    _deepgemm(deepgemm.contiguous(a, sfa, b, sfb, m_indices), d, reference[valid], valid, correctness, candidates,
+    _deepgemm(deepgemm.contiguous(a, sfa, b, sfb, m_indices), d, valid_reference, valid, correctness, candidates,
               extra)
-    del reference
-    timing = _time(ctx, candidates)
+    del reference, valid_reference
+    if not checking:
+        return candidates
+    set_bytes = _nbytes(a, sfa, b[0], sfb[0], d)   # what the normal layout's launch touches, the smallest share
+    timing = _time(ctx, candidates, lambda i: _contiguous(params, ctx, i), set_bytes)
     tflops = _tflops(2 * int(valid.sum()) * n * k, timing)
     tflops["ours, normal layout"] = 2 * m * n * k / (timing["ours, normal layout"]["median_ms"] * 1e-3) / 1e12
     return _result(ctx, correctness, timing, tflops, "ours, normal layout", tiling, extra, metrics)
@@ -402,42 +406,47 @@ def _masked_check(d, reference, counts: list[int], tile_m: int) -> dict:
     else:
         result = {"passed": True, "rel_err": 0.0, "tolerance": gates.tolerance(GATE)}
     skipped = [d[g, -(-c // tile_m) * tile_m:] for g, c in enumerate(counts)]
-    untouched = all(bool(torch.isnan(s.float()).all()) for s in skipped)
+    untouched = all(gates.untouched(s) for s in skipped)
     result.update(counts=counts, skipped_tiles_untouched=untouched, passed=result["passed"] and untouched)
     return result
 
 
-def _masked(params: dict, ctx: Context) -> dict:
+def _masked(params: dict, ctx: Context, index: int = 0):
+    """The m-grouped masked layout's case (index > 0: only input set `index`, as in _normal)."""
     import torch
 
+    from kernelwiki.harness.timing import cuda_graph
+
+    checking = index == 0
     groups, m_max = (int(v) for v in params["groups_x_m"].split("x"))
     n, k = _shape(params["nk"])
-    g = ctx.generator()
+    g = ctx.generator(salt=1000 * index)
     x = torch.randn(groups, m_max, k, generator=g, device="cuda")
     w = torch.randn(groups, n, k, generator=g, device="cuda")
     a, sfa = quantize.per_token_cast(x)
     b, sfb = quantize.per_block_cast(w)
-    reference = quantize.reference(a, sfa, b, sfb, "masked")
+    del x, w
+    reference = quantize.reference(a, sfa, b, sfb, "masked") if checking else None
     masked_m = torch.full((groups,), m_max, dtype=torch.int32, device="cuda")
     tiling = _tiling("masked", m_max, n, groups)
     run, d = kernel.compile_gemm(a, sfa, b, sfb, "masked", masked_m, **tiling)
-    gates.poison(d)
-    run()
-    torch.cuda.synchronize()
-    full = _masked_check(d, reference, [m_max] * groups, tiling["tile_m"])
-    d_full = d.clone()
-    # the same launch from a CUDA graph; only the device-side counts change between replays
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
+    correctness, d_full = {}, None
+    if checking:
+        gates.poison(d)
         run()
-    counts = _mixed_counts(groups, m_max)
-    masked_m.copy_(torch.tensor(counts, dtype=torch.int32))
-    gates.poison(d)
-    graph.replay()
-    torch.cuda.synchronize()
-    mixed = _masked_check(d, reference, counts, tiling["tile_m"])
-    masked_m.fill_(m_max)
-    correctness = {**full, "passed": full["passed"] and mixed["passed"], "graph_replay_mixed_counts": mixed}
+        torch.cuda.synchronize()
+        full = _masked_check(d, reference, [m_max] * groups, tiling["tile_m"])
+        d_full = d.clone()
+        # the same launch from a CUDA graph; only the device-side counts change between replays
+        replay = cuda_graph(run)
+        counts = _mixed_counts(groups, m_max)
+        masked_m.copy_(torch.tensor(counts, dtype=torch.int32))
+        gates.poison(d)
+        replay()
+        torch.cuda.synchronize()
+        mixed = _masked_check(d, reference, counts, tiling["tile_m"])
+        masked_m.fill_(m_max)
+        correctness = {**full, "passed": full["passed"] and mixed["passed"], "graph_replay_mixed_counts": mixed}
 
     candidates, extra, metrics = {"ours": run}, [], {}
     _tall_tiles_ab("masked", m_max, n, groups, [tiling],
@@ -446,14 +455,19 @@ def _masked(params: dict, ctx: Context) -> dict:
     calls = [_cublas_blockwise(a[grp], sfa[grp], b[grp], sfb[grp]) for grp in range(groups)]
     if all(callable(c) for c, _ in calls):
         candidates[CUBLAS_GROUPS] = lambda: [c() for c, _ in calls]
-        cublas_d = torch.stack([out for _, out in calls])
-        correctness["elements_differing_from_cublas_blockwise"] = int((cublas_d != d_full).sum())
+        if checking:
+            cublas_d = torch.stack([out for _, out in calls])
+            correctness["elements_differing_from_cublas_blockwise"] = gates.bit_exact(
+                d_full, cublas_d, CUBLAS)["differing"]
     else:
         correctness["cublas_blockwise_refused"] = next(c for c, _ in calls if not callable(c))
     _deepgemm(deepgemm.masked(a, sfa, b, sfb, masked_m, m_max), d_full, reference, None, correctness, candidates,
               extra)
     del reference
-    timing = _time(ctx, candidates)
+    if not checking:
+        return candidates
+    set_bytes = _nbytes(a, sfa, b, sfb, d)
+    timing = _time(ctx, candidates, lambda i: _masked(params, ctx, i), set_bytes)
     tflops = _tflops(2 * groups * m_max * n * k, timing)
     return _result(ctx, correctness, timing, tflops, CUBLAS_GROUPS if CUBLAS_GROUPS in tflops else None,
                    tiling, extra, metrics)
@@ -473,8 +487,6 @@ def _ablations(launch, tiling: dict, every: bool, epilogue: bool, reference, exa
     shows what each default brings: K tiles in flight, the warpgroups' turns, the cluster (every:
     the case's `ablation` flag) and the epilogue (epilogue: from WHOLE_TILE_EPILOGUE_FROM_M rows).
     launch(variant) -> (run, d) for the chosen tiling with the variant's settings (overriding it)."""
-    import torch
-
     op = kernel.Fp8BlockScaleGemm(tile_n=tiling["tile_n"], cluster_mn=tiling["cluster_mn"], tile_m=tiling["tile_m"])
     flips = {}
     if every and op.mma_ahead:   # two consumer warpgroups without it take turns (the default there)
@@ -493,15 +505,17 @@ def _checked_candidate(name: str, run_d: tuple, reference, exact, correctness: d
                        rows=None) -> None:
     """Run a variant of ours once on a poisoned output, gate it like ours (correctness[name]; a
     failure fails the case), then add it to the timed candidates. rows: the rows of d to check
-    (None: all; reference holds those rows only)."""
+    (None: all; reference holds those rows only). Without a reference (an input set that is only
+    timed) it only adds the candidate."""
     import torch
 
     run, d = run_d
-    gates.poison(d)
-    run()
-    torch.cuda.synchronize()
-    correctness[name] = _check(d if rows is None else d[rows], reference, exact)
-    correctness["passed"] = correctness["passed"] and correctness[name]["passed"]
+    if reference is not None:
+        gates.poison(d)
+        run()
+        torch.cuda.synchronize()
+        correctness[name] = _check(d if rows is None else d[rows], reference, exact)
+        correctness["passed"] = correctness["passed"] and correctness[name]["passed"]
     candidates[name] = run
 
 
@@ -510,19 +524,14 @@ def _tall_tiles_ab(layout: str, m: int, n: int, groups: int, tilings: list, laun
     """Where the kernel chose 64- or 256-row tiles, also check and time its best 128-row tile (the
     tiling before those heights existed) as "ours, 128-row tiles", so every run shows what they bring.
     launch(tiling) -> (run, d); tilings: those already timed; rows: the rows of d to check (None: all;
-    reference holds those rows only)."""
-    import torch
-
+    reference holds those rows only, or is None for an input set that is only timed)."""
     previous = _tiling(layout, m, n, groups, tile_ms=(kernel.MMA_M,))
     if previous in tilings:
         return
-    run, d = launch(previous)
-    gates.poison(d)
-    run()
-    torch.cuda.synchronize()
-    correctness["tiles_128_rows"] = _check(d if rows is None else d[rows], reference, exact)
-    correctness["passed"] = correctness["passed"] and correctness["tiles_128_rows"]["passed"]
-    candidates[TALL] = run
+    run_d = launch(previous)
+    if reference is not None:
+        _checked_candidate("tiles_128_rows", run_d, reference, exact, correctness, {}, rows=rows)
+    candidates[TALL] = run_d[0]
     metrics["tile_128_rows"] = f"{previous['tile_m']}x{previous['tile_n']}x128"
 
 
@@ -623,9 +632,9 @@ def negative_control(ctx: Context) -> dict:
     torch.cuda.synchronize()
     _, cublas_out = _cublas_blockwise(a, sfa, b, sfb)
     result = _check(d, reference, (CUBLAS, cublas_out) if cublas_out is not None else None)
-    bit_exact = result.get("bit_exact_gate", {"passed": True, "refused": "cuBLAS blockwise unavailable"})
+    bit_exact = result["parts"].get("bit_exact", {"passed": True, "refused": "cuBLAS blockwise unavailable"})
     # the control is caught only if each gate the probe relies on catches it by itself
-    result["passed"] = bool(bit_exact["passed"] or result["rounding_gate"]["passed"])
+    result["passed"] = bool(bit_exact["passed"] or result["parts"]["rounding"]["passed"])
     result["shape"] = "512x2048x1024"
     return result
 

@@ -1,7 +1,7 @@
 """probe-hopper-gemm-naive: the one-stage teaching wgmma GEMM against cuBLAS, bf16.
 
 Each case: normal inputs, D checked against an FP32 matmul with the bf16 gate (output poisoned
-first), then our kernel and torch.matmul timed interleaved with L2 flushed before every launch.
+first), then our kernel and torch.matmul timed by ctx.bench (the harness's one protocol).
 Compile-only mode compiles the kernel for sm_90a with fake tensors and scans PTX and SASS.
 
 Run through the runner: kernelwiki probe run --probe probe-hopper-gemm-naive [--compile-only]
@@ -9,11 +9,10 @@ Run through the runner: kernelwiki probe run --probe probe-hopper-gemm-naive [--
 
 from __future__ import annotations
 
-import sys
 
 from kernelwiki.harness import compile as compile_mod
 from kernelwiki.harness import gates
-from kernelwiki.harness.probe import REPO_ROOT, Context, Probe
+from kernelwiki.harness.probe import Context, Probe
 
 from artifacts.kernels.hopper_gemm.variants import naive  # our kernel, importable without a GPU
 
@@ -42,15 +41,27 @@ def _checked(a, b, tile_n: int, **variant):
 def run_case(case: dict, ctx: Context) -> dict:
     import torch
 
+    from kernelwiki.harness.timing import cute_stream
+
     params = case["params"]
     m, n, k = (int(x) for x in params["shape"].split("x"))
     a, b = _inputs(m, n, k, ctx.seed)
-    compiled, args, stream, correctness = _checked(a, b, params["tile_n"])
-    out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
-    timing = ctx.timer(warmup=3, iters=20).compare({
-        "naive wgmma": lambda: compiled(*args, stream),
-        "cuBLAS": lambda: torch.matmul(a, b.t(), out=out),
-    })
+    compiled, args, _, correctness = _checked(a, b, params["tile_n"])
+
+    def make_set(i: int) -> tuple:
+        """(a, b, our D's arguments, cuBLAS's output) of input set i; set 0 is the one checked."""
+        from cutlass.cute.runtime import from_dlpack
+
+        cublas_out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
+        if i == 0:
+            return a, b, args, cublas_out
+        x, w = _inputs(m, n, k, ctx.seed + 1000 * i)
+        d = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
+        return x, w, [from_dlpack(t, assumed_align=16) for t in (x, w, d)], cublas_out
+
+    timing = ctx.bench({"naive wgmma": lambda s: compiled(*s[2], cute_stream()),
+                        "cuBLAS": lambda s: torch.matmul(s[0], s[1].t(), out=s[3])},
+                       make_set, 2 * (m * k + n * k + m * n), iters=20, warmup=3)
     flops = 2 * m * n * k
     ours = flops / (timing["naive wgmma"]["median_ms"] * 1e-3) / 1e12
     cublas = flops / (timing["cuBLAS"]["median_ms"] * 1e-3) / 1e12

@@ -3,9 +3,9 @@
 Each case: normal inputs (fp8: quantized per tensor, scale = amax / 448), D checked against an
 FP32 (tf32: FP64) matmul of the same (dequantized) operands, with tolerances derived from cuBLAS's
 error at the same precision (gates.reference_tolerance; output poisoned first); then
-our kernel, cuBLAS and (llm-shapes) quack's gemm(tuned=False), each captured in a CUDA graph, timed
-in shuffled order (same iteration count, L2 flushed before every launch, SM clock before and
-after). The configuration our heuristic chose goes into metrics.config; for M <= 64,
+our kernel, cuBLAS and (llm-shapes) quack's gemm(tuned=False) timed by ctx.bench (CUDA graphs;
+short kernels as many launches over input sets rotated past 3x L2, long ones after an L2 read
+sweep; shuffled order, SM clock before and after). The configuration our heuristic chose goes into metrics.config; for M <= 64,
 metrics.b_stream_fraction = bytes of B / time / the copy bandwidth of probe-calibration.
 Compile-only mode compiles every configuration the heuristic can pick for sm_90a with fake
 tensors (dynamic shapes) and scans PTX and SASS.
@@ -19,9 +19,9 @@ import re
 import sys
 
 from kernelwiki.harness import compile as compile_mod
-from kernelwiki.harness import gates
+from kernelwiki.harness import gates, tools
 from kernelwiki.harness.probe import REPO_ROOT, Context, Probe
-from kernelwiki.harness.timing import cuda_graph
+from kernelwiki.harness.timing import bound
 
 from artifacts.kernels.hopper_gemm import hopper_gemm  # our kernel, importable without a GPU
 
@@ -56,25 +56,48 @@ def _settings(params: dict) -> dict:
     return settings
 
 
-def _inputs(dtype: str, m: int, n: int, k: int, seed: int, batch: int = 0):
+def _inputs(dtype: str, m: int, n: int, k: int, seed: int, batch: int = 0, with_reference: bool = True):
     """(a, b, scale_a, scale_b, reference) for dtype bf16, fp16, tf32 or e4m3: a ([L,] M, K), b ([L,] N, K)
     (batch 0: no batch mode); reference = FP32 (tf32: FP64) product of what the kernel multiplies,
-    times the scales."""
+    times the scales (None without with_reference: an input set that is only timed)."""
     import torch
 
     g = torch.Generator(device="cuda").manual_seed(seed)
     lead = (batch,) if batch else ()
     a = torch.randn(*lead, m, k, generator=g, device="cuda")
     b = torch.randn(*lead, n, k, generator=g, device="cuda")
+
+    def product(x, y, scale: float | None = None):
+        if not with_reference:
+            return None
+        out = x @ y.transpose(-1, -2)
+        return out if scale is None else out * scale
+
     if dtype == "tf32":  # fp32 tensors holding tf32 values, so our kernel and cuBLAS TF32 see the same inputs
         a, b = ((x.view(torch.int32) & TF32_MASK).view(torch.float32) for x in (a, b))
-        return a, b, 1.0, 1.0, (a.double() @ b.double().transpose(-1, -2)).float()
+        reference = product(a.double(), b.double())
+        return a, b, 1.0, 1.0, None if reference is None else reference.float()
     if dtype in ("bf16", "fp16"):
         a, b = (a.bfloat16(), b.bfloat16()) if dtype == "bf16" else (a.half(), b.half())
-        return a, b, 1.0, 1.0, a.float() @ b.float().transpose(-1, -2)
+        return a, b, 1.0, 1.0, product(a.float(), b.float())
     scale_a, scale_b = (float(x.abs().max()) / E4M3_MAX for x in (a, b))
     a8, b8 = (a / scale_a).to(torch.float8_e4m3fn), (b / scale_b).to(torch.float8_e4m3fn)
-    return a8, b8, scale_a, scale_b, (a8.float() @ b8.float().transpose(-1, -2)) * (scale_a * scale_b)
+    return a8, b8, scale_a, scale_b, product(a8.float(), b8.float(), scale_a * scale_b)
+
+
+def _case_operands(params: dict, dtype: str, m: int, n: int, k: int, seed: int, with_reference: bool = True):
+    """The case's operands as _inputs returns them, in the case's layout (a row view, MN-major storage)."""
+    if params.get("row_view"):   # M = 1 as one row of a larger matrix, ordinary strides
+        a, b, scale_a, scale_b, reference = _inputs(dtype, 8, n, k, seed, with_reference=with_reference)
+        a, reference = a[5:6], None if reference is None else reference[5:6]
+    else:
+        a, b, scale_a, scale_b, reference = _inputs(dtype, m, n, k, seed, int(params.get("batch", 0)), with_reference)
+    # MN-major operands: the same values stored transposed (M or N contiguous)
+    if params.get("a_major") == "mn":
+        a = a.t().contiguous().t()
+    if params.get("b_major") == "mn":
+        b = b.t().contiguous().t()
+    return a, b, scale_a, scale_b, reference
 
 
 def _cublas(dtype: str, a, b, scale_a: float, scale_b: float, out):
@@ -89,7 +112,7 @@ def _cublas(dtype: str, a, b, scale_a: float, scale_b: float, out):
             for name, fast in (("cuBLAS fast-accum", True), ("cuBLAS", False))}
 
 
-def _gate(d, reference, dtype: str, cublas_out, k: int) -> dict:
+def _check(d, reference, dtype: str, cublas_out, k: int) -> dict:
     """Our output against the reference, with tolerances derived from cuBLAS's error at the same
     precision (gates.reference_tolerance): a kernel that rounded tf32 through bf16 (~3e-3), or dropped
     a K tile, lands far above them."""
@@ -133,12 +156,13 @@ def _quack(a, b):
 HOST_DRIVER = """
 import sys, time, torch
 from artifacts.kernels.hopper_gemm import hopper_gemm
+from kernelwiki.harness import gates, tools
 a = torch.randn(1, 4096, device="cuda").bfloat16(); b = torch.randn(4096, 4096, device="cuda").bfloat16()
 torch.cuda.synchronize()
 t0 = time.perf_counter(); run, d = hopper_gemm.compile_gemm(a, b); t1 = time.perf_counter()
-d.fill_(float("nan")); run(); torch.cuda.synchronize()
-ref = a.float() @ b.float().t()
-print("HOST", t1 - t0, ((d.float() - ref).norm() / ref.norm()).item(), int(torch.isnan(d).sum()))
+gates.poison(d); run(); torch.cuda.synchronize()
+print("HOST", t1 - t0)
+print(tools.driver_line(gates.check(d, a.float() @ b.float().t(), "bf16")))
 """
 
 
@@ -153,18 +177,18 @@ def host_overhead(ctx: Context) -> dict:
 
     import torch
 
-    seconds, errors, unwritten = [], [], []
+    seconds, checks = [], {}
     with tempfile.TemporaryDirectory() as cache:
         env = {**os.environ, "KERNELWIKI_KERNEL_CACHE": cache}
-        for _ in range(2):   # cold cache, then warm
+        for label in ("cold cache", "disk cache"):
             out = subprocess.run([sys.executable, "-c", HOST_DRIVER], cwd=REPO_ROOT, env=env, capture_output=True,
                                  text=True, timeout=300)
             line = next((x for x in out.stdout.splitlines() if x.startswith("HOST ")), None)
-            if line is None:
+            verdict = tools.driver_result(out.stdout)
+            if line is None or not verdict["driver_ran"]:
                 raise RuntimeError(f"host-overhead driver failed: {out.stderr[-500:]}")
             seconds.append(float(line.split()[1]))
-            errors.append(float(line.split()[2]))
-            unwritten.append(int(line.split()[3]))
+            checks[label] = verdict["gate"]
     a, b = torch.randn(3, 4096, device="cuda").bfloat16(), torch.randn(4096, 4096, device="cuda").bfloat16()
     hopper_gemm.compile_gemm(a, b)   # this configuration, in memory
     a2 = torch.randn(5, 4096, device="cuda").bfloat16()
@@ -177,14 +201,10 @@ def host_overhead(ctx: Context) -> dict:
     t0 = time.perf_counter()
     for _ in range(100):
         run()
-    launch_us = (time.perf_counter() - t0) / 100 * 1e6
+    launch_us = (time.perf_counter() - t0) / 100 * 1e6   # host time of a launch call, not GPU time
     torch.cuda.synchronize()
-    ref = a2.float() @ b.float().t()
-    unwritten.append(int(torch.isnan(d).sum()))
-    errors.append(((d.float() - ref).norm() / ref.norm()).item())
-    all_written = not any(unwritten)
-    correctness = {"passed": all_written and max(errors) < gates.tolerance("bf16"), "rel_err": max(errors),
-                   "tolerance": gates.tolerance("bf16"), "all_written": all_written}
+    checks["new shape"] = gates.check(d, a2.float() @ b.float().t(), "bf16")
+    correctness = gates.combine(checks)
     return {"correctness": correctness,
             "metrics": {"first_call_cold_cache_s": round(seconds[0], 3), "first_call_disk_cache_s": round(seconds[1], 3),
                         "new_shape_same_config_ms": round(new_shape_s * 1e3, 3), "run_launch_us": round(launch_us, 2)},
@@ -199,43 +219,44 @@ def run_case(case: dict, ctx: Context) -> dict:
         return host_overhead(ctx)
     dtype = params["dtype"]
     m, n, k = _shape(params)
-    if params.get("row_view"):   # M = 1 as one row of a larger matrix, ordinary strides
-        a, b, scale_a, scale_b, reference = _inputs(dtype, 8, n, k, ctx.seed)
-        a, reference = a[5:6], reference[5:6]
-    else:
-        a, b, scale_a, scale_b, reference = _inputs(dtype, m, n, k, ctx.seed, int(params.get("batch", 0)))
-    # MN-major operands: the same values stored transposed (M or N contiguous)
-    if params.get("a_major") == "mn":
-        a = a.t().contiguous().t()
-    if params.get("b_major") == "mn":
-        b = b.t().contiguous().t()
+    a, b, scale_a, scale_b, reference = _case_operands(params, dtype, m, n, k, ctx.seed)
     settings = _settings(params)
     run, d = hopper_gemm.compile_gemm(a, b, alpha=scale_a * scale_b, **settings)
     gates.poison(d)
     run()
     torch.cuda.synchronize()
-    correctness = _gate(d, reference, dtype, _cublas_result(dtype, a, b, scale_a, scale_b, reference.shape), k)
+    correctness = _check(d, reference, dtype, _cublas_result(dtype, a, b, scale_a, scale_b, reference.shape), k)
     del reference
     # the one-call API (gemm) reuses the same compiled kernel and must give the same bits
     same = torch.equal(hopper_gemm.gemm(a, b, alpha=scale_a * scale_b, **settings), d)
     correctness.update(gemm_api_matches=same, passed=correctness["passed"] and same)
 
-    out = torch.empty_like(d)
+    llm_shapes = params.get("set") == "llm-shapes"
+
+    def make_set(i: int) -> dict:
+        """Input set i: {candidate: its launch on this set's operands} (set 0: the operands checked)."""
+        x, w, sx, sw, _ = (a, b, scale_a, scale_b, None) if i == 0 else \
+            _case_operands(params, dtype, m, n, k, ctx.seed + 1000 * i, with_reference=False)
+        ours = run if i == 0 else hopper_gemm.compile_gemm(x, w, alpha=sx * sw, **settings)[0]
+        launches = {"ours": ours, **_cublas(dtype, x, w, sx, sw, torch.empty_like(d))}
+        if llm_shapes:
+            quack, reason = _quack(x, w)
+            if quack is not None:
+                launches["quack"] = quack
+            elif i == 0:
+                metrics["quack"] = reason
+        return launches
+
     tf32_before = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"   # cuBLAS TF32 for the tf32 cases only
     kernel_d = hopper_gemm.cutlass.Float32 if run.config.split_k > 1 else _D_DTYPE.get(dtype, AB_DTYPES["bf16"])
     metrics: dict = {"config": run.config.describe(), "stages": hopper_gemm.HopperGemm(
         AB_DTYPES[dtype], kernel_d, tile_n=run.config.tile_n, tile_m=run.config.tile_m).stages}
     try:
-        candidates = {"ours": run, **_cublas(dtype, a, b, scale_a, scale_b, out)}
-        if params.get("set") == "llm-shapes":
-            quack, reason = _quack(a, b)
-            if quack is None:
-                metrics["quack"] = reason
-            else:
-                candidates["quack"] = quack
-        timing = ctx.timer(warmup=5, iters=30, order="shuffled", flush="read").compare(
-            {name: cuda_graph(fn) for name, fn in candidates.items()})
+        first = make_set(0)
+        set_bytes = sum(t.numel() * t.element_size() for t in (a, b, d))   # what one launch touches
+        timing = ctx.bench(bound(list(first)), lambda i: first if i == 0 else make_set(i), set_bytes,
+                           iters=30, warmup=5)
     finally:
         torch.backends.cuda.matmul.allow_tf32 = tf32_before
     flops = 2 * m * n * k * int(params.get("batch", 1))
@@ -262,7 +283,7 @@ def negative_control(ctx: Context) -> dict:
     gates.poison(d)
     run()
     torch.cuda.synchronize()
-    return _gate(d, reference, "bf16", _cublas_result("bf16", a, b, 1.0, 1.0, reference.shape), 1024)
+    return _check(d, reference, "bf16", _cublas_result("bf16", a, b, 1.0, 1.0, reference.shape), 1024)
 
 
 def compile_kernel(arch: str) -> compile_mod.Emitted:

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import sys
 
 from kernelwiki.harness import compile as compile_mod
-from kernelwiki.harness.probe import REPO_ROOT, Probe
+from kernelwiki.harness.probe import Probe
 
 from artifacts.kernels.tcgen05_gemm import block_scaled_gemm
 

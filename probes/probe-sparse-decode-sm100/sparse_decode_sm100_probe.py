@@ -11,10 +11,9 @@ Run through the runner: kernelwiki probe run --probe probe-sparse-decode-sm100 -
 from __future__ import annotations
 
 import re
-import sys
 
 from kernelwiki.harness import compile as compile_mod
-from kernelwiki.harness.probe import REPO_ROOT, Probe
+from kernelwiki.harness.probe import Probe
 
 from artifacts.kernels.sparse_decode import sparse_decode_sm100
 

@@ -4,8 +4,9 @@ Each case: a cache of 65536 tokens per sequence (normal latent rows quantized to
 2048 distinct random indices per sequence, normal bf16 queries. Correctness: O and lse (outputs poisoned
 first) against reference.sparse_decode in FP32; the O gate is twice the relative Frobenius error and
 twice the largest element error of reference.sparse_decode_bf16 (the same attention with bf16 operands),
-lse within LSE_TOL. Timing: our kernel(s) and the torch baseline each captured in a CUDA graph, replayed
-interleaved with the L2 flushed before every replay. Compile-only mode compiles the one-pass kernel, the
+lse within LSE_TOL (gates.check, gates.check_lse). Timing: our kernel(s) and the torch baseline by
+ctx.bench, each input set new queries and new indices into the same cache (set_bytes = the bytes a
+decode must move, so the sets span 3x L2 where the kernel is short). Compile-only mode compiles the one-pass kernel, the
 split kernel and the combine kernel for sm_90a with fake tensors and scans PTX and SASS.
 
 Run through the runner: kernelwiki probe run --probe probe-sparse-decode-sm90 [--compile-only]
@@ -13,11 +14,10 @@ Run through the runner: kernelwiki probe run --probe probe-sparse-decode-sm90 [-
 
 from __future__ import annotations
 
-import sys
 
 from kernelwiki.harness import compile as compile_mod
 from kernelwiki.harness import gates
-from kernelwiki.harness.probe import REPO_ROOT, Context, Probe
+from kernelwiki.harness.probe import Context, Probe
 
 from artifacts.kernels.sparse_decode import cache_format
 from artifacts.kernels.sparse_decode import sparse_decode_sm90  # our kernel, importable without a GPU
@@ -40,14 +40,15 @@ def bytes_moved(batch: int, heads: int, topk: int) -> int:
 def _problem(params: dict, seed: int):
     import torch
 
-    import reference
+    from artifacts.kernels.sparse_decode import reference
 
     g = torch.Generator(device="cuda").manual_seed(seed)
     return reference.random_problem(params["batch"], params["heads"], params["topk"], params["cache_tokens_per_seq"], g)
 
 
 def _check(q, cache, indices, ref_o, ref_lse, gate: dict) -> tuple[dict, object]:
-    """Run our kernel once on poisoned outputs; the record's correctness mapping and the op."""
+    """Run our kernel once on poisoned outputs; the record's correctness mapping (O against the FP32
+    reference with the derived tolerance `gate`, lse within LSE_TOL) and the op."""
     import torch
 
     op = sparse_decode_sm90.SparseDecode(q, cache, indices)
@@ -55,67 +56,60 @@ def _check(q, cache, indices, ref_o, ref_lse, gate: dict) -> tuple[dict, object]
     gates.poison(op.lse)
     op.run()
     torch.cuda.synchronize()
-    o = op.out.double()
-    diff = o - ref_o.double()
-    rel = float(diff.norm() / ref_o.double().norm())
-    nan_count = int(torch.isnan(o).sum()) + int(torch.isnan(op.lse).sum())
-    max_abs = float(diff.abs().max()) if nan_count == 0 else None
-    finite = torch.isfinite(ref_lse)
-    lse_err = float((op.lse[finite] - ref_lse[finite]).abs().max()) if finite.any() else 0.0
-    lse_inf_match = bool(torch.equal(op.lse[~finite], ref_lse[~finite]))
-    passed = (nan_count == 0 and rel <= gate["tolerance"] and max_abs is not None
-              and max_abs <= gate["max_abs_tolerance"] and lse_err <= LSE_TOL and lse_inf_match)
-    return {"passed": passed, "rel_err": rel, "max_abs_err": max_abs, "lse_max_abs_err": lse_err,
-            "lse_tolerance": LSE_TOL, "all_written": nan_count == 0, "nan_count": nan_count, **gate,
-            "splits": op.splits}, op
+    o = gates.check(op.out, ref_o, "bf16", tol=gate["tol"], max_abs_tol=gate["max_abs_tol"])
+    o.update(reference_bf16_rel_err=gate["reference_bf16_rel_err"],
+             gate=f"{GATE_FACTOR} x the bf16 reference's own error")
+    correctness = gates.combine({"o": o, "lse": gates.check_lse(op.lse, ref_lse, LSE_TOL)})
+    correctness["splits"] = op.splits
+    return correctness, op
 
 
-def _gate(q, cache, indices, ref_o) -> dict:
-    """The tolerance: GATE_FACTOR times what the bf16 computation of the same attention is off by."""
-    import reference
+def _tolerance(q, cache, indices, ref_o) -> dict:
+    """The tolerance: GATE_FACTOR times what the bf16 computation of the same attention is off by
+    (gates.reference_tolerance)."""
+    from artifacts.kernels.sparse_decode import reference
 
-    bf16 = reference.sparse_decode_bf16(q, cache, indices).double()
-    diff = bf16 - ref_o.double()
-    rel = float(diff.norm() / ref_o.double().norm())
-    return {"tolerance": GATE_FACTOR * rel, "max_abs_tolerance": GATE_FACTOR * float(diff.abs().max()),
-            "reference_bf16_rel_err": rel, "gate": f"{GATE_FACTOR} x the bf16 reference's own error"}
+    bf16 = reference.sparse_decode_bf16(q, cache, indices)
+    return {**gates.reference_tolerance(bf16, ref_o, k=GATE_FACTOR),
+            "reference_bf16_rel_err": gates.relative_error(bf16, ref_o)}
 
 
-def _graph(fn):
-    """fn captured in a CUDA graph (after a warm-up on a side stream); returns its replay."""
+def _fresh_set(q, cache, indices, tokens_per_seq: int, generator) -> dict:
+    """Another input set on the same cache: new queries, new distinct indices per sequence (other
+    rows, so the L2 holds none of them), and our op on them."""
     import torch
 
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        fn()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
-    return graph.replay
+    batch, topk = indices.shape
+    q = torch.randn(q.shape, generator=generator, device="cuda").bfloat16()
+    local = torch.rand(batch, tokens_per_seq, generator=generator, device="cuda").argsort(dim=-1)[:, :topk]
+    offsets = torch.arange(batch, device="cuda").unsqueeze(1) * tokens_per_seq
+    indices = (local + offsets).int()
+    return {"q": q, "indices": indices, "op": sparse_decode_sm90.SparseDecode(q, cache, indices)}
 
 
 def run_case(case: dict, ctx: Context) -> dict:
     import torch
 
-    import reference
+    from artifacts.kernels.sparse_decode import reference
 
     params = case["params"]
     batch, heads, topk = params["batch"], params["heads"], params["topk"]
     q, cache, indices = _problem(params, ctx.seed)
     ref_o, ref_lse = reference.sparse_decode(q, cache, indices)
-    correctness, op = _check(q, cache, indices, ref_o, ref_lse, _gate(q, cache, indices, ref_o))
+    correctness, op = _check(q, cache, indices, ref_o, ref_lse, _tolerance(q, cache, indices, ref_o))
     del ref_o, ref_lse
     torch.cuda.empty_cache()
-    candidates = {"ours": _graph(op.run), "torch": _graph(lambda: reference.sdpa_baseline(q, cache, indices))}
-    timing = ctx.timer(warmup=3, iters=20).compare(candidates)
+    checked = {"q": q, "indices": indices, "op": op}
+    timing = ctx.bench(
+        {"ours": lambda s: s["op"].run(), "torch": lambda s: reference.sdpa_baseline(s["q"], cache, s["indices"])},
+        lambda i: checked if i == 0 else _fresh_set(q, cache, indices, params["cache_tokens_per_seq"],
+                                                    ctx.generator(1000 * i)),
+        bytes_moved(batch, heads, topk), iters=20, warmup=3)
     tflops = {name: flops(batch, heads, topk) / (t["median_ms"] * 1e-3) / 1e12 for name, t in timing.items()}
     tbps = bytes_moved(batch, heads, topk) / (timing["ours"]["median_ms"] * 1e-3) / 1e12
     copy = ctx.ceilings.get("copy")
     metrics = {"splits": op.splits, "bytes_moved": bytes_moved(batch, heads, topk), "achieved_tbps": round(tbps, 4),
-               "hbm_fraction": round(tbps / float(copy), 4) if copy else None,
-               "copy_ceiling_tbps": copy, "timing_method": "CUDA graph replay, L2 flushed before each replay"}
+               "hbm_fraction": round(tbps / float(copy), 4) if copy else None, "copy_ceiling_tbps": copy}
     return {"correctness": correctness, "timing": timing, "metrics": metrics,
             "baselines": [{"name": "torch", "value": round(tflops["torch"], 2)}],
             "headline": ctx.headline("tflops", tflops["ours"], "TFLOP/s", peak_key="bf16", ceiling_key="bf16",
@@ -124,12 +118,12 @@ def run_case(case: dict, ctx: Context) -> dict:
 
 def negative_control(ctx: Context) -> dict:
     """Indices shifted by one row: a kernel that reads the rows it is told to read must now be wrong."""
-    import reference
+    from artifacts.kernels.sparse_decode import reference
 
     params = {"batch": 16, "heads": 64, "topk": 2048, "cache_tokens_per_seq": 65536}
     q, cache, indices = _problem(params, ctx.seed + 1)
     ref_o, ref_lse = reference.sparse_decode(q, cache, indices)
-    gate = _gate(q, cache, indices, ref_o)
+    gate = _tolerance(q, cache, indices, ref_o)
     return _check(q, cache, (indices + 1).clamp(max=cache.shape[0] - 1).int(), ref_o, ref_lse, gate)[0]
 
 

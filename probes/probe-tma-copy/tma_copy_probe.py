@@ -1,7 +1,8 @@
 """probe-tma-copy: bandwidth of our TMA copy kernel by tile shape and stage count.
 
 Each case copies a 16384x16384 tensor, checks the copy bit for bit (destination poisoned with NaN
-first), then times the kernel and torch's own copy interleaved with L2 flushed between launches.
+first), then times the kernel and torch's own copy with ctx.bench (interleaved; a copy of this
+size is a long kernel: a CUDA-graph replay after a read sweep of the L2).
 Compile-only mode compiles the kernel for each target with fake tensors and scans PTX and SASS.
 
 Run through the runner: kernelwiki probe run --probe probe-tma-copy [--compile-only]
@@ -9,11 +10,10 @@ Run through the runner: kernelwiki probe run --probe probe-tma-copy [--compile-o
 
 from __future__ import annotations
 
-import sys
 
 from kernelwiki.harness import compile as compile_mod
 from kernelwiki.harness import gates
-from kernelwiki.harness.probe import REPO_ROOT, Context, Probe
+from kernelwiki.harness.probe import Context, Probe
 
 from artifacts.kernels.tma_copy import tma_copy  # our kernel, importable without a GPU
 
@@ -22,11 +22,14 @@ SMEM_PER_SM = 227 * 1024
 
 
 def build(dtype: str, m: int, n: int, tile: tuple[int, int], stages: int, drop_last_tile: bool = False):
-    """Compile the kernel for these tensors; returns (launch, src, dst)."""
-    import cuda.bindings.driver as cuda
+    """Compile the kernel for (m, n) tensors of `dtype`; returns (make_set(i), ctas_per_sm), where
+    make_set(i) is input set i: {src, dst, dst_torch, copy} with copy() launching our kernel
+    src -> dst on the current stream."""
     import cutlass.cute as cute
     import torch
     from cutlass.cute.runtime import from_dlpack
+
+    from kernelwiki.harness.timing import cute_stream
 
     cute_dtype = tma_copy.DTYPES[TORCH_DTYPES[dtype]]
     tma_copy.TmaCopy.can_implement(cute_dtype, m, n, tile, stages)
@@ -34,12 +37,18 @@ def build(dtype: str, m: int, n: int, tile: tuple[int, int], stages: int, drop_l
     ctas_per_sm = max(1, min(4, SMEM_PER_SM // (ring_bytes + 1024)))
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     op = tma_copy.TmaCopy(cute_dtype, tile, stages, max_ctas=sms * ctas_per_sm, drop_last_tile=drop_last_tile)
-    src = torch.randn(m, n, device="cuda").to(getattr(torch, TORCH_DTYPES[dtype]))
-    dst = torch.empty_like(src)
-    c_src, c_dst = from_dlpack(src, assumed_align=16), from_dlpack(dst, assumed_align=16)
-    stream = cuda.CUstream(torch.cuda.current_stream().cuda_stream)
-    compiled = cute.compile(op, c_src, c_dst, stream)
-    return (lambda: compiled(c_src, c_dst, stream)), src, dst, ctas_per_sm
+    compiled = None
+
+    def make_set(i: int) -> dict:
+        nonlocal compiled
+        src = torch.randn(m, n, device="cuda").to(getattr(torch, TORCH_DTYPES[dtype]))
+        dst = torch.empty_like(src)
+        c_src, c_dst = from_dlpack(src, assumed_align=16), from_dlpack(dst, assumed_align=16)
+        if compiled is None:
+            compiled = cute.compile(op, c_src, c_dst, cute_stream())
+        return {"src": src, "dst": dst, "dst_torch": torch.empty_like(src),
+                "copy": lambda: compiled(c_src, c_dst, cute_stream())}
+    return make_set, ctas_per_sm
 
 
 def run_case(case: dict, ctx: Context) -> dict:
@@ -48,17 +57,17 @@ def run_case(case: dict, ctx: Context) -> dict:
     params = case["params"]
     m, n = (int(x) for x in params["shape"].split("x"))
     torch.manual_seed(ctx.seed)
-    launch, src, dst, ctas_per_sm = build(params["dtype"], m, n, tuple(params["tile"]), params["stages"])
-    gates.poison(dst)
-    launch()
+    make_set, ctas_per_sm = build(params["dtype"], m, n, tuple(params["tile"]), params["stages"])
+    checked = make_set(0)
+    src = checked["src"]
+    gates.poison(checked["dst"])
+    checked["copy"]()
     torch.cuda.synchronize()
-    correctness = gates.check(dst, src, "exact")
-    reference_dst = torch.empty_like(src)
-    timing = ctx.timer(warmup=5, iters=30).compare({
-        "tma_copy": launch,
-        "torch copy_": lambda: reference_dst.copy_(src),
-    })
+    correctness = gates.check(checked["dst"], src, "exact")
     moved = 2 * src.numel() * src.element_size()
+    timing = ctx.bench({"tma_copy": lambda s: s["copy"](), "torch copy_": lambda s: s["dst_torch"].copy_(s["src"])},
+                       lambda i: checked if i == 0 else make_set(i), moved,
+                       iters=30, warmup=5)
     tbps = moved / (timing["tma_copy"]["median_ms"] * 1e-3) / 1e12
     torch_tbps = moved / (timing["torch copy_"]["median_ms"] * 1e-3) / 1e12
     return {"correctness": correctness, "timing": timing,
@@ -71,11 +80,11 @@ def run_case(case: dict, ctx: Context) -> dict:
 def negative_control(ctx: Context) -> dict:
     import torch
 
-    launch, src, dst, _ = build("fp32", 2048, 2048, (128, 64), 4, drop_last_tile=True)
-    gates.poison(dst)
-    launch()
+    broken = build("fp32", 2048, 2048, (128, 64), 4, drop_last_tile=True)[0](0)
+    gates.poison(broken["dst"])
+    broken["copy"]()
     torch.cuda.synchronize()
-    return gates.check(dst, src, "exact")
+    return gates.check(broken["dst"], broken["src"], "exact")
 
 
 def compile_kernel(arch: str) -> compile_mod.Emitted:

@@ -3,7 +3,7 @@
 Every case: (1) one K block of the configuration against a float64 reference of the same operands
 (normal inputs, already representable in the input type, so only the accumulation can differ);
 (2) throughput: one CTA per SM, two warpgroups each issuing 4096 K blocks, FLOP per SM clock from
-clock64 and TFLOP/s from CUDA events; (3) latency: one warpgroup issuing fence / wgmma / commit /
+clock64 and TFLOP/s from ctx.bench; (3) latency: one warpgroup issuing fence / wgmma / commit /
 wait 0 back to back, cycles per instruction. The kernel's SASS must contain HGMMA (IGMMA for s8).
 
 Run through the runner: kernelwiki probe run --probe probe-wgmma-zoo [--compile-only]
@@ -12,12 +12,11 @@ Run through the runner: kernelwiki probe run --probe probe-wgmma-zoo [--compile-
 from __future__ import annotations
 
 import statistics
-import sys
 from functools import lru_cache
 
 from kernelwiki.harness import compile as compile_mod
 from kernelwiki.harness import gates, peaks
-from kernelwiki.harness.probe import REPO_ROOT, Context, Probe
+from kernelwiki.harness.probe import Context, Probe
 
 from artifacts.kernels.wgmma_zoo import wgmma_zoo as zoo  # our kernels; rendering and building need no GPU
 
@@ -97,16 +96,24 @@ def run_case(case: dict, ctx: Context) -> dict:
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     threads = 128 * zoo.WARPGROUPS
     acc = torch.int32 if config.integer else torch.float32
-    sink = torch.empty(sms * threads, dtype=acc, device="cuda")
-    cycles = torch.zeros(sms, dtype=torch.int64, device="cuda")
+
+    def make_set(i: int) -> dict:
+        """Operands (set 0: the checked ones), the kernel's sink and its per-CTA cycle counts."""
+        x, w = (a, b) if i == 0 else operands(config, ctx.seed + 1000 * i)
+        return {"a": _rows(x), "b": _rows(w), "sink": torch.empty(sms * threads, dtype=acc, device="cuda"),
+                "cycles": torch.zeros(sms, dtype=torch.int64, device="cuda")}
+
+    def throughput(s: dict) -> None:
+        module.launch(config, s["a"], s["b"], s["sink"], s["cycles"], iters=THROUGHPUT_ITERS,
+                      mode=zoo.MODE_THROUGHPUT, grid=sms, threads=threads,
+                      stream=torch.cuda.current_stream().cuda_stream)
+
+    first = make_set(0)
+    set_bytes = sum(t.numel() * t.element_size() for t in first.values())
+    timing = ctx.bench({"wgmma": throughput}, lambda i: first if i == 0 else make_set(i), set_bytes,
+                       iters=10, warmup=3)
+    rows_a, rows_b, sink, cycles = first["a"], first["b"], first["sink"], first["cycles"]
     stream = torch.cuda.current_stream().cuda_stream
-    rows_a, rows_b = _rows(a), _rows(b)
-
-    def throughput() -> None:
-        module.launch(config, rows_a, rows_b, sink, cycles, iters=THROUGHPUT_ITERS, mode=zoo.MODE_THROUGHPUT,
-                      grid=sms, threads=threads, stream=stream)
-
-    timing = ctx.timer(warmup=3, iters=10, flush_l2=False).compare({"wgmma": throughput})
     flops_per_cta = zoo.WARPGROUPS * THROUGHPUT_ITERS * zoo.INSTRUCTIONS_PER_BLOCK * config.flops_per_instruction()
     cta_cycles = cycles.tolist()
     per_clock = flops_per_cta / statistics.median(cta_cycles)

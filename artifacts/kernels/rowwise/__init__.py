@@ -1,0 +1,19 @@
+"""Row-wise memory-bound kernels for Hopper in CuTe DSL: RMSNorm and softmax forward (bf16/fp16 in and
+out, fp32 math), one row per CTA or per cluster; see rowwise_common for the shared row plan.
+
+`from artifacts.kernels.rowwise import rmsnorm_forward, softmax_forward`. The names resolve on first
+use (PEP 562), so `python -m artifacts.kernels.rowwise.softmax` runs the module without importing it twice.
+"""
+
+_EXPORTS = {"RMSNormForward": "rmsnorm", "rmsnorm_forward": "rmsnorm",
+            "SoftmaxForward": "softmax", "softmax_forward": "softmax"}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
