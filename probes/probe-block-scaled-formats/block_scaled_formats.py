@@ -55,9 +55,9 @@ def run_case(case: dict, ctx: Context) -> dict:
     direct = q.dequantize()
     codes, scale_buffer = stored_bytes(q)
     correctness = gates.check(rebuilt(q, codes, scale_buffer), direct, "exact")
-    error = float(np.linalg.norm(direct - x) / np.linalg.norm(x))
+    error = gates.relative_error(direct, x)
     body = np.abs(x) <= BULK
-    body_error = float(np.linalg.norm((direct - x)[body]) / np.linalg.norm(x[body]))
+    body_error = gates.relative_error(direct[body], x[body])
     _ERRORS[(fmt.name, kind)] = error
     bits = 8 * (codes.nbytes + q.scale_codes.size) / x.size
     ctx.protocol["data"] = f"{SHAPE[0]} x {SHAPE[1]} float64 from numpy default_rng(seed + 17), per distribution"

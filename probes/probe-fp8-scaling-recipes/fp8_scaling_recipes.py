@@ -40,12 +40,6 @@ def inputs(kind: str, ctx: Context):
     return _INPUTS[kind]
 
 
-def relative(x, ref) -> float:
-    import torch
-
-    return float(torch.linalg.norm(x - ref) / torch.linalg.norm(ref))
-
-
 def recipe_gemm(a, b, recipe: str, misapply_a_scales: bool = False):
     """(scaled GEMM as a kernel applies the scales, dequant(A) @ dequant(B).T), both float64 on the GPU."""
     import torch
@@ -62,9 +56,9 @@ def run_case(case: dict, ctx: Context) -> dict:
     ctx.protocol["data"] = (f"A {M} x {K} from numpy default_rng(seed + 101) per distribution, B {N} x {K} normal; "
                             "scaled GEMMs emulated in float64 on the GPU")
     out, dequantized = recipe_gemm(a, b, params["recipe"])
-    error, bf16_error = relative(out, exact), relative(bf16, exact)
+    error, bf16_error = gates.relative_error(out, exact), gates.relative_error(bf16, exact)
     return {"correctness": gates.check(out, dequantized, "fp64"),
-            "metrics": {"rel_err": error, "bf16_rel_err": bf16_error, "rel_err_vs_bf16_output": relative(out, bf16)},
+            "metrics": {"rel_err": error, "bf16_rel_err": bf16_error, "rel_err_vs_bf16_output": gates.relative_error(out, bf16)},
             "headline": ctx.headline("gemm-rel-error", error, "relative",
                                      baseline=(f"bf16 GEMM (fp32 accumulation) on {params['data']} data", bf16_error))}
 
