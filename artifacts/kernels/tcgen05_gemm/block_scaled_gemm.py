@@ -1,10 +1,13 @@
-"""An NVFP4 block-scaled GEMM on Blackwell: tcgen05.mma.kind::mxf4nvf4 with E4M3 scales in TMEM (sm_100a).
+"""Block-scaled GEMMs on Blackwell: NVFP4, MXFP4 and MXFP8 through tcgen05.mma with scales in TMEM (sm_100a).
 
 What it does
-    D[m, n] = sum_k (A[m, k] * SFA[m, k // 16]) * (B[n, k] * SFB[n, k // 16]), with A and B in
-    E2M1 (NVFP4 values, K-major), one E4M3 scale per 16 K-elements of each row (SFA, SFB), fp32
-    accumulation in TMEM and D in fp16. The per-tensor FP32 scale of NVFP4 is a scalar the caller
-    folds into D; it does not touch the MMA.
+    D[m, n] = sum_k (A[m, k] * SFA[m, k // V]) * (B[n, k] * SFB[n, k // V]), with A and B K-major in
+    the format's element type, one scale factor per V K-elements of each row (SFA, SFB), fp32
+    accumulation in TMEM and D in fp16. The formats (FORMATS):
+      nvfp4   E2M1 elements, E4M3 scales, V = 16   tcgen05.mma kind::mxf4nvf4 (block16)
+      mxfp4   E2M1 elements, UE8M0 scales, V = 32  tcgen05.mma kind::mxf4
+      mxfp8   E4M3 elements, UE8M0 scales, V = 32  tcgen05.mma kind::mxf8f6f4
+    NVFP4's per-tensor FP32 scale is a scalar the caller folds into D; it does not touch the MMA.
     One CTA of 4 warps computes a 128 x 128 tile of D:
       warp 0   TMA-loads the A, B, SFA and SFB tiles of each K-tile into a `stages`-deep ring;
       warp 1   copies the stage's scale factors from shared memory into TMEM (tcgen05.cp), points
@@ -13,11 +16,12 @@ What it does
     TMEM holds the accumulator and, next to it, the scale factors the MMA reads.
 
 Why it exists
-    The compile probe for hw-nvfp4: the block-scaled MMA kind, the scale-factor copies into TMEM
-    and the E2M1 TMA loads must all be in the PTX for sm_100a.
+    The compile probes for hw-nvfp4 and hw-block-scaled-formats: each block-scaled MMA kind, the
+    scale-factor copies into TMEM and the TMA loads must all be in the PTX for sm_100a.
 
-Constraints: M % 128 == 0, N % 128 == 0, K % 256 == 0 (4 MMAs of K = 64 per K-tile).
-Compile only: python -m artifacts.kernels.tcgen05_gemm.nvfp4_gemm --arch sm_100a
+Constraints: M % 128 == 0, N % 128 == 0, K % (4 * MMA K) == 0 (4 MMAs per K-tile; MMA K is 64 for
+the FP4 kinds, 32 for MXFP8).
+Compile only: python -m artifacts.kernels.tcgen05_gemm.block_scaled_gemm --arch sm_100a --format mxfp8
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from __future__ import annotations
 import argparse
 import os
 import tempfile
+from dataclasses import dataclass
 
 import cutlass
 import cutlass.cute as cute
@@ -35,46 +40,72 @@ from cutlass.cute.nvgpu import cpasync, tcgen05
 
 THREADS = 128
 PRODUCER_WARP, MMA_WARP = 0, 1
-SF_VEC = 16                      # NVFP4: one scale per 16 values
-AB_DTYPE = cutlass.Float4E2M1FN
-SF_DTYPE = cutlass.Float8E4M3FN
 D_DTYPE = cutlass.Float16
-MMA_K = 64
+
+
+@dataclass(frozen=True)
+class BlockFormat:
+    """One block-scaled format as the tensor core takes it."""
+
+    element: type
+    scale: type
+    block: int           # K-elements per scale factor
+    mma_k: int           # K of one MMA instruction
+
+    def mma_op(self, tile_mn: tuple[int, int]):
+        shape = (*tile_mn, self.mma_k)
+        one, smem, k_major = tcgen05.CtaGroup.ONE, tcgen05.OperandSource.SMEM, cute.nvgpu.OperandMajorMode.K
+        if self.element is cutlass.Float8E4M3FN:
+            return tcgen05.MmaMXF8F6F4Op(self.element, self.element, shape, one, smem, k_major, k_major)
+        if self.block == 32:
+            return tcgen05.MmaMXF4Op(shape, one, smem)
+        return tcgen05.MmaMXF4NVF4Op(self.scale, shape, one, smem)
+
+
+FORMATS = {
+    "nvfp4": BlockFormat(cutlass.Float4E2M1FN, cutlass.Float8E4M3FN, block=16, mma_k=64),
+    "mxfp4": BlockFormat(cutlass.Float4E2M1FN, cutlass.Float8E8M0FNU, block=32, mma_k=64),
+    "mxfp8": BlockFormat(cutlass.Float8E4M3FN, cutlass.Float8E8M0FNU, block=32, mma_k=32),
+}
 
 # --keep-ptx/--keep-cubin also write files; keep them out of the working directory.
 DUMP_DIR = f"{tempfile.gettempdir()}/kernelwiki-cute-dumps"
 os.makedirs(DUMP_DIR, exist_ok=True)  # the DSL names files there but does not create the directory
 
 
-class Nvfp4Gemm:
-    def __init__(self, tile_mn: tuple[int, int] = (128, 128), k_blocks: int = 4, stages: int = 4):
-        self.tile_mnk = (*tile_mn, MMA_K * k_blocks)
+class BlockScaledGemm:
+    def __init__(self, fmt: str = "nvfp4", tile_mn: tuple[int, int] = (128, 128), k_blocks: int = 4, stages: int = 4):
+        self.fmt = FORMATS[fmt]
+        self.tile_mnk = (*tile_mn, self.fmt.mma_k * k_blocks)
         self.stages = stages
 
     @staticmethod
-    def can_implement(m: int, n: int, k: int, tile_mn=(128, 128), k_blocks: int = 4) -> None:
-        for name, size, tile in (("M", m, tile_mn[0]), ("N", n, tile_mn[1]), ("K", k, MMA_K * k_blocks)):
+    def can_implement(fmt: str, m: int, n: int, k: int, tile_mn=(128, 128), k_blocks: int = 4) -> None:
+        if fmt not in FORMATS:
+            raise ValueError(f"format {fmt!r} unsupported; use one of {sorted(FORMATS)}")
+        k_tile = FORMATS[fmt].mma_k * k_blocks
+        for name, size, tile in (("M", m, tile_mn[0]), ("N", n, tile_mn[1]), ("K", k, k_tile)):
             if size % tile:
                 raise ValueError(f"{name}={size} is not a multiple of its tile {tile}")
 
     @cute.jit
     def __call__(self, a_ptr: cute.Pointer, b_ptr: cute.Pointer, sfa_ptr: cute.Pointer, sfb_ptr: cute.Pointer,
                  d_ptr: cute.Pointer, m: cutlass.Constexpr, n: cutlass.Constexpr, k: cutlass.Constexpr, stream):
-        # A: (M, K, 1) and B: (N, K, 1), K-major E2M1; D: (M, N, 1) N-major fp16
+        ab_dtype, sf_dtype, sf_vec = self.fmt.element, self.fmt.scale, self.fmt.block
+        # A: (M, K, 1) and B: (N, K, 1), K-major; D: (M, N, 1) N-major fp16
         mA = cute.make_tensor(a_ptr, cute.make_layout((m, k, 1), stride=(k, 1, m * k)))
         mB = cute.make_tensor(b_ptr, cute.make_layout((n, k, 1), stride=(k, 1, n * k)))
         mD = cute.make_tensor(d_ptr, cute.make_layout((m, n, 1), stride=(n, 1, m * n)))
         # Scale factors in the tensor-core's atom layout, filled out to A's and B's shapes.
-        mSFA = cute.make_tensor(sfa_ptr, blockscaled.tile_atom_to_shape_SF(mA.shape, SF_VEC))
-        mSFB = cute.make_tensor(sfb_ptr, blockscaled.tile_atom_to_shape_SF(mB.shape, SF_VEC))
+        mSFA = cute.make_tensor(sfa_ptr, blockscaled.tile_atom_to_shape_SF(mA.shape, sf_vec))
+        mSFB = cute.make_tensor(sfb_ptr, blockscaled.tile_atom_to_shape_SF(mB.shape, sf_vec))
 
-        tiled_mma = cute.make_tiled_mma(tcgen05.MmaMXF4NVF4Op(
-            SF_DTYPE, (self.tile_mnk[0], self.tile_mnk[1], MMA_K), tcgen05.CtaGroup.ONE, tcgen05.OperandSource.SMEM))
+        tiled_mma = cute.make_tiled_mma(self.fmt.mma_op(self.tile_mnk[:2]))
         cluster_vmnk = cute.tiled_divide(cute.make_layout((1, 1, 1)), (tiled_mma.thr_id.shape,))
-        sA_layout = sm100_utils.make_smem_layout_a(tiled_mma, self.tile_mnk, AB_DTYPE, self.stages)
-        sB_layout = sm100_utils.make_smem_layout_b(tiled_mma, self.tile_mnk, AB_DTYPE, self.stages)
-        sSFA_layout = blockscaled.make_smem_layout_sfa(tiled_mma, self.tile_mnk, SF_VEC, self.stages)
-        sSFB_layout = blockscaled.make_smem_layout_sfb(tiled_mma, self.tile_mnk, SF_VEC, self.stages)
+        sA_layout = sm100_utils.make_smem_layout_a(tiled_mma, self.tile_mnk, ab_dtype, self.stages)
+        sB_layout = sm100_utils.make_smem_layout_b(tiled_mma, self.tile_mnk, ab_dtype, self.stages)
+        sSFA_layout = blockscaled.make_smem_layout_sfa(tiled_mma, self.tile_mnk, sf_vec, self.stages)
+        sSFB_layout = blockscaled.make_smem_layout_sfb(tiled_mma, self.tile_mnk, sf_vec, self.stages)
         one = lambda layout: cute.slice_(layout, (None, None, None, 0))  # noqa: E731  (one stage)
         load = cpasync.CopyBulkTensorTileG2SOp(tcgen05.CtaGroup.ONE)
         tma_a, gA = cute.nvgpu.make_tiled_tma_atom_A(load, mA, one(sA_layout), self.tile_mnk, tiled_mma,
@@ -86,9 +117,9 @@ class Nvfp4Gemm:
                                                          cluster_vmnk.shape, internal_type=cutlass.Int16)
         tma_sfb, gSFB = cute.nvgpu.make_tiled_tma_atom_B(load, mSFB, one(sSFB_layout), self.tile_mnk, tiled_mma,
                                                          cluster_vmnk.shape, internal_type=cutlass.Int16)
-        self.stage_bytes = (cute.size_in_bytes(AB_DTYPE, one(sA_layout)) + cute.size_in_bytes(AB_DTYPE, one(sB_layout))
-                            + cute.size_in_bytes(SF_DTYPE, one(sSFA_layout))
-                            + cute.size_in_bytes(SF_DTYPE, one(sSFB_layout)))
+        self.stage_bytes = (cute.size_in_bytes(ab_dtype, one(sA_layout)) + cute.size_in_bytes(ab_dtype, one(sB_layout))
+                            + cute.size_in_bytes(sf_dtype, one(sSFA_layout))
+                            + cute.size_in_bytes(sf_dtype, one(sSFB_layout)))
 
         @cute.struct
         class SharedStorage:
@@ -107,18 +138,19 @@ class Nvfp4Gemm:
                gB_all: cute.Tensor, tma_sfa: cute.CopyAtom, gSFA_all: cute.Tensor, tma_sfb: cute.CopyAtom,
                gSFB_all: cute.Tensor, mD: cute.Tensor, sA_layout: cute.ComposedLayout, sB_layout: cute.ComposedLayout,
                sSFA_layout: cute.Layout, sSFB_layout: cute.Layout):
+        ab_dtype, sf_dtype, sf_vec = self.fmt.element, self.fmt.scale, self.fmt.block
         tidx, _, _ = cute.arch.thread_idx()
         warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         bidx, bidy, bidz = cute.arch.block_idx()
 
         alloc = cutlass.memory.SmemAllocator()
         storage = alloc.allocate(self.shared_storage)
-        sA = alloc.allocate_tensor(element_type=AB_DTYPE, layout=sA_layout.outer, byte_alignment=128,
+        sA = alloc.allocate_tensor(element_type=ab_dtype, layout=sA_layout.outer, byte_alignment=128,
                                    swizzle=sA_layout.inner)
-        sB = alloc.allocate_tensor(element_type=AB_DTYPE, layout=sB_layout.outer, byte_alignment=128,
+        sB = alloc.allocate_tensor(element_type=ab_dtype, layout=sB_layout.outer, byte_alignment=128,
                                    swizzle=sB_layout.inner)
-        sSFA = alloc.allocate_tensor(element_type=SF_DTYPE, layout=sSFA_layout, byte_alignment=128)
-        sSFB = alloc.allocate_tensor(element_type=SF_DTYPE, layout=sSFB_layout, byte_alignment=128)
+        sSFA = alloc.allocate_tensor(element_type=sf_dtype, layout=sSFA_layout, byte_alignment=128)
+        sSFB = alloc.allocate_tensor(element_type=sf_dtype, layout=sSFB_layout, byte_alignment=128)
 
         ab_producer, ab_consumer = pipeline.PipelineTmaUmma.create(
             barrier_storage=storage.ab_barriers.data_ptr(), num_stages=self.stages,
@@ -164,16 +196,16 @@ class Nvfp4Gemm:
         acc_ptr = tmem.retrieve_ptr(cutlass.Float32)
         tCtAcc = cute.make_tensor(acc_ptr, acc_layout)
         # The scale factors sit in TMEM right after the accumulator, SFA then SFB.
-        sfa_ptr = cute.recast_ptr(acc_ptr + tcgen05.find_tmem_tensor_col_offset(tCtAcc), dtype=SF_DTYPE)
+        sfa_ptr = cute.recast_ptr(acc_ptr + tcgen05.find_tmem_tensor_col_offset(tCtAcc), dtype=sf_dtype)
         tCtSFA = cute.make_tensor(sfa_ptr, blockscaled.make_tmem_layout_sfa(
-            tiled_mma, self.tile_mnk, SF_VEC, cute.slice_(sSFA_layout, (None, None, None, 0))))
+            tiled_mma, self.tile_mnk, sf_vec, cute.slice_(sSFA_layout, (None, None, None, 0))))
         sfb_ptr = cute.recast_ptr(acc_ptr + tcgen05.find_tmem_tensor_col_offset(tCtAcc)
-                                  + tcgen05.find_tmem_tensor_col_offset(tCtSFA), dtype=SF_DTYPE)
+                                  + tcgen05.find_tmem_tensor_col_offset(tCtSFA), dtype=sf_dtype)
         tCtSFB = cute.make_tensor(sfb_ptr, blockscaled.make_tmem_layout_sfb(
-            tiled_mma, self.tile_mnk, SF_VEC, cute.slice_(sSFB_layout, (None, None, None, 0))))
+            tiled_mma, self.tile_mnk, sf_vec, cute.slice_(sSFB_layout, (None, None, None, 0))))
 
         # Shared -> tensor memory copies of the scale factors (tcgen05.cp)
-        s2t_atom = cute.make_copy_atom(tcgen05.Cp4x32x128bOp(tcgen05.CtaGroup.ONE), SF_DTYPE)
+        s2t_atom = cute.make_copy_atom(tcgen05.Cp4x32x128bOp(tcgen05.CtaGroup.ONE), sf_dtype)
 
         def s2t(s_sf, t_sf):
             t_compact = cute.filter_zeros(t_sf)
@@ -226,20 +258,23 @@ class Nvfp4Gemm:
         tmem.free(acc_ptr)
 
 
-def compile_for(arch: str = "sm_100a", m: int = 256, n: int = 256, k: int = 512):
-    """Compile with placeholder pointers (no GPU needed), keeping PTX and cubin."""
+def compile_for(arch: str = "sm_100a", m: int = 256, n: int = 256, k: int = 512, fmt: str = "nvfp4"):
+    """Compile one format's GEMM with placeholder pointers (no GPU needed), keeping PTX and cubin."""
     from cutlass.cute.runtime import make_ptr
     from cutlass.cute.typing import AddressSpace
     from cutlass.runtime import make_fake_stream
 
-    Nvfp4Gemm.can_implement(m, n, k)
+    BlockScaledGemm.can_implement(fmt, m, n, k)
+    element, scale = FORMATS[fmt].element, FORMATS[fmt].scale
     ptr = lambda dtype, align: make_ptr(dtype, 0, AddressSpace.gmem, assumed_align=align)  # noqa: E731
-    return cute.compile(Nvfp4Gemm(), ptr(AB_DTYPE, 32), ptr(AB_DTYPE, 32), ptr(SF_DTYPE, 16), ptr(SF_DTYPE, 16),
+    return cute.compile(BlockScaledGemm(fmt), ptr(element, 32), ptr(element, 32), ptr(scale, 16), ptr(scale, 16),
                         ptr(D_DTYPE, 32), m, n, k, make_fake_stream(), options=f"--gpu-arch {arch} --keep-ptx --keep-cubin --dump-dir {DUMP_DIR}")
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--arch", default="sm_100a")
-    compile_for(parser.parse_args().arch)
+    parser.add_argument("--format", default="nvfp4", choices=sorted(FORMATS))
+    args = parser.parse_args()
+    compile_for(args.arch, fmt=args.format)
     print("compiled")
