@@ -303,9 +303,21 @@ def _write_record(repo: Repo, probe_id: str, record: dict) -> str:
     repo.inside(directory)  # OutsideRepo if artifacts/evidence or the probe's directory links elsewhere
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{record['run_id']}.json"
-    text = json.dumps(record, indent=1, sort_keys=False, ensure_ascii=False, allow_nan=False) + "\n"
+    # Compact, one case per line: records are never edited, and a large kernel probe's record at
+    # indent=1 was 160 kB (the repository travels to the GPU machine whole, under 4 MiB).
+    text = _compact(record) + "\n"
     replace_file(path, text.encode("utf-8"))
     return repo.rel(path)
+
+
+def _compact(record: dict) -> str:
+    """Standard JSON without indentation, each case on a line of its own."""
+    def dump(value) -> str:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    head = {k: v for k, v in record.items() if k != "cases"}
+    cases = record.get("cases") or []
+    body = ",\n".join(dump(case) for case in cases)
+    return dump(head)[:-1] + (',"cases":[\n' + body + "\n]}" if cases else ',"cases":[]}')
 
 
 def summary_table(outcomes: list[Outcome]) -> str:
