@@ -193,6 +193,31 @@ def record_name(value: Any) -> str | None:
     return value
 
 
+GPU_LIST = re.compile(r"[0-9]{1,3}(,[0-9]{1,3})*")
+
+
+def gpus(value: Any) -> str | int | list[int] | None:
+    """--gpus: 'all', a count N (the first N GPUs) or a comma list of nvidia-smi indices (0,2,3);
+    None when not given. Whether the host has them is the runner's check."""
+    if value is None:
+        return None
+    _name("gpus", value, "all, a number of GPUs or a list of GPU indices like 0,1,3")
+    text = value.strip()
+    if text == "all":
+        return "all"
+    if not GPU_LIST.fullmatch(text):
+        raise ArgumentError(f"gpus: {value!r} is not all, a number of GPUs (4) or a list of GPU indices (0,1,3)")
+    if "," not in text:
+        count = int(text)
+        if count < 1:
+            raise ArgumentError("gpus: 0 GPUs; give at least 1, or all")
+        return count
+    indices = [int(part) for part in text.split(",")]
+    if len(set(indices)) != len(indices):
+        raise ArgumentError(f"gpus: {value!r} names a GPU twice")
+    return indices
+
+
 def case_ids(values: Any) -> list[str]:
     return [_name("case", value, "a case id") for value in _list("case", values)]
 

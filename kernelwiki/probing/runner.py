@@ -99,6 +99,7 @@ def runner_lock(repo: Repo, out: TextIO | None = None) -> Iterator[None]:
 def run_probes(repo: Repo, specs: list[ProbeSpec], options: Options, out: TextIO | None = None) -> list[Outcome]:
     out = out or sys.stderr
     gpu = env_mod.detect_gpu()
+    gpu_count = len(env_mod.list_gpus()) if gpu else 0
     machine = f"{gpu.name} ({gpu.arch})" if gpu else "no GPU"
     print(f"kernelwiki probe run: {len(specs)} probe(s), mode {options.mode}, on {machine}", file=out)
     environment = env_mod.fingerprint(repo.root)
@@ -106,7 +107,7 @@ def run_probes(repo: Repo, specs: list[ProbeSpec], options: Options, out: TextIO
     extra_env: dict[str, str] = {}
     for index, spec in enumerate(specs, 1):
         prefix = f"[{index}/{len(specs)}] {spec.id}"
-        reason = spec.skip_reason(options.mode, gpu)
+        reason = spec.skip_reason(options.mode, gpu, gpu_count)
         if reason:
             print(f"{prefix}: skipped: {reason}", file=out)
             outcomes.append(Outcome(spec.id, "skipped", reason))
