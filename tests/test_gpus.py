@@ -3,7 +3,6 @@ KERNELWIKI_FAKE_GPU_COUNT) with fake probes; no GPU needed."""
 
 from __future__ import annotations
 
-import os
 import signal
 
 import pytest
