@@ -82,9 +82,11 @@ def short_gpu_name(name: str | None) -> str:
     return re.sub(r"\s+", "-", name.replace("NVIDIA", "").strip())
 
 
-def clocks() -> dict:
-    """Current SM clock (MHz), power draw and power limit (W); empty where nvidia-smi is absent."""
-    out = _run(["nvidia-smi", "--query-gpu=clocks.sm,power.draw,power.limit,temperature.gpu",
+def clocks(index: int | None = None) -> dict:
+    """Current SM clock (MHz), power draw and power limit (W) of GPU `index` (default: the first);
+    empty where nvidia-smi is absent."""
+    which = ["-i", str(index)] if index is not None else []
+    out = _run(["nvidia-smi", *which, "--query-gpu=clocks.sm,power.draw,power.limit,temperature.gpu",
                 "--format=csv,noheader,nounits"])
     if not out:
         return {}

@@ -111,7 +111,8 @@ class _Runs:
             return self._keep(Outcome(unit.spec.id, "skipped", reason))
         environment = dict(self.environment, gpu=first.gpu.name, arch=first.gpu.arch, driver=first.gpu.driver,
                            host=self.host, gpu_index=first.index if count == 1 else None,
-                           gpu_uuid=first.uuid if count == 1 else None)
+                           gpu_uuid=first.uuid if count == 1 else None,
+                           power_limit_w=env_mod.clocks(first.index).get("power_limit_w"))
         if count > 1:
             environment["gpu_count"] = count
         visible = ",".join(str(d.index) for d in devices)

@@ -126,7 +126,8 @@ def run_probes(repo: Repo, specs: list[ProbeSpec], options: Options, out: TextIO
 def _run_one(repo: Repo, spec: ProbeSpec, options: Options, environment: dict, timeout: float,
              extra_env: dict[str, str], out: TextIO) -> Outcome:
     started = datetime.now(timezone.utc)
-    clock_before = env_mod.clocks().get("sm_clock_mhz") if options.mode == "run" else None
+    index = environment.get("gpu_index")  # set when the runner placed the probe on one GPU of several
+    clock_before = env_mod.clocks(index).get("sm_clock_mhz") if options.mode == "run" else None
     with tempfile.TemporaryDirectory() as tmp:
         result_path = Path(tmp) / "result.json"
         extra_env = dict(extra_env, CUTE_DSL_DUMP_DIR=tmp)  # compiler dumps stay out of the checkout
@@ -149,7 +150,7 @@ def _run_one(repo: Repo, spec: ProbeSpec, options: Options, environment: dict, t
     if status == "skipped":
         return Outcome(spec.id, status, reason)
     env = dict(environment, sm_clock_mhz_before=clock_before,
-               sm_clock_mhz_after=env_mod.clocks().get("sm_clock_mhz") if options.mode == "run" else None)
+               sm_clock_mhz_after=env_mod.clocks(index).get("sm_clock_mhz") if options.mode == "run" else None)
     record = {
         "schema_version": 1, "probe": spec.id, "run_id": "", "mode": options.mode, "status": status,
         "started_at": _iso(started), "finished_at": _iso(finished),
