@@ -71,6 +71,7 @@ def test_two_records_for_one_case_from_two_nodes(mini, gpu, cluster):
     found = records(mini, probe_id)
     assert len(found) == 2 and len({r["run_id"] for r in found}) == 2
     assert len({r["environment"]["ray_node"] for r in found}) == 2, "both copies ran on one node"
+    assert found[0]["batch"] == found[1]["batch"]   # runs of the same evidence
     assert all(r["cases"][0]["id"] == "c1" and r["status"] == "passed" for r in found)
     assert mini.problems() == []
 

@@ -62,6 +62,7 @@ def test_each_probe_runs_on_its_own_gpu_and_its_record_names_it(mini, gpus):
         assert visible(mini, probe_id) == [str(env["gpu_index"])]  # the probe saw only its GPU
         seen.append(env["gpu_index"])
     assert set(seen) <= {0, 1, 2} and len(set(seen)) >= 2, seen
+    assert len({r["batch"] for probe_id in ids for r in records(mini, probe_id)}) == 1   # one invocation
     assert "[gpu 0] " in err and mini.problems() == []
 
 

@@ -28,6 +28,7 @@ from typing import Any, TextIO
 
 from kernelwiki.harness import env as env_mod
 from kernelwiki.probing import processes
+from kernelwiki.probing.gpus import batch_id
 from kernelwiki.probing.runner import Options, Outcome, _iso, _run_one, _write_record
 from kernelwiki.probing.specs import ProbeSpec, load_probes
 from kernelwiki.storage.records import check_record
@@ -112,6 +113,7 @@ def _schedule(ray, repo: Repo, specs: list[ProbeSpec], options: Options, models:
           file=out, flush=True)
     probes = {s.id: s for s in specs}
     known = set(load_probes(repo))
+    batch = batch_id(socket.gethostname())
     lock = threading.Lock()
     outcomes = []
     try:
@@ -122,6 +124,8 @@ def _schedule(ray, repo: Repo, specs: list[ProbeSpec], options: Options, models:
                 result = ray.get(ref)
             except ray.exceptions.RayError as err:   # the worker or its node died, retries spent
                 result = {"status": "crashed", "record": _crashed_record(task, max_retries, err)}
+            if isinstance(result, dict) and isinstance(result.get("record"), dict):
+                result["record"]["batch"] = batch
             outcome = _land(repo, probes[task.probe], known, task, result, options.write, lock)
             outcomes.append(outcome)
             print(f"{task.probe} on {task.model}: {outcome.status}" + (f" ({outcome.reason})" if outcome.reason else "")

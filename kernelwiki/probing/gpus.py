@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import queue
+import re
 import socket
 import sys
 import threading
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import TextIO
 
 from kernelwiki.harness import env as env_mod
@@ -100,6 +103,7 @@ class _Runs:
         self.stop = threading.Event()
         self.lock = threading.Lock()
         self.host = socket.gethostname()
+        self.batch = batch_id(self.host)
 
     def run(self, unit: Unit, devices: list[env_mod.Device], extra_env: dict[str, str], out: TextIO) -> Outcome | None:
         """One probe process on these devices; its outcome, or None once the run is interrupted."""
@@ -127,6 +131,7 @@ class _Runs:
         if self.options.write and outcome.record is not None:
             with self.lock:  # run ids are unique per probe directory: one writer picks them
                 record = outcome.record
+                record["batch"] = self.batch
                 record["run_id"] = _unique_run_id(self.repo, unit.spec.id, record["run_id"], visible)
                 try:
                     outcome.path = _write_record(self.repo, unit.spec.id, record)
@@ -192,6 +197,12 @@ def _wait(repo: Repo, runs: _Runs, threads: list[threading.Thread]) -> None:
             for thread in threads:
                 thread.join(timeout=0.05)
         raise
+
+
+def batch_id(host: str) -> str:
+    """The id the records of one invocation share: its start, host and runner pid."""
+    safe = re.sub(r"[^A-Za-z0-9.-]", "-", host)[:60] or "host"
+    return f"{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}-{safe}-{os.getpid()}"
 
 
 def _unique_run_id(repo: Repo, probe_id: str, run_id: str, visible: str) -> str:
