@@ -100,6 +100,7 @@ def runner_lock(repo: Repo, out: TextIO | None = None) -> Iterator[None]:
 def run_probes(repo: Repo, specs: list[ProbeSpec], options: Options, out: TextIO | None = None) -> list[Outcome]:
     out = out or sys.stderr
     gpu = env_mod.detect_gpu()
+    gpu_count = len(env_mod.list_gpus()) if gpu else 0
     machine = f"{gpu.name} ({gpu.arch})" if gpu else "no GPU"
     print(f"kernelwiki probe run: {len(specs)} probe(s), mode {options.mode}, on {machine}", file=out)
     environment = env_mod.fingerprint(repo.root)
@@ -107,7 +108,7 @@ def run_probes(repo: Repo, specs: list[ProbeSpec], options: Options, out: TextIO
     extra_env: dict[str, str] = {}
     for index, spec in enumerate(specs, 1):
         prefix = f"[{index}/{len(specs)}] {spec.id}"
-        reason = spec.skip_reason(options.mode, gpu)
+        reason = spec.skip_reason(options.mode, gpu, gpu_count)
         if reason:
             print(f"{prefix}: skipped: {reason}", file=out)
             outcomes.append(Outcome(spec.id, "skipped", reason))
@@ -126,7 +127,8 @@ def run_probes(repo: Repo, specs: list[ProbeSpec], options: Options, out: TextIO
 def _run_one(repo: Repo, spec: ProbeSpec, options: Options, environment: dict, timeout: float,
              extra_env: dict[str, str], out: TextIO) -> Outcome:
     started = datetime.now(timezone.utc)
-    clock_before = env_mod.clocks().get("sm_clock_mhz") if options.mode == "run" else None
+    index = environment.get("gpu_index")  # set when the runner placed the probe on one GPU of several
+    clock_before = env_mod.clocks(index).get("sm_clock_mhz") if options.mode == "run" else None
     with tempfile.TemporaryDirectory() as tmp:
         result_path = Path(tmp) / "result.json"
         extra_env = dict(extra_env, CUTE_DSL_DUMP_DIR=tmp)  # compiler dumps stay out of the checkout
@@ -149,7 +151,7 @@ def _run_one(repo: Repo, spec: ProbeSpec, options: Options, environment: dict, t
     if status == "skipped":
         return Outcome(spec.id, status, reason)
     env = dict(environment, sm_clock_mhz_before=clock_before,
-               sm_clock_mhz_after=env_mod.clocks().get("sm_clock_mhz") if options.mode == "run" else None)
+               sm_clock_mhz_after=env_mod.clocks(index).get("sm_clock_mhz") if options.mode == "run" else None)
     record = {
         "schema_version": 1, "probe": spec.id, "run_id": "", "mode": options.mode, "status": status,
         "started_at": _iso(started), "finished_at": _iso(finished),
