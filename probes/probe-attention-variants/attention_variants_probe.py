@@ -100,10 +100,9 @@ def reference(s: dict, causal: bool) -> list:
     return out
 
 
-# --- the backends: fn(s) -> list of per-sequence outputs ---------------------------------------
+# --- the backends: fn(s) -> the output tensor (batched, concatenated or nested), on the current stream
 def fa4_call(params: dict):
     """FA4 in the variant's form: batched, varlen (cu_seqlens) or paged (page_table)."""
-    import torch
     from flash_attn.cute.interface import flash_attn_func, flash_attn_varlen_func
 
     causal = bool(params["causal"])
