@@ -113,8 +113,8 @@ def fa4_call(params: dict):
         return varlen
     if "page_size" in params:
         def paged(s):
-            kc, vc, table = s["paged"]
-            return flash_attn_varlen_func(s["qb"], kc, vc, page_table=table, causal=causal)[0]
+            kc, vc, table, lengths = s["paged"]
+            return flash_attn_varlen_func(s["qb"], kc, vc, page_table=table, seqused_k=lengths, causal=causal)[0]
         return paged
 
     def batched(s):
@@ -123,8 +123,8 @@ def fa4_call(params: dict):
 
 
 def paged_cache(s: dict, page: int, ctx: Context):
-    """The K/V of every sequence scattered into pages of a shared pool in a shuffled order, and the
-    (batch, pages per sequence) int32 page table."""
+    """The K/V of every sequence scattered into pages of a shared pool in a shuffled order, the
+    (batch, pages per sequence) int32 page table and each sequence's length (int32, seqused_k)."""
     import torch
 
     batch, (sk, hkv, d) = len(s["k"]), s["k"][0].shape
@@ -139,7 +139,7 @@ def paged_cache(s: dict, page: int, ctx: Context):
             n = rows.stop - rows.start
             kc[table[b, p], :n] = s["k"][b][rows]
             vc[table[b, p], :n] = s["v"][b][rows]
-    return kc, vc, table
+    return kc, vc, table, torch.full((batch,), sk, dtype=torch.int32, device="cuda")
 
 
 def cudnn_call(params: dict):
@@ -277,10 +277,10 @@ def negative_control(ctx: Context) -> dict:
     import torch
 
     s = make_inputs(PAGED, ctx, 99)
-    kc, vc, table = paged_cache(s, PAGED["page_size"], ctx)
+    kc, vc, table, lengths = paged_cache(s, PAGED["page_size"], ctx)
     wrong = table.clone()
     wrong[0, -1] = table[1, 0]
-    s["paged"] = (kc, vc, wrong)
+    s["paged"] = (kc, vc, wrong, lengths)
     outputs = fa4_call(PAGED)(s)
     torch.cuda.synchronize()
     return _check(outputs, reference(s, False))
