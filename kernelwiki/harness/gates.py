@@ -244,3 +244,39 @@ def combine(parts: dict[str, dict]) -> dict:
             "rel_err": first.get("rel_err"), "max_abs_err": first.get("max_abs_err"),
             "tolerance": first.get("tolerance"),
             "all_written": all(p.get("all_written", True) for p in parts.values()), "parts": parts}
+
+
+CONTROL_BLUNT_FACTOR = 10.0
+"""A negative control must fail its gate by at most this factor: a control whose error is 100x the
+tolerance would also fail a gate ten times looser, so it shows the gate catches gross bugs but says
+nothing about whether the tolerance is tight enough to catch the subtle ones."""
+
+_ERROR_TOLERANCE_PAIRS = (("rel_err", "tolerance"), ("max_abs_err", "max_abs_tolerance"))
+
+
+def error_over_gate(correctness: dict) -> float | None:
+    """The largest ratio of an error to the tolerance it was gated with, over the tests of `check`,
+    `check_lse` and `check_relative_elements` and over `combine`'s parts: a gate that many times looser
+    would still fail this output. None where no finite ratio exists (an exact gate, an output with
+    NaN: the poison test, not the tolerance, caught it)."""
+    ratios: list[float] = []
+
+    def visit(result: Any) -> None:
+        if not isinstance(result, dict):
+            return
+        for error_key, tolerance_key in _ERROR_TOLERANCE_PAIRS:
+            if error_key == "max_abs_err" and "max_abs_tolerance" not in result and "rel_err" not in result:
+                tolerance_key = "tolerance"  # check_lse: one error, against `tolerance`
+            error, tol = result.get(error_key), result.get(tolerance_key)
+            if _finite(error) and _finite(tol) and tol > 0:
+                ratios.append(float(error) / float(tol))
+        for part in (result.get("parts") or {}).values():
+            visit(part)
+
+    visit(correctness)
+    return max(ratios) if ratios else None
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value \
+        and value not in (float("inf"), float("-inf"))
