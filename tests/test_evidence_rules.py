@@ -117,3 +117,14 @@ def test_a_control_that_passes_or_breaks_is_reported():
     summary = summarize_controls([passing, broken], single=False)
     assert summary["failed_gate"] is False and summary["error"].startswith("d: ZeroDivisionError")
     assert summary["controls"][0]["failed_gate"] is False
+
+
+def test_context_candidates_keep_their_ratio_but_are_never_the_headline():
+    # a bf16 cuBLAS GEMM is not the FP8 problem: where cuBLAS blockwise refuses, no silent fallback to it
+    out = ctx().headline_against("tflops", 600.0, "TFLOP/s", {"cuBLAS blockwise FP8": None},
+                                 context={"cuBLAS bf16": 500.0},
+                                 notes={"cuBLAS blockwise FP8": {"skipped": "refused: K not a multiple of 128"}})
+    assert "baseline" not in out["headline"]
+    entries = {b["name"]: b for b in out["baselines"]}
+    assert entries["cuBLAS bf16"] == {"name": "cuBLAS bf16", "value": 500.0, "ratio": 1.2, "headline_candidate": False}
+    assert entries["cuBLAS blockwise FP8"]["skipped"].startswith("refused")

@@ -101,13 +101,15 @@ class Context:
     def headline_against(self, metric: str, value: float, unit: str, baselines: dict[str, float | None], *,
                          correct: dict[str, bool] | None = None, higher_is_better: bool = True,
                          peak_key: str | None = None, ceiling_key: str | None = None,
-                         notes: dict[str, dict] | None = None) -> dict:
+                         context: dict[str, float | None] | None = None, notes: dict[str, dict] | None = None) -> dict:
         """The case's `headline` and `baselines` from every baseline timed in it: the headline ratio is
         against the strongest correct one (or probe.yaml's declared exception, where it ran
         correctly), and every baseline keeps its own ratio beside it. `baselines` maps a name to its
         value in the headline's unit (None: it did not run); `correct` says which passed their gate
-        (default: all that ran); `notes` adds fields to a baseline's entry (why it was skipped, ...).
-        Returns {"headline": ..., "baselines": [...]}, to merge into the case's result."""
+        (default: all that ran); `context` maps the candidates timed beside that do not compute the
+        same thing (a lower precision, our own variant or layout): their ratios are kept, marked
+        `headline_candidate: false`, and they are never the headline; `notes` adds fields to an
+        entry (why it was skipped, its revision, ...). Returns {"headline": ..., "baselines": [...]}, to merge into the case's result."""
         headline = self.headline(metric, value, unit, peak_key=peak_key, ceiling_key=ceiling_key)
         name, reason = choose_headline_baseline(baselines, correct, higher_is_better, self.headline_exception)
         if name is not None:
@@ -115,11 +117,13 @@ class Context:
                             ratio=_ratio(float(value), float(baselines[name]), higher_is_better))
         headline["baseline_reason"] = reason
         entries = []
-        for other, other_value in baselines.items():
+        for other, other_value in [*baselines.items(), *(context or {}).items()]:
             entry: dict[str, Any] = {"name": other, "value": None if other_value is None else round(float(other_value), 4),
                                      "ratio": None if not other_value else _ratio(float(value), float(other_value), higher_is_better)}
             if correct is not None and other in correct:
                 entry["correct"] = bool(correct[other])
+            if other not in baselines:
+                entry["headline_candidate"] = False
             entries.append({**(notes or {}).get(other, {}), **entry})
         return {"headline": headline, "baselines": entries}
 
