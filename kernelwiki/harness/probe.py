@@ -140,8 +140,8 @@ def choose_headline_baseline(baselines: dict[str, float | None], correct: dict[s
         return exception["name"], f"declared in probe.yaml: {exception.get('reason', '')}".strip()
     best = (max if higher_is_better else min)(ran, key=ran.__getitem__)
     reason = f"fastest correct of: {', '.join(ran)}" if len(ran) > 1 else "the only correct baseline timed"
-    if exception:
-        reason += f" (the declared {exception.get('name')} did not run correctly)"
+    if exception and exception.get("name") in baselines:
+        reason += f" (the declared {exception['name']} did not run correctly)"
     return best, reason
 
 

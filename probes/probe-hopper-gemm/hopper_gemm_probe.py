@@ -136,7 +136,8 @@ def _cublas_result(dtype: str, a, b, scale_a: float, scale_b: float, shape):
 
 
 def _quack(a, b):
-    """quack 0.6.5's gemm (tuned=False) on the same operands, or (None, reason) when it cannot run them."""
+    """quack 0.6.5's gemm (tuned=False) on the same operands, as (launch, its output), or (None, the
+    reason) when it cannot run them."""
     import torch
 
     try:
@@ -150,7 +151,7 @@ def _quack(a, b):
         torch.cuda.synchronize()
     except Exception as err:   # noqa: BLE001  (a shape quack refuses is recorded, not fatal)
         return None, f"quack failed: {type(err).__name__}: {str(err)[:200]}"
-    return fn, None
+    return fn, out
 
 
 HOST_DRIVER = """
@@ -225,13 +226,17 @@ def run_case(case: dict, ctx: Context) -> dict:
     gates.poison(d)
     run()
     torch.cuda.synchronize()
-    correctness = _check(d, reference, dtype, _cublas_result(dtype, a, b, scale_a, scale_b, reference.shape), k)
-    del reference
+    cublas_out = _cublas_result(dtype, a, b, scale_a, scale_b, reference.shape)
+    correctness = _check(d, reference, dtype, cublas_out, k)
+    llm_shapes = params.get("set") == "llm-shapes"
+    metrics: dict = {}
+    quack0 = _quack(a, b) if llm_shapes else (None, None)
+    if quack0[0] is not None:   # checked with our gate before it is timed
+        correctness["quack_passed"] = _check(quack0[1], reference, dtype, cublas_out, k)["passed"]
+    del reference, cublas_out
     # the one-call API (gemm) reuses the same compiled kernel and must give the same bits
     same = torch.equal(hopper_gemm.gemm(a, b, alpha=scale_a * scale_b, **settings), d)
     correctness.update(gemm_api_matches=same, passed=correctness["passed"] and same)
-
-    llm_shapes = params.get("set") == "llm-shapes"
 
     def make_set(i: int) -> dict:
         """Input set i: {candidate: its launch on this set's operands} (set 0: the operands checked)."""
@@ -240,7 +245,7 @@ def run_case(case: dict, ctx: Context) -> dict:
         ours = run if i == 0 else hopper_gemm.compile_gemm(x, w, alpha=sx * sw, **settings)[0]
         launches = {"ours": ours, **_cublas(dtype, x, w, sx, sw, torch.empty_like(d))}
         if llm_shapes:
-            quack, reason = _quack(x, w)
+            quack, reason = quack0 if i == 0 else _quack(x, w)
             if quack is not None:
                 launches["quack"] = quack
             elif i == 0:
@@ -250,8 +255,8 @@ def run_case(case: dict, ctx: Context) -> dict:
     tf32_before = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"   # cuBLAS TF32 for the tf32 cases only
     kernel_d = hopper_gemm.cutlass.Float32 if run.config.split_k > 1 else _D_DTYPE.get(dtype, AB_DTYPES["bf16"])
-    metrics: dict = {"config": run.config.describe(), "stages": hopper_gemm.HopperGemm(
-        AB_DTYPES[dtype], kernel_d, tile_n=run.config.tile_n, tile_m=run.config.tile_m).stages}
+    metrics.update(config=run.config.describe(), stages=hopper_gemm.HopperGemm(
+        AB_DTYPES[dtype], kernel_d, tile_n=run.config.tile_n, tile_m=run.config.tile_m).stages)
     try:
         first = make_set(0)
         set_bytes = sum(t.numel() * t.element_size() for t in (a, b, d))   # what one launch touches
@@ -266,24 +271,55 @@ def run_case(case: dict, ctx: Context) -> dict:
         metrics["b_stream_fraction"] = round(b_bytes / (timing["ours"]["median_ms"] * 1e-3) / 1e12
                                              / float(ctx.ceilings["copy"]), 4)
         metrics["b_bytes"] = b_bytes
-    baseline = "cuBLAS fast-accum" if dtype == "e4m3" else "cuBLAS"
     return {"correctness": correctness, "timing": timing, "metrics": metrics,
-            "baselines": [{"name": name, "value": round(v, 2)} for name, v in tflops.items() if name != "ours"],
-            "headline": ctx.headline("tflops", tflops["ours"], "TFLOP/s", peak_key=dtype,
-                                     ceiling_key="bf16" if dtype == "bf16" else None,
-                                     baseline=(baseline, tflops[baseline]))}
+            **headline(ctx, tflops, dtype, correctness, metrics.get("quack"))}
 
 
-def negative_control(ctx: Context) -> dict:
-    """The last K tile skipped: must fail the gate (bf16, 1024^3, the default 2x1 cluster)."""
+def headline(ctx: Context, tflops: dict, dtype: str, correctness: dict, quack_skipped: str | None) -> dict:
+    """The headline against the fastest correct of cuBLAS and quack (where it ran and passed our gate);
+    cuBLAS is the gate's own reference, so it counts as correct. For fp8, cuBLAS with promoted
+    accumulation (use_fast_accum=False) computes more precisely than ours: its ratio stays beside."""
+    baselines = {name: v for name, v in tflops.items() if name != "ours"}
+    context = {"cuBLAS": baselines.pop("cuBLAS")} if dtype == "e4m3" else {}
+    correct = {name: True for name in baselines if name != "quack"}
+    if "quack" in baselines:
+        correct["quack"] = bool(correctness.get("quack_passed"))
+    notes = {}
+    if quack_skipped:
+        baselines["quack"] = None
+        notes["quack"] = {"skipped": quack_skipped}
+    return ctx.headline_against("tflops", tflops["ours"], "TFLOP/s", baselines, correct=correct, peak_key=dtype,
+                                ceiling_key="bf16" if dtype == "bf16" else None, context=context, notes=notes)
+
+
+def _skipped_tile_control(m: int, n: int, k: int, seed: int, **config) -> dict:
+    """Our kernel with output tile (0, 0) skipping the last K tile of its last K range
+    (skip_last_k_tile), gated like a case."""
     import torch
 
-    a, b, _, _, reference = _inputs("bf16", 1024, 1024, 1024, ctx.seed + 1)
-    run, d = hopper_gemm.compile_gemm(a, b, tile_n=256, cluster_mn=(2, 1), skip_last_k_tile=True)
+    a, b, _, _, reference = _inputs("bf16", m, n, k, seed)
+    run, d = hopper_gemm.compile_gemm(a, b, skip_last_k_tile=True, **config)
     gates.poison(d)
     run()
     torch.cuda.synchronize()
-    return _check(d, reference, "bf16", _cublas_result("bf16", a, b, 1.0, 1.0, reference.shape), 1024)
+    result = _check(d, reference, "bf16", _cublas_result("bf16", a, b, 1.0, 1.0, reference.shape), k)
+    result.update(shape=f"{m}x{n}x{k}", config=run.config.describe())
+    return result
+
+
+def control_one_tile(ctx: Context) -> dict:
+    """bf16 2048x1024x1024, 128x256 tiles, 2x1 cluster: one of 64 output tiles misses one of its 16 K
+    tiles (about 5x the gate)."""
+    return _skipped_tile_control(2048, 1024, 1024, ctx.seed + 1, tile_m=128, tile_n=256, cluster_mn=(2, 1))
+
+
+def control_split_k(ctx: Context) -> dict:
+    """bf16 128x1024x8192 split over 8 K ranges (128x128 tiles, 1x1): the last range of one of the 8
+    output tiles misses its last K tile, so the FP32 reduction sums one short partial (about 5x)."""
+    return _skipped_tile_control(128, 1024, 8192, ctx.seed + 2, tile_m=128, tile_n=128, cluster_mn=(1, 1), split_k=8)
+
+
+NEGATIVE_CONTROLS = {"one-tile-last-k": control_one_tile, "split-k-last-range": control_split_k}
 
 
 def compile_kernel(arch: str) -> compile_mod.Emitted:
@@ -311,4 +347,4 @@ def compile_kernel(arch: str) -> compile_mod.Emitted:
 
 
 if __name__ == "__main__":
-    Probe(__file__).main(run_case=run_case, negative_control=negative_control, compile=compile_kernel)
+    Probe(__file__).main(run_case=run_case, negative_control=NEGATIVE_CONTROLS, compile=compile_kernel)
