@@ -23,6 +23,7 @@ from kernelwiki.harness import gates, tools
 from kernelwiki.harness.probe import REPO_ROOT, Context, Probe
 from kernelwiki.harness.timing import bound
 
+import held_out  # next to this script, whose folder Python puts first on sys.path
 from artifacts.kernels.hopper_gemm import hopper_gemm  # our kernel, importable without a GPU
 
 AB_DTYPES = {"bf16": hopper_gemm.cutlass.BFloat16, "fp16": hopper_gemm.cutlass.Float16,
@@ -30,6 +31,9 @@ AB_DTYPES = {"bf16": hopper_gemm.cutlass.BFloat16, "fp16": hopper_gemm.cutlass.F
 _D_DTYPE = {"fp16": hopper_gemm.cutlass.Float16, "tf32": hopper_gemm.cutlass.Float32}
 TF32_MASK = -8192   # clears the 13 low mantissa bits: fp32 values exactly representable in tf32
 E4M3_MAX = 448.0
+PROBE = Probe(__file__)
+LLM_ROWS: list[dict] = []   # the llm-shapes cases run so far in this process, for llm-shapes-summary
+STRONGEST = "strongest of cuBLAS and quack, per shape"
 
 
 def accumulation_floor(k: int) -> float:
@@ -218,6 +222,10 @@ def run_case(case: dict, ctx: Context) -> dict:
     params = case["params"]
     if params.get("set") == "host-overhead":
         return host_overhead(ctx)
+    if params.get("set") == "held-out":
+        return run_held_out(params, ctx)
+    if params.get("set") == "llm-shapes-summary":
+        return llm_shapes_summary(ctx)
     dtype = params["dtype"]
     m, n, k = _shape(params)
     a, b, scale_a, scale_b, reference = _case_operands(params, dtype, m, n, k, ctx.seed)
@@ -271,8 +279,130 @@ def run_case(case: dict, ctx: Context) -> dict:
         metrics["b_stream_fraction"] = round(b_bytes / (timing["ours"]["median_ms"] * 1e-3) / 1e12
                                              / float(ctx.ceilings["copy"]), 4)
         metrics["b_bytes"] = b_bytes
-    return {"correctness": correctness, "timing": timing, "metrics": metrics,
-            **headline(ctx, tflops, dtype, correctness, metrics.get("quack"))}
+    result = {"correctness": correctness, "timing": timing, "metrics": metrics,
+              **headline(ctx, tflops, dtype, correctness, metrics.get("quack"))}
+    if llm_shapes:
+        LLM_ROWS.append({"passed": correctness["passed"], "ours": tflops["ours"],
+                         "best": result["headline"].get("baseline_value"), "choose_config": result["headline"].get("ratio")})
+    return result
+
+
+def llm_shapes_summary(ctx: Context) -> dict:
+    """Geomean and worst of ours / the strongest baseline over the llm-shapes cases this run measured
+    (listed before this case in probe.yaml); refused when the run did not measure all of them."""
+    expected = len(held_out.tuning_set(PROBE.spec["cases"]))
+    if len(LLM_ROWS) != expected:
+        raise ValueError(f"llm-shapes-summary needs the {expected} llm-shapes cases in the same run; "
+                         f"this run measured {len(LLM_ROWS)}")
+    complete = all(row["best"] for row in LLM_ROWS)
+    return {"correctness": {"passed": all(row["passed"] for row in LLM_ROWS), "cases": len(LLM_ROWS)},
+            "metrics": {"shapes": len(LLM_ROWS), **held_out.summary(LLM_ROWS, ("choose_config",))},
+            **ctx.headline_against("tflops (geomean over llm-shapes)", held_out.geomean([r["ours"] for r in LLM_ROWS]),
+                                   "TFLOP/s", {STRONGEST: held_out.geomean([r["best"] for r in LLM_ROWS]) if complete else None},
+                                   peak_key="bf16")}
+
+
+def _held_out_launches(x, w, configs: dict, with_quack: bool) -> dict:
+    """{name: launch} on one input set: ours with each forced configuration (None: choose_config's),
+    cuBLAS, and quack."""
+    import torch
+
+    out = {}
+    for name, config in configs.items():
+        forced = {} if config is None else {"tile_m": config.tile_m, "tile_n": config.tile_n,
+                                            "cluster_mn": config.cluster_mn, "split_k": config.split_k}
+        out[name] = hopper_gemm.compile_gemm(x, w, **forced)
+    launches = {name: run for name, (run, _) in out.items()}
+    launches.update(_cublas("bf16", x, w, 1.0, 1.0, torch.empty(x.shape[0], w.shape[0], dtype=x.dtype, device="cuda")))
+    if with_quack:
+        quack, _ = _quack(x, w)
+        if quack is not None:
+            launches["quack"] = quack
+    return launches, out
+
+
+def _held_out_shape(shape: dict, index: int, nvmmh_config, ctx: Context) -> dict:
+    """One held-out shape: gate every configuration of ours and quack, time them all with cuBLAS, and
+    return its row (ratios to the shape's strongest correct baseline)."""
+    import torch
+
+    m, n, k = shape["m"], shape["n"], shape["k"]
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    chosen = hopper_gemm.choose_config(m, n, k, 1, sms, 16)
+    configs = {"ours": None}
+    configs.update({held_out.label(c): c for c in held_out.sweep(m, n, k, sms) if c != chosen})
+    nvmmh_name = None
+    if nvmmh_config is not None:
+        nvmmh_name = "ours" if nvmmh_config == chosen else held_out.label(nvmmh_config)
+        configs.setdefault(nvmmh_name, nvmmh_config)
+    seed = ctx.seed + 7919 * (index + 1)
+    a, b, _, _, reference = _inputs("bf16", m, n, k, seed)
+    cublas_out = _cublas_result("bf16", a, b, 1.0, 1.0, reference.shape)
+    launches, built = _held_out_launches(a, b, configs, with_quack=True)
+    incorrect = []
+    for name, (run, d) in built.items():
+        gates.poison(d)
+        run()
+        torch.cuda.synchronize()
+        if not _check(d, reference, "bf16", cublas_out, k)["passed"]:
+            incorrect.append(name)
+            launches.pop(name)
+    quack_ok = "quack" in launches and _check(_quack(a, b)[1], reference, "bf16", cublas_out, k)["passed"]
+    if not quack_ok:
+        launches.pop("quack", None)
+    del reference, cublas_out
+    if "ours" in incorrect or (nvmmh_name in incorrect):
+        return {**shape, "passed": False, "incorrect": incorrect}
+    names = list(launches)
+    first = launches
+
+    def make_set(i: int) -> dict:
+        if i == 0:
+            return first
+        x, y, _, _, _ = _inputs("bf16", m, n, k, seed + i, with_reference=False)
+        fresh, _ = _held_out_launches(x, y, {name: configs[name] for name in names if name in configs}, quack_ok)
+        return {name: fresh[name] for name in names}
+
+    set_bytes = 2 * (m * k + n * k + m * n)
+    timing = ctx.bench(bound(names), make_set, set_bytes, iters=held_out.SWEEP_ITERS, warmup=2)
+    tflops = {name: 2 * m * n * k / (t["median_ms"] * 1e-3) / 1e12 for name, t in timing.items()}
+    best = max(tflops[name] for name in ("cuBLAS", "quack") if name in tflops)
+    ours_names = [name for name in tflops if name in configs]
+    oracle = max(ours_names, key=tflops.__getitem__)
+    return {**shape, "passed": True, "incorrect": incorrect, "ours": tflops["ours"], "best": best,
+            "cublas": tflops["cuBLAS"], "quack": tflops.get("quack"),
+            "config": held_out.label(chosen), "choose_config": tflops["ours"] / best,
+            "nvmmh": tflops[nvmmh_name] / best if nvmmh_name else None,
+            "oracle": tflops[oracle] / best,
+            "oracle_config": held_out.label(chosen) if oracle == "ours" else oracle}
+
+
+def run_held_out(params: dict, ctx: Context) -> dict:
+    """The held-out set (held_out.py): shapes drawn by the run's seed, outside the tuning set; the
+    headline is the geomean of ours over the geomean of each shape's strongest baseline."""
+    from artifacts.kernels.hopper_gemm import nvmmh
+
+    if params.get("dtype") != "bf16":
+        raise ValueError(f"held-out: dtype {params.get('dtype')!r}; the set is drawn for bf16")
+    drawn = held_out.draw(ctx.seed, int(params["count"]), PROBE.spec["cases"])
+    asked = nvmmh.configs([(s["m"], s["n"], s["k"]) for s in drawn], "bf16")
+    rows = [_held_out_shape(shape, i, asked[i] if asked else None, ctx) for i, shape in enumerate(drawn)]
+    passed = all(row["passed"] for row in rows)
+    timed = [row for row in rows if row["passed"]]
+    metrics = {"seed": ctx.seed, "shapes": len(rows), "nvmmh": "asked" if asked else
+               "unavailable (nvidia-matmul-heuristics not installed, or its child gave no complete answer)",
+               **held_out.summary(timed, ("choose_config", "nvmmh", "oracle")),
+               "sweep_incorrect": "; ".join(f"{r['m']}x{r['n']}x{r['k']}: {', '.join(r['incorrect'])}"
+                                            for r in rows if r["incorrect"]) or None,
+               "per_shape": "; ".join(held_out.compact(r) for r in timed)}
+    quack_everywhere = timed and all(r.get("quack") for r in timed)
+    return {"correctness": {"passed": passed, "shapes_passed": len(timed), "shapes": len(rows)},
+            "metrics": metrics,
+            **ctx.headline_against("tflops (geomean over held-out)", held_out.geomean([r["ours"] for r in timed]) or 0.0,
+                                   "TFLOP/s", {STRONGEST: held_out.geomean([r["best"] for r in timed]) if passed else None},
+                                   peak_key="bf16",
+                                   context={"cuBLAS": held_out.geomean([r["cublas"] for r in timed]),
+                                            "quack": held_out.geomean([r["quack"] for r in timed]) if quack_everywhere else None})}
 
 
 def headline(ctx: Context, tflops: dict, dtype: str, correctness: dict, quack_skipped: str | None) -> dict:
@@ -347,4 +477,4 @@ def compile_kernel(arch: str) -> compile_mod.Emitted:
 
 
 if __name__ == "__main__":
-    Probe(__file__).main(run_case=run_case, negative_control=NEGATIVE_CONTROLS, compile=compile_kernel)
+    PROBE.main(run_case=run_case, negative_control=NEGATIVE_CONTROLS, compile=compile_kernel)
