@@ -26,6 +26,7 @@ from typing import Iterator, TextIO
 
 from kernelwiki.probing import processes
 from kernelwiki.harness import env as env_mod
+from kernelwiki.harness import gates
 from kernelwiki.harness.peaks import CEILINGS_ENV, ceilings_from_record
 from kernelwiki.probing.specs import ProbeSpec
 from kernelwiki.storage.repo import Repo
@@ -287,7 +288,21 @@ def _status(spec: ProbeSpec, mode: str, result: dict | None, returncode: int | N
             return "failed", f"the negative control broke: {control['error']}"[:1000]
         if not control.get("failed_gate"):
             return "control-passed", "the deliberately broken variant passed the gate, so the gate proves nothing"
+        blunt = too_blunt(control)
+        if blunt:
+            return "control-too-blunt", (f"negative control(s) {blunt} failed the gate by more than "
+                                         f"{gates.CONTROL_BLUNT_FACTOR:g}x its tolerance: a gate that much looser would "
+                                         f"still catch them, so they do not show the gate is tight")[:1000]
     return "passed", ""
+
+
+def too_blunt(control: dict) -> str:
+    """The controls (name=error/gate, comma-separated) whose error is over CONTROL_BLUNT_FACTOR x the
+    tolerance they were gated with; '' when none. Records of one control without `controls` are read
+    from the top-level error_over_gate."""
+    entries = control.get("controls") or [{"name": "control", "error_over_gate": control.get("error_over_gate")}]
+    return ", ".join(f"{e.get('name')}={e['error_over_gate']:g}" for e in entries
+                     if isinstance(e.get("error_over_gate"), (int, float)) and e["error_over_gate"] > gates.CONTROL_BLUNT_FACTOR)
 
 
 def _run_id(repo: Repo, probe_id: str, started: datetime, gpu: str | None, mode: str) -> str:
@@ -345,8 +360,12 @@ def summary_table(outcomes: list[Outcome]) -> str:
             ))
         control = (outcome.record or {}).get("negative_control")
         if control:
-            rows.append((outcome.probe, "(negative control)", "failed gate" if control.get("failed_gate") else "PASSED GATE",
-                         "", "", "", "", "", ""))
+            entries = control.get("controls") or [control]
+            for entry in entries:
+                ratio = entry.get("error_over_gate")
+                label = "(negative control)" if len(entries) == 1 else f"(control {entry.get('name', '')})"
+                rows.append((outcome.probe, label, "failed gate" if entry.get("failed_gate") else "PASSED GATE",
+                             "", "", "", f"{ratio:.3g}x gate" if isinstance(ratio, (int, float)) else "", "", ""))
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
 

@@ -130,7 +130,7 @@ warnings.filterwarnings("ignore", message="Migrated to examples/CuTeDSL/helpers"
 
 class Fp8BlockScaleGemm:
     def __init__(self, layout: str = "normal", tile_n: int = 128, cluster_mn: tuple[int, int] = (2, 1), swizzle: int = 1,
-                 tile_m: int = 128, order_warpgroups: bool | None = None, unscaled_k_tile: int = -1, sfa_k_shift: int = 0,
+                 tile_m: int = 128, order_warpgroups: bool | None = None, unscaled_k_tile: int = -1,
                  whole_tile_epilogue: bool | None = None, mma_ahead: bool | None = None):
         self.layout = layout
         self.ab_dtype, self.sf_dtype, self.d_dtype, self.acc_dtype = (
@@ -160,8 +160,6 @@ class Fp8BlockScaleGemm:
         self.split_groups = layout == "contiguous" and self.halves == 2
         # the negative control: this K tile is accumulated without its scales (sfa * sfb taken as 1)
         self.unscaled_k_tile = unscaled_k_tile
-        # the realistic negative control: A's scales read from K block (k + shift) mod K blocks
-        self.sfa_k_shift = sfa_k_shift
         self.epi_tile = (self.mma_m, min(EPI_TILE_N, tile_n))
         # as many mainloop stages as fit beside two epilogue buffers, then as many more epilogue
         # buffers as the rest holds (up to one per slice of a tile): a TMA store is waited for only
@@ -385,10 +383,7 @@ class Fp8BlockScaleGemm:
                       mcast_mask=a_mask)
             cute.copy(tma_b, tBgB_tile[(None, k_tile)], tBsB[(None, state.index)], tma_bar_ptr=barrier,
                       mcast_mask=b_mask)
-            sfa_k = k_tile
-            if cutlass.const_expr(self.sfa_k_shift != 0):
-                sfa_k = (k_tile + self.sfa_k_shift) % k_tiles
-            cute.copy(tma_sfa, tSgSFA_tile[(None, sfa_k)], tSsSFA[(None, state.index)], tma_bar_ptr=barrier)
+            cute.copy(tma_sfa, tSgSFA_tile[(None, k_tile)], tSsSFA[(None, state.index)], tma_bar_ptr=barrier)
             ab_pipeline.producer_commit(state)
             state.advance()
         return state

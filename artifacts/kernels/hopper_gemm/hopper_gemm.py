@@ -109,7 +109,9 @@ class HopperGemm:
         self.tile_mnk = (tile_m, tile_n, K_TILE_BYTES * 8 // ab_dtype.width)
         self.cluster_mn = tuple(cluster_mn)
         self.swizzle = swizzle
-        self.skip_last_k_tile = skip_last_k_tile  # the negative control: one K tile never loaded or used
+        # the negative controls: output tile (0, 0) never loads or uses the last K tile of its last
+        # K range (one K tile of one tile wrong: an error of a few times the gate, not a hundred)
+        self.skip_last_k_tile = skip_last_k_tile
         self.epi_tile = (tile_m, EPI_TILE_N)
         ab_stage_bytes = (tile_m + tile_n) * K_TILE_BYTES
         epi_bytes = EPI_STAGES * self.epi_tile[0] * self.epi_tile[1] * d_dtype.width // 8
@@ -264,13 +266,17 @@ class HopperGemm:
                           warp, k_tiles, per_split, split_k, alpha)
 
     @cute.jit
-    def _k_range(self, tile_l, k_tiles, per_split, split_k):
-        """(batch index, first K tile, number of K tiles) of work tile coordinate l = batch * split_k + s."""
+    def _k_range(self, tile_m, tile_n, tile_l, k_tiles, per_split, split_k):
+        """(batch index, first K tile, number of K tiles) of work tile (tile_m, tile_n, l), l = batch * split_k + s."""
         batch = tile_l // split_k
         first = (tile_l % split_k) * per_split
         count = cutlass.max(0, cutlass.min(k_tiles - first, per_split))
         if cutlass.const_expr(self.skip_last_k_tile):
-            count = count - 1
+            # 1 for tile (0, 0) of the first batch in its last K range, else 0 (integer arithmetic:
+            # the same branch-free count in the producer and the consumers)
+            first_tile = 1 - cutlass.min(1, tile_m + tile_n + batch)
+            last_range = 1 - cutlass.min(1, split_k - 1 - tile_l % split_k)
+            count = count - first_tile * last_range
         return batch, first, count
 
     @cute.jit
@@ -282,7 +288,7 @@ class HopperGemm:
         state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
         while work.is_valid_tile:
             tile_m, tile_n, tile_l = work.tile_idx
-            batch, first, count = self._k_range(tile_l, k_tiles, per_split, split_k)
+            batch, first, count = self._k_range(tile_m, tile_n, tile_l, k_tiles, per_split, split_k)
             tAgA_tile = tAgA[(None, tile_m, None, batch)]   # (TMA, k_tiles)
             tBgB_tile = tBgB[(None, tile_n, None, batch)]
             for kt in cutlass.range(count, unroll=1):
@@ -332,7 +338,7 @@ class HopperGemm:
         k_blocks = cute.size(tCrA, mode=[2])
         while work.is_valid_tile:
             tile_m, tile_n, tile_l = work.tile_idx
-            _, _, count = self._k_range(tile_l, k_tiles, per_split, split_k)
+            _, _, count = self._k_range(tile_m, tile_n, tile_l, k_tiles, per_split, split_k)
             rAcc.fill(0.0)
             tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
             warpgroup.fence()
