@@ -140,8 +140,7 @@ def test_every_failure_is_recorded_and_the_run_goes_on(mini, gpu, body, status, 
     assert records(mini, good)[0]["status"] == "passed"  # the run went on
     assert mini.problems() == []  # every record written is schema-valid
     page = (mini.root / "wiki/hardware/example.md").read_text()
-    if status != "control-too-blunt":  # refresh's BAD_RUN (commands/refresh.py) does not list it yet
-        assert "status: regressed" in page
+    assert "status: regressed" in page
 
 
 def test_hang_is_killed_at_the_timeout(mini, gpu):

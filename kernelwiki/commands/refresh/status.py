@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from kernelwiki.probing.specs import ProbeSpec
 from kernelwiki.storage.records import Record, latest
 
-BAD_RUN = ("incorrect", "control-passed", "failed", "crashed", "timeout")
+BAD_RUN = ("incorrect", "control-passed", "control-too-blunt", "failed", "crashed", "timeout")
 LOWER_IS_BETTER_UNITS = ("us", "ms", "ns", "s", "cycles", "ulp")
 REGRESSION = 0.10
 HISTORY = 3                # earlier runs whose median a new run is compared with
