@@ -650,8 +650,8 @@ CONTROL_K_BLOCK = 3
 def _wrong_scale(sfa, rows: slice, k_block: int = CONTROL_K_BLOCK):
     """A copy of sfa (same M-major layout) with the scales of `rows` (the last-but-one axis) at
     `k_block` multiplied by CONTROL_SCALE_FACTOR."""
-    bad = sfa.transpose(-1, -2).contiguous().transpose(-1, -2)
-    bad[..., rows, k_block] *= CONTROL_SCALE_FACTOR
+    bad = sfa.clone()   # same strides; .contiguous() on the transposed view returned sfa itself (M-major
+    bad[..., rows, k_block] *= CONTROL_SCALE_FACTOR   # already), so the control corrupted cuBLAS's scales too
     return bad
 
 
@@ -677,18 +677,21 @@ def control_normal(ctx: Context) -> dict:
     torch.cuda.synchronize()
     _, cublas_out = _cublas_blockwise(a, sfa, b, sfb)
     result = _check(d, reference, (CUBLAS, cublas_out) if cublas_out is not None else None)
-    bit_exact = result["parts"].get("bit_exact", {"passed": True, "refused": "cuBLAS blockwise unavailable"})
-    # the control is caught only if each gate the probe relies on catches it by itself
-    result["passed"] = bool(bit_exact["passed"] or result["parts"]["rounding"]["passed"])
+    # the control is caught only if each gate the probe relies on catches it by itself; where cuBLAS
+    # blockwise refuses the shape there is no bit-exact gate to rely on (seen on the H200 at 512x2048x1024)
+    relied = [result["parts"]["rounding"]["passed"]]
+    if "bit_exact" in result["parts"] and "refused" not in result["parts"]["bit_exact"]:
+        relied.append(result["parts"]["bit_exact"]["passed"])
+    result["passed"] = bool(any(relied))
     result["shape"] = "512x2048x1024"
     return result
 
 
-CONTROL_GROUP_ROWS = "256,256,-64,128"
+CONTROL_GROUP_ROWS = "256,256,-128,128"
 
 
 def control_contiguous(ctx: Context) -> dict:
-    """Contiguous layout (groups of 256, 256 and 128 rows, 64 padding rows; N = K = 1024): the second
+    """Contiguous layout (groups of 256, 256 and 128 rows, 128 padding rows: M a multiple of 128; N = K = 1024): the second
     group's first tile reads a scale 5% high in one K block; it must fail the rounding gate."""
     import torch
 
@@ -717,7 +720,7 @@ def control_masked(ctx: Context) -> dict:
     reference = quantize.reference(a, sfa, b, sfb, "masked")
     masked_m = torch.full((4,), 128, dtype=torch.int32, device="cuda")
     bad = _wrong_scale(sfa, slice(0, 128))
-    good = sfa.transpose(-1, -2).contiguous().transpose(-1, -2)
+    good = sfa.clone()
     good[2] = bad[2]   # only group 2 is wrong
     run, d = kernel.compile_gemm(a, good, b, sfb, "masked", masked_m)
     gates.poison(d)
