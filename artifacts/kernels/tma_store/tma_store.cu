@@ -190,11 +190,17 @@ static int encode(CUtensorMap* map, void* base, int m, int n, int bf16) {
   return res == CUDA_SUCCESS ? 0 : static_cast<int>(cudaErrorInvalidValue);
 }
 
-static int grid_for(int work) {
-  int device = 0, sms = 0;
+// persistent grid: as many CTAs as fit on the GPU at once (shared memory may allow fewer than the
+// 2048 / THREADS that the thread limit allows), at most one per work item
+template <typename Kernel>
+static int grid_for(Kernel kernel, int work) {
+  int device = 0, sms = 0, per_sm = 0;
   cudaGetDevice(&device);
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  const int ctas = sms * (2048 / THREADS);
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, THREADS, 0) != cudaSuccess || per_sm < 1) {
+    per_sm = 1;
+  }
+  const int ctas = sms * per_sm;
   return work < ctas ? work : ctas;
 }
 
@@ -204,7 +210,7 @@ extern "C" {
 
 int ep_launch_st_global(const float* a, const float* b, void* out, int m, int n, cudaStream_t stream) {
   if (!shape_ok(m, n)) return static_cast<int>(cudaErrorInvalidValue);
-  ep_st_global<<<grid_for((m / TILE_M) * (n / TILE_N)), THREADS, 0, stream>>>(
+  ep_st_global<<<grid_for(ep_st_global, (m / TILE_M) * (n / TILE_N)), THREADS, 0, stream>>>(
       a, b, static_cast<__nv_bfloat16*>(out), m, n);
   return static_cast<int>(cudaGetLastError());
 }
@@ -214,14 +220,14 @@ int ep_launch_tma_store(const float* a, const float* b, void* out, int m, int n,
   CUtensorMap map;
   int err = encode(&map, out, m, n, 1);
   if (err) return err;
-  ep_tma_store<<<grid_for((m / TILE_M) * (n / TILE_N)), THREADS, 0, stream>>>(map, a, b, m, n, fence);
+  ep_tma_store<<<grid_for(ep_tma_store, (m / TILE_M) * (n / TILE_N)), THREADS, 0, stream>>>(map, a, b, m, n, fence);
   return static_cast<int>(cudaGetLastError());
 }
 
 int ep_launch_atomic(const float* a, const float* b, float* out, int m, int n, int splits, int vector,
                      cudaStream_t stream) {
   if (!shape_ok(m, n) || splits < 1) return static_cast<int>(cudaErrorInvalidValue);
-  ep_atomic<<<grid_for((m / TILE_M) * (n / TILE_N) * splits), THREADS, 0, stream>>>(a, b, out, m, n, splits, vector);
+  ep_atomic<<<grid_for(ep_atomic, (m / TILE_M) * (n / TILE_N) * splits), THREADS, 0, stream>>>(a, b, out, m, n, splits, vector);
   return static_cast<int>(cudaGetLastError());
 }
 
@@ -231,7 +237,7 @@ int ep_launch_tma_reduce(const float* a, const float* b, float* out, int m, int 
   CUtensorMap map;
   int err = encode(&map, out, m, n, 0);
   if (err) return err;
-  ep_tma_reduce<<<grid_for((m / TILE_M) * (n / TILE_N) * splits), THREADS, 0, stream>>>(map, a, b, m, n, splits,
+  ep_tma_reduce<<<grid_for(ep_tma_reduce, (m / TILE_M) * (n / TILE_N) * splits), THREADS, 0, stream>>>(map, a, b, m, n, splits,
                                                                                          round_fp16);
   return static_cast<int>(cudaGetLastError());
 }
