@@ -33,8 +33,9 @@ def test_ptxas_report_is_read_per_kernel():
 
 
 def test_sass_counts_local_loads_and_stores_with_suffixes():
-    sass = "LDL.LU R1, [R1+0x4] ;\nSTL [R1], R2 ;\nSTL.64 [R1+0x8], R4 ;\nLDG.E.CONSTANT R3, desc[UR4][R2.64] ;\nLDL R5, [R1] ;"
-    assert registers.sass_counts(sass) == {"ldl": 2, "stl": 2, "ldg": 1}
+    sass = ("LDL.LU R1, [R1+0x4] ;\nSTL [R1], R2 ;\nSTL.64 [R1+0x8], R4 ;\nLDG.E.CONSTANT R3, desc[UR4][R2.64] ;\n"
+            "LDL R5, [R1] ;\nFFMA R12, R48.reuse, R12, UR12 ;\nFFMA R11, R48, R11, R3 ;")
+    assert registers.sass_counts(sass) == {"ldl": 2, "stl": 2, "ldg": 1, "ffma_uniform": 1}
 
 
 def test_build_flags():

@@ -119,6 +119,13 @@ def compile_kernel(arch: str) -> compile_mod.Emitted:
         usage = compile_mod.ptxas_usage(registers.SOURCE, arch, flags)[0].get(PRESSURE_KERNEL, {})
         emitted.facts.append(f"{name}:{'spills' if usage.get('spill_store_bytes') else 'no-spills'}")
         emitted.facts.append(f"{name}:registers-{usage.get('registers')}")
+    for cap in (96, registers.UNCAPPED):
+        built = compile_mod.nvcc(registers.SOURCE, arch, registers.build_flags(cap))
+        if built.sass is None:   # no disassembler: no fact (the expected one is then reported missing)
+            continue
+        name = "uncapped" if cap == registers.UNCAPPED else f"cap-{cap}"
+        uniform = registers.sass_counts(built.sass)["ffma_uniform"]
+        emitted.facts.append(f"{name}:ffma-{'reads' if uniform else 'no'}-uniform-registers")
     for shape, label in registers.SETMAXNREG_SHAPES.items():
         shape_flags = [f"-DSHAPE={shape}"]
         built = compile_mod.nvcc(registers.SETMAXNREG_SOURCE, arch, shape_flags)

@@ -20,6 +20,7 @@ UNCAPPED = 0             # a cap of 0: no -maxrregcount (ptxas takes what the ke
 SETMAXNREG_SHAPES = {0: "bounded-if-else", 1: "no-bounds", 2: "bounded-split-ifs"}
 _LOCAL = re.compile(r"\b(LDL|STL)(?:\.[A-Z0-9]+)*\b")
 _GLOBAL_LOAD = re.compile(r"\bLDG(?:\.[A-Z0-9]+)*\b")
+_FFMA_UNIFORM = re.compile(r"\bFFMA\b[^;\n]*\bUR\d+")
 
 
 def build_flags(cap: int, bounds: int | None = None) -> list[str]:
@@ -30,9 +31,12 @@ def build_flags(cap: int, bounds: int | None = None) -> list[str]:
 
 
 def sass_counts(sass: str) -> dict[str, int]:
-    """Local-memory instructions (spill traffic: LDL loads, STL stores) and global loads in a SASS listing."""
+    """Local-memory instructions (spill traffic: LDL loads, STL stores), global loads, and FFMAs
+    that read a uniform register (URn: a warp-uniform value, such as pressure.cu's coefficients,
+    kept outside the per-thread registers a cap counts) in a SASS listing."""
     local = [m[1] for m in _LOCAL.finditer(sass)]
-    return {"ldl": local.count("LDL"), "stl": local.count("STL"), "ldg": len(_GLOBAL_LOAD.findall(sass))}
+    return {"ldl": local.count("LDL"), "stl": local.count("STL"), "ldg": len(_GLOBAL_LOAD.findall(sass)),
+            "ffma_uniform": len(_FFMA_UNIFORM.findall(sass))}
 
 
 def _fp64(a):
