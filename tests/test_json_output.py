@@ -14,12 +14,14 @@ from jsonschema import Draft202012Validator
 from conftest import ROOT
 from kernelwiki.faces.cli import main
 from kernelwiki.storage.index import Wiki
-from kernelwiki.faces.output import latest_record_document
+from kernelwiki.faces.output import latest_record_document, record_document
 from kernelwiki.probing.specs import load_probes
 from kernelwiki.storage.repo import Repo
 
 OUTPUT = ROOT / "schemas" / "output"
-NAMES = ("get.v1", "query.v1", "probe-list.v1", "probe-show.v1", "latest-record.v1", "validate.v1")
+NAMES = ("get.v1", "get.v2", "query.v1", "query.v2", "probe-list.v1", "probe-show.v1", "latest-record.v1",
+         "validate.v1", "record.v1")
+"""get.v1 and query.v1 stay for readers of older output; the CLI and MCP write get.v2 and query.v2."""
 
 
 @lru_cache(maxsize=None)
@@ -65,21 +67,23 @@ def test_schemas_are_valid_and_share_their_definitions():
         if "record_summary" in schema.get("$defs", {}):
             record_defs.append(schema["$defs"]["record_summary"])
     # Each file stands alone (MCP clients get it inline), so the shared part is repeated: keep it equal.
-    assert len(record_defs) == 4 and all(d == record_defs[0] for d in record_defs)
+    assert len(record_defs) == 5 and all(d == record_defs[0] for d in record_defs)
 
 
 @pytest.mark.parametrize("page_id", page_ids())
 def test_get_json_of_every_page(page_id):
-    conforms("get.v1", _json("get", page_id, "--format", "json", "--include-code", "--follow-sources"))
-    for part in ("--frontmatter-only", "--body-only", "--claims"):
-        conforms("get.v1", _json("get", page_id, "--format", "json", part))
+    conforms("get.v2", _json("get", page_id, "--format", "json", "--include-code", "--follow-sources"))
+    for part in ("--frontmatter-only", "--body-only", "--claims", "--prose"):
+        conforms("get.v2", _json("get", page_id, "--format", "json", part))
 
 
 def test_query_json_lists_every_page():
     document = _json("query", "--json", "--limit", "0")
-    conforms("query.v1", document)
+    conforms("query.v2", document)
     assert {h["id"] for h in document["hits"]} == set(page_ids())
-    conforms("query.v1", _json("query", "UMMA", "--arch", "B200", "--json"))
+    conforms("query.v2", _json("query", "UMMA", "--arch", "B200", "--json"))
+    conforms("query.v2", _json("query", "stream-K", "vs", "split-K", "--json"))
+    conforms("query.v2", _json("query", "zzzz-nothing", "--json"))
 
 
 def test_probe_list_and_show_json():
@@ -92,6 +96,7 @@ def test_probe_list_and_show_json():
         conforms("probe-show.v1", shown)
         assert shown["spec"]["id"] == probe_id
         conforms("latest-record.v1", latest_record_document(wiki, probes[probe_id]))
+        conforms("record.v1", record_document(wiki, probe_id))
 
 
 def test_validate_json(mini):
@@ -142,6 +147,6 @@ def test_nan_record_is_never_an_mcp_result_either(mini):
 
     _nan_record(mini)
     for name, arguments in (("get_page", {"page": "hw-example", "include_code": True}), ("list_probes", {}),
-                            ("latest_record", {"probe": "probe-example"})):
+                            ("latest_record", {"probe": "probe-example"}), ("get_record", {"probe": "probe-example"})):
         result = call(Repo(mini.root), name, arguments)
         assert "NaN" not in result.content[0].text, name

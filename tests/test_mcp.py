@@ -8,6 +8,7 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from jsonschema import Draft202012Validator
@@ -66,29 +67,32 @@ def client():
 
 
 def _cli_error(*argv: str) -> str:
-    """What the CLI prints on stderr for the same request, without its `error: ` prefix."""
+    """What the CLI prints on stderr for the same request (`error: ...`), the text MCP answers."""
     done = subprocess.run([sys.executable, "-m", "kernelwiki", *argv, "--root", str(ROOT)], capture_output=True,
                           text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert done.returncode != 0
-    return done.stderr.strip().removeprefix("error: ")
+    assert done.stderr.startswith("error: "), done.stderr
+    return done.stderr.strip()
 
 
 def test_tools_list_has_schemas(client):
     tools = {t["name"]: t for t in client.request("tools/list")["result"]["tools"]}
-    assert set(tools) == {"query", "get_page", "list_probes", "latest_record", "validate"}
+    assert set(tools) == {"query", "get_page", "get_record", "list_probes", "latest_record", "validate"}
     for tool in tools.values():
-        assert tool["inputSchema"]["type"] == "object" and tool["outputSchema"]["type"] == "object"
+        assert tool["inputSchema"]["type"] == "object"
+    # get_page answers Markdown text only (no output schema); the others structured content plus a short text.
+    assert "outputSchema" not in tools["get_page"] and "Markdown text only" in tools["get_page"]["description"]
     assert tools["get_page"]["inputSchema"]["required"] == ["page"]
-    served = {name: tool["outputSchema"] for name, tool in tools.items()}
-    for name, version in (("get_page", "get.v1"), ("query", "query.v1"), ("list_probes", "probe-list.v1"),
+    served = {name: tool["outputSchema"] for name, tool in tools.items() if name != "get_page"}
+    for name, version in (("query", "query.v2"), ("list_probes", "probe-list.v1"), ("get_record", "record.v1"),
                           ("latest_record", "latest-record.v1"), ("validate", "validate.v1")):
         schema = json.loads((ROOT / "schemas/output" / f"{version}.schema.json").read_text(encoding="utf-8"))
         assert served[name] == {k: v for k, v in schema.items() if k not in ("$schema", "$id")}
 
 
 def test_every_page_is_a_resource_and_answers_get_page_fast(client):
-    tools = {t["name"]: t for t in client.request("tools/list")["result"]["tools"]}
-    check = Draft202012Validator(tools["get_page"]["outputSchema"])
+    schema = json.loads((ROOT / "schemas/output/get.v2.schema.json").read_text(encoding="utf-8"))
+    check = Draft202012Validator(schema)
     resources = client.request("resources/list")["result"]["resources"]
     ids = [r["name"] for r in resources]
     assert len(ids) > 20 and all(r["uri"] == f"kernelwiki://page/{r['name']}" for r in resources)
@@ -98,18 +102,20 @@ def test_every_page_is_a_resource_and_answers_get_page_fast(client):
         result = client.call("get_page", page=page_id, include_code=True)
         seconds.append(time.perf_counter() - start)
         assert not result.get("isError"), result["content"][0]["text"]
-        assert result["structuredContent"]["id"] == page_id
-        check.validate(result["structuredContent"])
+        assert "structuredContent" not in result and len(result["content"]) == 1
         assert result["content"][0]["text"].startswith(f"---\nid: {page_id}\n")
+        document = client.call("get_page", page=page_id, format="json")
+        assert document["structuredContent"]["id"] == page_id and len(document["content"][0]["text"]) < 200
+        check.validate(document["structuredContent"])
     # The goal is 0.3 s for any page on a 2-core machine shared with other work: the median must meet it.
     assert statistics.median(seconds) < 0.3, sorted(seconds)[-5:]
 
 
 def test_get_page_parts_and_code(client):
-    claims = client.call("get_page", page="skill-wgmma", part="claims")["structuredContent"]
+    claims = client.call("get_page", page="skill-wgmma", part="claims", format="json")["structuredContent"]
     assert claims["id"] == "hw-wgmma" and claims["part"] == "claims" and "body" not in claims
     assert all("evidence" in c for c in claims["claims"])
-    code = client.call("get_page", page="kernel-hopper-gemm", include_code=True)["structuredContent"]
+    code = client.call("get_page", page="kernel-hopper-gemm", include_code=True, format="json")["structuredContent"]
     assert any(f["path"].endswith("hopper_gemm.py") and "text" in f for f in code["artifacts"]["files"])
     assert all("latest_record" in p for p in code["probes"])
 
@@ -132,15 +138,19 @@ def test_errors_carry_the_cli_message(client):
     assert result["isError"] and "include_code" in result["content"][0]["text"]
     result = client.call("query", type=["kernal"])
     assert result["isError"] and "'kernal' is not one of" in result["content"][0]["text"]
-    assert client.request("tools/call", {"name": "nope", "arguments": {}})["error"]["code"] == -32602
+    assert result["content"][0]["text"] == _cli_error("query", "--type", "kernal")
+    error = client.request("tools/call", {"name": "nope", "arguments": {}})["error"]
+    assert error["code"] == -32602 and error["message"].startswith("error: ")
 
 
 def test_query_list_probes_latest_record(client):
     hits = client.call("query", words="UMMA", arch=["B200"], limit=3)["structuredContent"]["hits"]
     assert hits and hits[0]["id"] == "hw-tcgen05-mma" and len(hits) <= 3
     listed = client.call("list_probes")
-    assert json.loads(listed["content"][0]["text"]) == listed["structuredContent"]
     probes = listed["structuredContent"]["probes"]
+    # Sent once: the text is one short line per probe, not the document again.
+    assert len(listed["content"][0]["text"].splitlines()) == len(probes)
+    assert len(listed["content"][0]["text"]) < len(json.dumps(listed["structuredContent"])) / 4
     tma = next(p for p in probes if p["id"] == "probe-tma-copy")
     assert "hw-tma" in tma["pages"] and tma["latest_record"]["status"]
     gemm = next(p for p in probes if p["id"] == "probe-hopper-gemm")
@@ -162,3 +172,170 @@ def test_without_the_mcp_package_says_how_to_install_it():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
                           env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert done.returncode == 1 and "pip install 'kernelwiki[mcp]'" in done.stderr and "Traceback" not in done.stderr
+
+
+# --- one argument layer: each bad argument is refused with the same line over both faces --------------
+def _cli_line(*argv: str) -> tuple[int, str]:
+    """The CLI in this process (so that a NUL byte can be passed): exit code and its stderr."""
+    import io
+    from contextlib import redirect_stderr, redirect_stdout
+
+    from kernelwiki.faces.cli import main
+
+    err = io.StringIO()
+    with redirect_stdout(io.StringIO()), redirect_stderr(err):
+        code = main([*argv, "--root", str(ROOT)])
+    return code, err.getvalue().strip()
+
+
+@pytest.mark.parametrize("argv, tool, arguments, fragment", [
+    (["query", "--arch", "sm_91"], "query", {"arch": ["sm_91"]}, "arch: unknown architecture 'sm_91'"),
+    (["query", "--tag", "wgmmma"], "query", {"tag": ["wgmmma"]}, "did you mean 'wgmma'"),
+    (["query", "--type", "kernal"], "query", {"type": ["kernal"]}, "type: 'kernal' is not one of"),
+    (["query", "--evidence", "measurd"], "query", {"evidence": ["measurd"]}, "did you mean 'measured'"),
+    (["query", "--status", "verifed"], "query", {"status": ["verifed"]}, "did you mean 'verified'"),
+    (["query", "x", "--limit", "-1"], "query", {"words": "x", "limit": -1}, "limit: -1 is negative"),
+    (["query", "wg\x00mma"], "query", {"words": "wg\x00mma"}, "contains a NUL byte"),
+    (["get", "hw-wg\x00mma"], "get_page", {"page": "hw-wg\x00mma"}, "page: 'hw-wg\\x00mma' contains a NUL byte"),
+    (["get", "hw-wgmma", "--max-bytes", "10"], "get_page", {"page": "hw-wgmma", "max_bytes": 10}, "max_bytes: 10 is below"),
+    (["get", "hw-wgmma", "--offset", "5"], "get_page", {"page": "hw-wgmma", "offset": 5}, "give max_bytes too"),
+    (["get", "hw-wgmma", "--files", "*.py"], "get_page", {"page": "hw-wgmma", "files": ["*.py"]}, "files: "),
+    (["get", "hw-wgmma", "--fetch-upstream"], "get_page", {"page": "hw-wgmma", "fetch_upstream": True},
+     "--fetch-upstream works with --include-code"),
+    (["get", "hw-wgmma", "--format", "json", "--max-bytes", "1000"], "get_page",
+     {"page": "hw-wgmma", "format": "json", "max_bytes": 1000}, "the JSON document is sent whole"),
+    (["probe", "show", "probe-tma-copyy"], "latest_record", {"probe": "probe-tma-copyy"}, "no probe 'probe-tma-copyy'"),
+    (["probe", "show", "probe-tma-copyy"], "get_record", {"probe": "probe-tma-copyy"}, "no probe 'probe-tma-copyy'"),
+    (["probe", "run", "--probe", "probe-tma-copy", "--case", "c\x00"], "latest_record",
+     {"probe": "probe-tma-copy", "case": "c\x00"}, "case: 'c\\x00' contains a NUL byte"),
+])
+def test_each_argument_is_refused_alike_over_both_faces(client, argv, tool, arguments, fragment):
+    code, cli = _cli_line(*argv)
+    result = client.call(tool, **arguments)
+    assert code == 2 and cli.startswith("error: ") and fragment in cli
+    assert result["isError"] and result["content"][0]["text"] == cli
+
+
+def test_query_arch_sm_91_is_refused_not_answered_empty(client):
+    result = client.call("query", words="wgmma", arch=["sm_91"])
+    assert result["isError"] and "structuredContent" not in result
+
+
+# --- answers sent once, and affordable -------------------------------------------------------------------
+def test_get_page_sends_the_markdown_once_and_it_is_the_cli_answer(client):
+    result = client.call("get_page", page="kernel-hopper-gemm", include_code=True)
+    text = result["content"][0]["text"]
+    assert "structuredContent" not in result and len(result["content"]) == 1
+    assert text == subprocess.run([sys.executable, "-m", "kernelwiki", "get", "kernel-hopper-gemm", "--include-code",
+                                   "--root", str(ROOT)], capture_output=True, text=True,
+                                  env=dict(os.environ, PYTHONPATH=str(ROOT))).stdout
+    # 443 kB before (210 kB of Markdown and 233 kB of the same content structured); the Markdown alone now.
+    assert len(text.encode()) < 300_000
+
+
+def test_structured_answers_come_with_a_short_text_not_the_document_again(client):
+    result = client.call("query", words="wgmma", limit=3)
+    text, document = result["content"][0]["text"], result["structuredContent"]
+    assert document["schema_version"] == "query.v2" and len(document["hits"]) == 3 and document["truncated"]
+    assert text.startswith(f"3 of {document['total']} pages shown") and "hw-wgmma" in text
+    assert len(text) < len(json.dumps(document)) / 2
+
+
+def test_get_page_in_pieces_and_prose_and_files(client):
+    whole = client.call("get_page", page="kernel-hopper-gemm", include_code=True)["content"][0]["text"]
+    pieces, offset = [], 0
+    while True:
+        text = client.call("get_page", page="kernel-hopper-gemm", include_code=True, max_bytes=60000,
+                           offset=offset)["content"][0]["text"]
+        marker = text.rfind("\n[cut at byte ")
+        if marker < 0:
+            pieces.append(text)
+            break
+        pieces.append(text[:marker])
+        offset = int(text[marker:].split("continue with offset ")[1].rstrip("]\n"))
+    assert "".join(pieces) == whole
+    prose = client.call("get_page", page="kernel-hopper-gemm", part="prose")["content"][0]["text"]
+    assert "```" not in prose and len(prose) < len(whole) / 10
+    chosen = client.call("get_page", page="kernel-hopper-gemm", include_code=True, files=["hopper_gemm.py"])
+    assert "#### artifacts/kernels/hopper_gemm/sm90_common.py" not in chosen["content"][0]["text"]
+    assert "#### artifacts/kernels/hopper_gemm/hopper_gemm.py (own)" in chosen["content"][0]["text"]
+
+
+def test_query_that_the_wiki_does_not_cover(client):
+    result = client.call("query", words="stream-K vs split-K")
+    assert not result.get("isError") and result["structuredContent"]["covered"] is False
+    assert result["content"][0]["text"].startswith("not covered: 'stream-K'")
+    assert result["structuredContent"]["hits"] and result["structuredContent"]["ignored"] == ["vs"]
+
+
+# --- how a number was measured -------------------------------------------------------------------------
+def test_get_record_returns_the_whole_record(client):
+    summary = client.call("latest_record", probe="probe-hopper-gemm")["structuredContent"]["latest_record"]
+    case = summary["cases"][0]["id"]
+    result = client.call("get_record", probe="probe-hopper-gemm", case=case)
+    document = result["structuredContent"]
+    record = json.loads((ROOT / document["path"]).read_text(encoding="utf-8"))
+    assert document["path"] == summary["path"] and document["record"]["protocol"] == record["protocol"]
+    assert document["record"]["environment"] == record["environment"]
+    assert "sm_clock_mhz_before" in document["record"]["environment"]
+    [ours] = document["record"]["cases"]
+    assert ours == next(c for c in record["cases"] if c["id"] == case)
+    assert {"timing", "correctness", "params"} <= set(ours)
+    text = result["content"][0]["text"]
+    assert "protocol: " in text and "environment: " in text and f"case {case}: " in text and "correctness" in text
+    cli = subprocess.run([sys.executable, "-m", "kernelwiki", "probe", "record", "probe-hopper-gemm", "--case", case,
+                          "--root", str(ROOT)], capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert cli.returncode == 0 and cli.stdout == text  # the command line says the same
+    by_name = client.call("get_record", probe="probe-hopper-gemm", record=Path(summary["path"]).name)
+    assert by_name["structuredContent"]["path"] == summary["path"]
+    missing = client.call("get_record", probe="probe-hopper-gemm", record="nope.json")
+    assert missing["isError"] and missing["content"][0]["text"].startswith("error: probe 'probe-hopper-gemm' has no")
+    escape = client.call("get_record", probe="probe-hopper-gemm", record="../../x.json")
+    assert escape["isError"] and "is not a record path" in escape["content"][0]["text"]
+
+
+def test_claims_view_keeps_conditions(client):
+    text = client.call("get_page", page="kernel-hopper-gemm", part="claims")["content"][0]["text"]
+    assert "| conditions |" in text.splitlines()[0] and "| tile_n=128 |" in text
+
+
+# --- shutdown and errors ----------------------------------------------------------------------------------
+def test_requests_in_flight_are_answered_when_stdin_closes():
+    proc = subprocess.Popen([sys.executable, "-m", "kernelwiki", "mcp", "--root", str(ROOT)], cwd=ROOT,
+                            env=dict(os.environ, PYTHONPATH=str(ROOT)), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    messages = [{"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                 "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}},
+                {"jsonrpc": "2.0", "method": "notifications/initialized", "params": {}}]
+    messages += [{"jsonrpc": "2.0", "id": n, "method": "tools/call",
+                  "params": {"name": "get_page", "arguments": {"page": "kernel-hopper-gemm", "include_code": True}}}
+                 for n in range(2, 6)]
+    out, err = proc.communicate("".join(json.dumps(m) + "\n" for m in messages), timeout=120)
+    answered = sorted(json.loads(line)["id"] for line in out.splitlines() if line.strip())
+    assert proc.returncode == 0 and answered == [1, 2, 3, 4, 5], err[-2000:]
+
+
+def test_every_error_starts_with_one_prefix(client):
+    texts = [client.call("get_page", page="hw-wgmmma")["content"][0]["text"],
+             client.call("get_page", page="hw-wgmma", nonsense=True)["content"][0]["text"],
+             client.call("latest_record", probe="probe-hopper-gemm", case="no-such-case")["content"][0]["text"],
+             client.request("tools/call", {"name": "nope", "arguments": {}})["error"]["message"],
+             client.request("resources/read", {"uri": "kernelwiki://page/hw-tmaa"})["error"]["message"],
+             client.request("resources/read", {"uri": "file:///etc/passwd"})["error"]["message"]]
+    assert all(text.startswith("error: ") for text in texts), texts
+
+
+def test_every_argument_of_every_tool_is_checked(client):
+    """A value of the wrong shape in any field is refused, naming the field, before the tool runs:
+    the argument layer checks each field (there is no second, schema-only check to fall back on)."""
+    tools = client.request("tools/list")["result"]["tools"]
+    valid = {"page": "hw-wgmma", "probe": "probe-tma-copy"}
+    checked = 0
+    for tool in tools:
+        required = {field: valid[field] for field in tool["inputSchema"]["required"]}
+        for field in tool["inputSchema"]["properties"]:
+            result = client.call(tool["name"], **{**required, field: {"not": "this"}})
+            assert result.get("isError") and result["content"][0]["text"].startswith(f"error: {field}: "), \
+                (tool["name"], field, result["content"][0]["text"][:200])
+            checked += 1
+    assert checked >= 20

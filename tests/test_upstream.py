@@ -184,9 +184,11 @@ def test_mcp_fetch_upstream(mini, upstream):
     _pinned_page(mini)
     upstream.files[_url_path()] = GOOD.encode()
     repo = Repo(mini.root)
-    result = call(repo, "get_page", {"page": "hw-example", "include_code": True, "fetch_upstream": True})
+    asked = {"page": "hw-example", "include_code": True, "fetch_upstream": True}
+    result = call(repo, "get_page", {**asked, "format": "json"})
     item = next(f for f in result.structured_content["artifacts"]["files"] if f["origin"] == "upstream")
-    assert not result.is_error and item["text"] == GOOD and "void gemm()" in result.content[0].text
+    assert not result.is_error and item["text"] == GOOD
+    assert "void gemm()" in call(repo, "get_page", asked).content[0].text
     upstream.files[_url_path()] = b"evil"
     result = call(repo, "get_page", {"page": "hw-example", "include_code": True, "fetch_upstream": True})
     assert not result.is_error  # the good copy in the cache still matches its pin
@@ -210,3 +212,48 @@ def test_relative_xdg_cache_home_is_ignored(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", "relative/cache")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert cache_dir(tmp_path / "repo") == (tmp_path / "home/.cache/kernelwiki/upstream").resolve()
+
+
+def _mirror(tmp_path: Path, files: dict[str, str]) -> tuple[Path, str]:
+    """A bare git mirror <dir>/example-org+example-kernels/repo holding one commit of `files`."""
+    import subprocess
+
+    work = tmp_path / "work"
+    for path, text in files.items():
+        (work / path).parent.mkdir(parents=True, exist_ok=True)
+        (work / path).write_text(text)
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
+           "HOME": str(tmp_path), "PATH": __import__("os").environ["PATH"]}
+    for argv in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "x"]):
+        subprocess.run(["git", *argv], cwd=work, env=env, check=True, capture_output=True)
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=work, env=env, check=True, capture_output=True,
+                            text=True).stdout.strip()
+    mirrors = tmp_path / "mirrors"
+    subprocess.run(["git", "clone", "-q", "--bare", str(work), str(mirrors / "example-org+example-kernels" / "repo")],
+                   env=env, check=True, capture_output=True)
+    return mirrors, commit
+
+
+def test_fetch_upstream_reads_a_local_git_mirror_without_the_network(mini, upstream, tmp_path, monkeypatch):
+    mirrors, commit = _mirror(tmp_path, {UPSTREAM_PATH: GOOD})
+    monkeypatch.setenv("KERNELWIKI_UPSTREAM_MIRROR", str(mirrors))
+    _pinned_page(mini)
+    prov = mini.root / "artifacts/kernels/example/PROVENANCE.yaml"
+    prov.write_text(prov.read_text().replace(COMMIT, commit))
+    code, out, err = mini.run("get", "hw-example", "--include-code", "--fetch-upstream", "--format", "json")
+    item = next(f for f in json.loads(out)["artifacts"]["files"] if f["origin"] == "upstream")
+    assert code == 0 and item["text"] == GOOD and item["fetched_from"].endswith(f"@{commit}:{UPSTREAM_PATH}")
+    assert "cached_at" not in item and upstream.requests == []  # no download, nothing cached
+    # A mirror whose file does not match the pin is refused like a download would be.
+    prov.write_text(prov.read_text().replace(GOOD_SHA, "0" * 64))
+    code, out, err = mini.run("get", "hw-example", "--include-code", "--fetch-upstream")
+    assert code == 1 and "SHA-256 mismatch" in err and "void gemm" not in out and upstream.requests == []
+
+
+def test_a_mirror_without_the_commit_falls_back_to_the_url(mini, upstream, tmp_path, monkeypatch):
+    mirrors, _ = _mirror(tmp_path, {UPSTREAM_PATH: GOOD})
+    monkeypatch.setenv("KERNELWIKI_UPSTREAM_MIRROR", str(mirrors))
+    _pinned_page(mini)
+    upstream.files[_url_path()] = GOOD.encode()
+    code, out, _ = mini.run("get", "hw-example", "--include-code", "--fetch-upstream")
+    assert code == 0 and "void gemm()" in out and upstream.requests == [_url_path()]

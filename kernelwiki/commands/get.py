@@ -3,32 +3,40 @@ sources, claims, artifact code, probe code and the latest run record of each pro
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
+from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
 from kernelwiki.storage.index import Entry, Wiki
-from kernelwiki.storage.records import order_key, probe_ids
-from kernelwiki.storage.records import scan as scan_records
-from kernelwiki.model.files import UnsafeFile, read_regular, sha256_file
+from kernelwiki.storage.records import latest, load_records
+from kernelwiki.model.claims import Style, markdown_rows, page_claims
+from kernelwiki.model.files import UnsafeFile, read_regular, stays_below
+from kernelwiki.model.terminal import printable
 
 LANGUAGES = {".py": "python", ".cu": "cuda", ".cuh": "cuda", ".cpp": "cpp", ".h": "cpp", ".hpp": "cpp",
              ".yaml": "yaml", ".yml": "yaml", ".json": "json", ".sh": "bash", ".md": "markdown", ".ptx": "ptx"}
 MAX_FILE_BYTES = 256 * 1024
-SCHEMA_VERSION = "get.v1"
-"""The JSON document follows schemas/output/get.v1.schema.json."""
+SCHEMA_VERSION = "get.v2"
+"""The JSON document follows schemas/output/get.v2.schema.json (v1 plus the prose part)."""
 
 
 @dataclass
 class Options:
     part: str = "page"
-    """page | frontmatter | body | claims"""
+    """page | frontmatter | body | claims | prose (the body without generated blocks, code and claim marks)"""
     follow_sources: bool = False
     include_code: bool = False
     fmt: str = "md"
     fetch_upstream: bool = False
     """--include-code: download pinned upstream files that are not installed (kernelwiki.commands.upstream)."""
+    files: tuple[str, ...] = ()
+    """--include-code: only code files whose path or name matches one of these shell patterns (all when empty)."""
+
+    def wants(self, path: str) -> bool:
+        return not self.files or any(fnmatch(path, p) or fnmatch(path.rsplit("/", 1)[-1], p) for p in self.files)
 
 
 @dataclass
@@ -47,7 +55,9 @@ class Result:
         return [item["note"] for item in files if item.get("error")]
 
     def markdown(self) -> str:
-        return _markdown(self.frontmatter_text, self.body, self.document, self.options)
+        """The page for a terminal or an agent: control characters in any part of it (a page body,
+        a probe file, a record's reason) shown as escapes, never obeyed."""
+        return printable(_markdown(self.frontmatter_text, self.body, self.document, self.options))
 
 
 def get_page(wiki: Wiki, entry: Entry, options: Options) -> str:
@@ -65,15 +75,17 @@ def build(wiki: Wiki, entry: Entry, options: Options) -> Result:
         result["frontmatter"] = meta
     if options.part in ("page", "body"):
         result["body"] = body
+    if options.part == "prose":
+        result["body"] = prose(body)
     if options.part == "claims":
-        result["claims"] = all_claims(meta)
+        result["claims"] = page_claims(meta)
     if options.follow_sources:
         ids = wiki.by_id()
         result["sources"] = [_source_summary(ids[s]) if s in ids else {"id": s, "missing": True}
                              for s in meta.get("sources") or [] if isinstance(s, str)]
     if options.include_code:
-        result["artifacts"] = artifact_bundle(wiki, meta, fetch_upstream=options.fetch_upstream)
-        result["probes"] = [probe_bundle(wiki, p) for p in meta.get("probes") or [] if isinstance(p, str)]
+        result["artifacts"] = artifact_bundle(wiki, meta, fetch_upstream=options.fetch_upstream, wants=options.wants)
+        result["probes"] = [probe_bundle(wiki, p, options.wants) for p in meta.get("probes") or [] if isinstance(p, str)]
     return Result(result, frontmatter_text, body, options)
 
 
@@ -83,24 +95,20 @@ def _split(wiki: Wiki, entry: Entry) -> tuple[str, str]:
     return page.frontmatter_text, page.body
 
 
-def all_claims(meta: dict) -> list[dict]:
-    """Claims in our format, with legacy performance_claims read as source-reported ones."""
-    claims = [dict(c) for c in meta.get("claims") or [] if isinstance(c, dict)]
-    for index, legacy in enumerate(meta.get("performance_claims") or []):
-        if isinstance(legacy, dict):
-            claim = {k: v for k, v in legacy.items() if k != "source_id"}
-            claim.update(id=f"performance-claim-{index}", evidence="source-reported", source=legacy.get("source_id"))
-            claims.append(claim)
-    return claims
-
-
 def _source_summary(entry: Entry) -> dict:
     keys = ("id", "title", "kind", "url", "authors", "published", "retrieved", "pin", "facts")
     return {k: entry.get(k) for k in keys if entry.get(k) is not None}
 
 
 # --- code bundles --------------------------------------------------------------------------------
-def artifact_bundle(wiki: Wiki, meta: dict, fetch_upstream: bool = False) -> dict:
+def _everything(path: str) -> bool:
+    return True
+
+
+LEFT_OUT = "left out: its path matches none of the files patterns"
+
+
+def artifact_bundle(wiki: Wiki, meta: dict, fetch_upstream: bool = False, wants=_everything) -> dict:
     """The page's artifact directory: PROVENANCE, our files' text, upstream files from the installed
     package after their hashes check out, else fetched at the pinned commit when asked (or how to
     get them)."""
@@ -115,22 +123,23 @@ def artifact_bundle(wiki: Wiki, meta: dict, fetch_upstream: bool = False) -> dic
         return {"dir": directory, "files": [], "note": f"{directory} does not exist"}
     provenance_path = root / "PROVENANCE.yaml"
     provenance: dict = {}
-    if provenance_path.is_file():
+    if provenance_path.is_file() or provenance_path.is_symlink():
         from kernelwiki.model import yamlio
+        from kernelwiki.model.schema import check as schema_check
 
-        try:
-            provenance, _ = yamlio.load(read_regular(provenance_path, MAX_FILE_BYTES).decode("utf-8"))
-        except (yamlio.YamlProblem, UnicodeDecodeError, UnsafeFile):
-            provenance = {}
-        provenance = provenance if isinstance(provenance, dict) else {}
-    files = []
-    for path in _listing(root):
-        files.append(_file_item(wiki, path))
-    files += _shared_items(wiki, root, provenance)
+        data, _, problem = yamlio.read_mapping(provenance_path)
+        # Used only when validate would accept it: its paths and pins are what the bundle acts on.
+        if problem is None and not schema_check(wiki.repo.schemas, "provenance", data, "PROVENANCE.yaml", lambda p: 1):
+            provenance = data
+    files = [_file_item(wiki, path, wants) for path in _listing(root)]
+    files += _shared_items(wiki, root, provenance, wants)
     upstream = provenance.get("upstream") or {}
     for item in provenance.get("files") or []:
         if isinstance(item, dict) and item.get("origin") == "upstream":
-            files.append(_upstream_item(wiki, item, upstream, fetch_upstream))
+            if wants(str(item.get("path"))):
+                files.append(_upstream_item(wiki, item, upstream, fetch_upstream))
+            else:
+                files.append({"path": item.get("path"), "origin": "upstream", "note": LEFT_OUT})
     return {"dir": directory, "provenance": provenance or None, "files": files}
 
 
@@ -141,8 +150,10 @@ def _listing(root: Path) -> list[Path]:
                   if (p.is_symlink() or p.is_file()) and "__pycache__" not in p.parts)
 
 
-def _file_item(wiki: Wiki, path: Path) -> dict:
+def _file_item(wiki: Wiki, path: Path, wants=_everything) -> dict:
     rel = wiki.repo.rel(path.parent) + "/" + path.name  # the link's own path, not its target's
+    if not wants(rel):
+        return {"path": rel, "origin": "own", "note": LEFT_OUT}
     try:
         text = read_regular(path, MAX_FILE_BYTES).decode("utf-8")
     except UnsafeFile as err:
@@ -182,7 +193,9 @@ def _upstream_item(wiki: Wiki, item: dict, upstream: dict, fetch_upstream: bool)
         out["note"], out["error"] = str(err), True
         return out
     out.pop("note", None)
-    out.update(text=text, fetched_from=url, cached_at=str(cached))
+    out.update(text=text, fetched_from=url)
+    if cached is not None:
+        out["cached_at"] = str(cached)
     return out
 
 
@@ -195,20 +208,30 @@ def _from_installed(out: dict, item: dict, package: str, version: Any, install: 
     except metadata.PackageNotFoundError:
         out["note"] = f"not installed; get it with: {install}"
         return
-    located = Path(str(dist.locate_file(item.get("path", ""))))
+    path = item.get("path")
+    base = Path(str(dist.locate_file(""))).resolve()
+    located = Path(str(dist.locate_file(path))) if stays_below(path) else None
+    if located is None or base not in located.resolve().parents:
+        out["note"] = f"{path!r} is not a path inside the {package} distribution; not read (validate reports it)"
+        return
     if not located.is_file():
         out["note"] = f"{package} {dist.version} is installed but has no {item.get('path')}; the pin is {version}: {install}"
         return
-    actual = sha256_file(located)
+    try:
+        data = read_regular(located, MAX_FILE_BYTES * 16)
+        actual, text = hashlib.sha256(data).hexdigest(), data.decode("utf-8")
+    except (UnsafeFile, UnicodeDecodeError) as err:
+        out["note"] = f"{located} cannot be shown ({err}); not printed"
+        return
     if actual != item.get("sha256"):
         out["note"] = (f"{located} has SHA-256 {actual}, not the pinned {item.get('sha256')} "
                        f"(installed {package} {dist.version}, pinned {version}); not printed. Pin: {install}")
         return
-    out["text"] = located.read_text(encoding="utf-8")
+    out["text"] = text
     out["installed_at"] = str(located)
 
 
-def _shared_items(wiki: Wiki, root, provenance: dict) -> list[dict]:
+def _shared_items(wiki: Wiki, root, provenance: dict, wants=_everything) -> list[dict]:
     """Our own files the bundle uses from another bundle (PROVENANCE `files` with an own path outside
     the directory, e.g. ../hopper_gemm/sm90_common.py), so the printed bundle is complete."""
     items = []
@@ -220,31 +243,27 @@ def _shared_items(wiki: Wiki, root, provenance: dict) -> list[dict]:
         except ValueError:
             continue
         if path.is_file() and root not in path.parents:
-            items.append(_file_item(wiki, path))
+            items.append(_file_item(wiki, path, wants))
     return items
 
 
-def probe_bundle(wiki: Wiki, probe_id: str) -> dict:
+def probe_bundle(wiki: Wiki, probe_id: str, wants=_everything) -> dict:
     directory = wiki.repo.probes / probe_id
     if not re.fullmatch(r"probe-[a-z0-9-]+", probe_id) or not directory.is_dir():
         return {"id": probe_id, "files": [], "note": f"no probe directory probes/{probe_id}"}
-    files = [_file_item(wiki, p) for p in _listing(directory)]
+    files = [_file_item(wiki, p, wants) for p in _listing(directory)]
     return {"id": probe_id, "files": files, "latest_record": latest_record(wiki, probe_id)}
 
 
 def latest_record(wiki: Wiki, probe_id: str) -> dict | None:
-    """Summary of the newest run record of a probe that validate accepts, or None."""
-    newest: tuple[tuple, Path, dict] | None = None
-    for record in scan_records(wiki.repo, probe_ids(wiki.repo), probe=probe_id):
-        key = order_key(record.data.get("started_at"), record.rel) if record.ok else None
-        if key and (newest is None or key > newest[0]):
-            newest = (key, record.path, record.data)
-    if newest is None:
+    """Summary of the newest run record of a probe that validate accepts (any mode, any status), or None."""
+    record = latest(load_records(wiki.repo, probe=probe_id, quiet=True).get(probe_id, []))
+    if record is None:
         return None
-    _, path, data = newest
+    data = record.data
     env = data.get("environment") or {}
     return {
-        "path": wiki.repo.rel(path), "status": data.get("status"), "mode": data.get("mode"),
+        "path": record.path, "status": data.get("status"), "mode": data.get("mode"),
         "started_at": data.get("started_at"), "reason": data.get("reason"),
         "environment": {k: env.get(k) for k in ("gpu", "arch", "driver", "cuda_runtime", "cutlass_dsl", "torch")},
         "cases": [
@@ -263,6 +282,8 @@ def _markdown(frontmatter_text: str, body: str, result: dict, options: Options) 
         out.append(frontmatter_text)
     elif options.part == "body":
         out.append(body)
+    elif options.part == "prose":
+        out.append(result["body"])
     else:
         out.append(claims_table(result["claims"]))
     if options.follow_sources:
@@ -274,9 +295,10 @@ def _markdown(frontmatter_text: str, body: str, result: dict, options: Options) 
             out.append(f"### {source['id']}: {source.get('title', '')}\n")
             for key in ("kind", "url", "authors", "published", "retrieved", "pin"):
                 if key in source:
-                    value = ", ".join(source[key]) if isinstance(source[key], list) else source[key]
+                    value = ", ".join(map(str, source[key])) if isinstance(source[key], list) else source[key]
                     out.append(f"- {key}: {value}")
-            for fact in source.get("facts") or []:
+            facts = source.get("facts")  # a list of text by the schema; validate reports anything else
+            for fact in facts if isinstance(facts, list) else [facts] if facts is not None else []:
                 out.append(f"- fact: {fact}")
             out.append("")
     if options.include_code:
@@ -284,8 +306,8 @@ def _markdown(frontmatter_text: str, body: str, result: dict, options: Options) 
         out.append(f"\n## Artifact bundle: {bundle['dir'] or '(none)'}\n")
         if bundle.get("note"):
             out.append(bundle["note"])
-        for item in bundle["files"]:
-            out.append(_code_block(item))
+        out += _how_to_run(bundle.get("provenance") or {})
+        out += _code_blocks(bundle["files"])
         out.append("\n## Probes\n")
         if not result["probes"]:
             out.append("No probe backs this page yet.")
@@ -293,10 +315,32 @@ def _markdown(frontmatter_text: str, body: str, result: dict, options: Options) 
             out.append(f"### {probe['id']}\n")
             if probe.get("note"):
                 out.append(probe["note"])
-            for item in probe["files"]:
-                out.append(_code_block(item))
+            out += _code_blocks(probe["files"])
             out.append(_record_summary(probe.get("latest_record")))
     return "\n".join(out).rstrip("\n") + "\n"
+
+
+def _code_blocks(items: list[dict]) -> list[str]:
+    """Each file's block; files a --files pattern left out are named on one line, not one block each."""
+    shown = [_code_block(item) for item in items if item.get("note") != LEFT_OUT]
+    left_out = [str(item["path"]) for item in items if item.get("note") == LEFT_OUT]
+    if left_out:
+        shown.append(f"\n{len(left_out)} file(s) left out by the files patterns: {', '.join(left_out)}\n")
+    return shown
+
+
+def _how_to_run(provenance: dict) -> list[str]:
+    """The bundle's `requires` / `run` line and, when upstream files need their project's build, a warning."""
+    lines = []
+    requires = provenance.get("requires")
+    if requires:
+        lines.append(f"Requires: {'; '.join(map(str, requires)) if isinstance(requires, list) else requires}")
+    if provenance.get("run"):
+        lines.append(f"Run: {provenance['run']}")
+    upstream = provenance.get("upstream") or {}
+    if upstream.get("compiles_alone") is False:
+        lines.append(f"Upstream files do not compile alone: {upstream.get('build_note') or 'they need the rest of their project'}")
+    return [("\n" + "\n".join(lines) + "\n")] if lines else []
 
 
 def _code_block(item: dict) -> str:
@@ -308,7 +352,7 @@ def _code_block(item: dict) -> str:
     header += ")\n"
     if "text" not in item:
         return header + f"\n{item.get('note', '')}\n"
-    text = item["text"]
+    text = item["text"].replace("\r\n", "\n")
     fence = "`" * max(3, _longest_backtick_run(text) + 1)
     language = LANGUAGES.get(Path(str(item["path"])).suffix, "")
     return f"{header}\n{fence}{language}\n{text.rstrip()}\n{fence}\n"
@@ -336,21 +380,15 @@ def _record_summary(record: dict | None) -> str:
     return "\n".join(lines) + "\n"
 
 
+CLAIMS_STYLE = Style(columns=("claim (metric)", "value", "gpu", "arch", "dtype", "shape", "conditions (cell)",
+                              "evidence", "cites"), grouped=False, ratio_digits=4)
+"""`get --claims`: every claim in page order, with its metric, and the record and case it cites."""
+
+
 def claims_table(claims: list[dict]) -> str:
     if not claims:
         return "No claims on this page.\n"
-    rows = ["| claim | value | gpu | arch | dtype | shape | evidence | cites |", "|---|---|---|---|---|---|---|---|"]
-    for claim in claims:
-        value = f"{claim.get('value')} {claim.get('unit', '')}".strip()
-        if claim.get("ratio") is not None and claim.get("baseline"):
-            value += f" ({_num(claim['ratio'])}× {claim['baseline'].get('name')})"
-        cites = claim.get("record") or claim.get("source") or ""
-        if claim.get("case"):
-            cites += f"#{claim['case']}"
-        rows.append(f"| {claim.get('id')} ({claim.get('metric')}) | {value} | {claim.get('gpu', '')} | "
-                    f"{claim.get('arch', '')} | {claim.get('dtype', '')} | {claim.get('shape', '')} | "
-                    f"{claim.get('evidence')} | {cites} |")
-    return "\n".join(rows) + "\n"
+    return "\n".join(markdown_rows(claims, CLAIMS_STYLE)) + "\n"
 
 
 def _num(value: Any) -> str:
@@ -359,3 +397,61 @@ def _num(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
     return str(value)
+
+
+# --- views an agent can afford -----------------------------------------------------------------
+_GENERATED_BEGIN = re.compile(r"^<!-- kernelwiki:begin ([a-z0-9-]+) -->\s*$")
+_GENERATED_END = "<!-- kernelwiki:end {} -->"
+_CLAIM_MARK = re.compile(r"<!-- (?:claim:[A-Za-z0-9][A-Za-z0-9._-]*|/claim) -->")
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})\s*([\w+-]*)")
+
+
+def prose(body: str) -> str:
+    """The body as prose only: generated blocks (claims, runs, versus tables) and fenced code become
+    one line saying what was left out and how to get it; claim span marks are dropped, their words kept."""
+    out: list[str] = []
+    fence: str | None = None
+    generated: str | None = None
+    language, count = "", 0
+    for line in body.splitlines(keepends=True):
+        if generated is not None:
+            if line.strip() == _GENERATED_END.format(generated):
+                out.append(f"[generated `{generated}` block left out: part claims, or the full page, has it]\n")
+                generated = None
+            continue
+        opened = _FENCE.match(line)
+        if fence is not None:
+            if opened and opened.group(1)[0] == fence[0] and len(opened.group(1)) >= len(fence) and not opened.group(2):
+                out.append(f"[{count} line(s) of {language or 'code'} left out: part body has them]\n")
+                fence = None
+            else:
+                count += 1
+            continue
+        if opened:
+            fence, language, count = opened.group(1), opened.group(2), 0
+            continue
+        begin = _GENERATED_BEGIN.match(line)
+        if begin:
+            generated = begin.group(1)
+            continue
+        out.append(_CLAIM_MARK.sub("", line))
+    return "".join(out)
+
+
+def window(text: str, offset: int, max_bytes: int | None) -> tuple[str, int | None, int]:
+    """(at most max_bytes of the UTF-8 text from byte `offset`, cut after a whole line where one fits,
+    the offset to continue from or None at the end, the text's size in bytes)."""
+    data = text.encode("utf-8")
+    total = len(data)
+    start = min(offset, total)
+    while 0 < start < total and (data[start] & 0xC0) == 0x80:  # never start inside a character
+        start += 1
+    if max_bytes is None or total - start <= max_bytes:
+        return data[start:].decode("utf-8"), None, total
+    end = start + max_bytes
+    line_end = data.rfind(b"\n", start, end)
+    if line_end >= start:
+        end = line_end + 1
+    while end > start and (data[end] & 0xC0) == 0x80:
+        end -= 1
+    return data[start:end].decode("utf-8"), end, total

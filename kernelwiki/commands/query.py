@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import heapq
 import math
 from dataclasses import dataclass, field
 
@@ -13,6 +12,8 @@ from kernelwiki.model.vocab import QUERY_ALIASES
 
 # Where a query word is found, and what that is worth.
 WEIGHTS = {"id": 10.0, "alias": 9.0, "title": 6.0, "tag": 5.0, "summary": 3.0}
+SOURCE_FACTOR = 0.7
+"""A source page describes upstream material; at equal relevance the wiki's own page on it comes first."""
 
 
 @dataclass
@@ -37,13 +38,6 @@ class Hit:
                 "summary": e.headline, "score": round(self.score, 3)}
 
 
-def unknown_tag_messages(wiki: Wiki, tags: list[str]) -> list[str]:
-    """One message per tag that is not in the vocabulary (a filter on it would match nothing)."""
-    from kernelwiki.model.vocab import did_you_mean
-
-    return [f"unknown tag {tag!r}{did_you_mean(tag, wiki.vocab.tags)}" for tag in tags if tag not in wiki.vocab.tags]
-
-
 def normalize_arch(wiki: Wiki, name: str) -> list[str]:
     """'B200' -> ['sm_100a'], 'sm90' -> ['sm_90'], 'sm_90a' -> ['sm_90a']."""
     lowered = name.lower()
@@ -58,8 +52,53 @@ def _arch_matches(page_arch: str, wanted: str) -> bool:
 
 
 def search(wiki: Wiki, words: list[str], filters: Filters, limit: int = 20) -> list[Hit]:
+    """Pages matching every word (and the filters), best first; at most `limit` (0: all)."""
+    words = glued(words)
+    hits = rank(wiki, [variants(word) for word in words], filters, phrase(words))
+    return hits[:limit] if limit else hits
+
+
+def glued(words: list[str]) -> list[str]:
+    """The words with one-character words joined to their neighbours, as a kernel engineer means them:
+    `split K` is `split-K`, `2 CTA` is `2-CTA`, `M = 1` is `M=1`. A one-letter word alone would match
+    nearly every page (and every id and title that holds the letter) and drown the word it belongs to."""
+    out: list[str] = []
+    join_next = False  # the last word ends in punctuation (`M=`) and takes the next one as it is
+    lone = False  # the last word is a one-character word with no word before it (`2`)
+    for word in (w.strip() for w in words):
+        if not word:
+            continue
+        single = len(word) == 1
+        if join_next:
+            out[-1] += word
+            join_next = lone = False
+        elif single and not word.isalnum() and out:
+            out[-1] += word
+            join_next, lone = True, False
+        elif single and out:
+            out[-1] += "-" + word
+            lone = False
+        elif lone:
+            out[-1] += "-" + word
+            lone = False
+        else:
+            out.append(word)
+            lone = single
+    return out
+
+
+def phrase(words: list[str]) -> tuple[str, ...]:
+    """A query of several words as the names a page may carry: `tensor memory` as `tensor-memory`."""
+    if len(words) < 2:
+        return ()
+    lowered = [w.lower() for w in words]
+    return (" ".join(lowered), "-".join(lowered))
+
+
+def rank(wiki: Wiki, terms: list[list[str]], filters: Filters, names: tuple[str, ...] = ()) -> list[Hit]:
+    """Every page where each group of alternative terms matches at least once, best first; a page
+    whose id, alias or title is the whole query (`names`) ranks above pages that hold its words apart."""
     wanted_archs = [a for name in filters.archs for a in normalize_arch(wiki, name)]
-    terms = [[w.lower() for w in wiki.expand_aliases(word)] for word in words for word in [word.strip()] if word]
     filtered = any((filters.types, filters.tags, filters.archs, filters.evidence, filters.statuses))
     # Word counts from the term index where every term is a plain word, else from each page's text.
     counts = None
@@ -86,9 +125,17 @@ def search(wiki: Wiki, words: list[str], filters: Filters, limit: int = 20) -> l
                 break
             score += best
         else:
+            if names and _named_as(entry.ranking, names):
+                score += WEIGHTS["alias"] * len(terms)
+            if entry.get("type") == "source":
+                score *= SOURCE_FACTOR
             ranked.append((-score, entry.id or "", number, entry))  # ids are unique: entries never compared
-    best_first = heapq.nsmallest(limit, ranked) if limit else sorted(ranked)
-    return [Hit(entry, -negative) for negative, _, _, entry in best_first]
+    return [Hit(entry, -negative) for negative, _, _, entry in sorted(ranked)]
+
+
+def _named_as(fields: tuple, names: tuple[str, ...]) -> bool:
+    page_id, short_id, aliases, title, _, _ = fields
+    return any(name in (page_id, short_id, title) or name in aliases for name in names)
 
 
 def _passes(wiki: Wiki, entry: Entry, filters: Filters, wanted_archs: list[str]) -> bool:
@@ -127,10 +174,153 @@ def _score(fields: tuple, count: int, term: str) -> float:
         score += WEIGHTS["id"] / 2
     if term in aliases:
         score += WEIGHTS["alias"]
-    if term in title:
+    if term == title:
+        score += WEIGHTS["id"]
+    elif term in title:
         score += WEIGHTS["title"]
     if term in tags:
         score += WEIGHTS["tag"]
     if term in headline:
         score += WEIGHTS["summary"]
     return score
+
+
+# --- answers that do not dead-end ------------------------------------------------------------------
+PASSING = 3
+"""A word a page holds fewer times than this, and never in its id, title, aliases, tags or summary,
+is mentioned in passing: the page is not about it."""
+STOP_WORDS = frozenset("a an and are as at be by can do does for from how i in is it its of on or the to "
+                       "vs versus what when where which why with work works use using about between difference explain".split())
+
+
+def variants(word: str) -> list[str]:
+    """The word, its aliases, and light stems (plural, -ing, -ed) so `barriers`, `stage` and
+    `swizzled` find `barrier`, `stages` and `swizzle`; words with digits or punctuation stay as typed."""
+    lowered = word.lower()
+    forms = [lowered]
+    if lowered.isalpha() and len(lowered) > 3:
+        if lowered.endswith("ies"):
+            forms.append(lowered[:-3] + "y")
+        elif lowered.endswith("es"):
+            forms += [lowered[:-2], lowered[:-1]]
+        elif lowered.endswith("s") and not lowered.endswith("ss"):
+            forms.append(lowered[:-1])
+        elif lowered.endswith("ing") and len(lowered) > 5:
+            forms += [lowered[:-3], lowered[:-3] + "e"]
+        elif lowered.endswith("ed") and len(lowered) > 4:
+            forms += [lowered[:-2], lowered[:-1]]
+        else:
+            forms.append(lowered + "s")
+    return list(dict.fromkeys(forms + [a.lower() for a in QUERY_ALIASES.get(lowered, [])]))
+
+
+@dataclass
+class Answer:
+    """What a query found and how: every word matched, or the nearest pages when none matched them all."""
+
+    hits: list[Hit]
+    total: int
+    """pages that matched, before the limit"""
+    limit: int
+    words: list[str]
+    """the words searched for (stop words left out)"""
+    ignored: list[str]
+    """stop words left out"""
+    matched: str
+    """all: every word matched on each hit; any: no page has every word, the hits have some (nearest pages);
+    none: no word occurs on any page (the hits are empty)"""
+    unmatched: list[str]
+    """words no page holds, or (matched any) words the best hit lacks"""
+    in_passing: list[str]
+    """words every hit holds only in its body, never in an id, alias, title, tag or summary"""
+    suggested_tags: list[str]
+    sizes: dict[str, dict[str, int]]
+    """page id -> {"page": bytes of the page file, "code": bytes of its artifact and probe files}"""
+
+    @property
+    def truncated(self) -> bool:
+        return self.total > len(self.hits)
+
+    @property
+    def covered(self) -> bool:
+        """False when the wiki has no page on the question as asked (not every word matched)."""
+        return self.matched == "all" and bool(self.hits) and not self.in_passing
+
+
+def answer(wiki: Wiki, words: list[str], filters: Filters, limit: int = 20) -> Answer:
+    """Every-word matching first; when that finds nothing, any-word matching naming the words that
+    no page holds, so a question the wiki does not cover still gets its nearest pages."""
+    cleaned = [w.strip() for w in words if w.strip()]
+    content = [w for w in cleaned if w.lower() not in STOP_WORDS] or cleaned
+    ignored = [w for w in cleaned if w not in content]
+    kept = glued(content)
+    groups = [variants(w) for w in kept]
+    hits, matched, unmatched = rank(wiki, groups, filters, phrase(kept)), "all", []
+    if not hits and len(groups) > 1:
+        per_word = [rank(wiki, [group], filters) for group in groups]
+        unmatched = [w for w, found in zip(kept, per_word) if not found]
+        scores: dict[str, tuple[int, float, Hit]] = {}
+        for found in per_word:
+            for hit in found:
+                words_matched, score, _ = scores.get(hit.entry.id or "", (0, 0.0, hit))
+                scores[hit.entry.id or ""] = (words_matched + 1, score + hit.score, hit)
+        nearest = sorted(scores.values(), key=lambda t: (-t[0], -t[1], t[2].entry.id or ""))
+        hits = [Hit(hit.entry, score) for _, score, hit in nearest]
+        matched = "any" if hits else "none"
+        if hits and not unmatched:  # each word is somewhere, never together: name what the best page lacks
+            best = hits[0].entry.id
+            unmatched = [w for w, found in zip(kept, per_word) if best not in {h.entry.id for h in found}]
+    elif not hits and groups:
+        matched, unmatched = "none", list(kept)
+    in_passing = [w for w, group in zip(kept, groups)
+                  if not any(_named(hit.entry, group) or _mentions(wiki, hit.entry, group) >= PASSING for hit in hits)] \
+        if matched == "all" and hits else []
+    shown = hits[:limit] if limit else hits
+    return Answer(shown, len(hits), limit, kept, ignored, matched, unmatched, in_passing,
+                  suggest_tags(wiki, kept, filters),
+                  {hit.entry.id or "": sizes(wiki, hit.entry) for hit in shown})
+
+
+def _mentions(wiki: Wiki, entry: Entry, group: list[str]) -> int:
+    """How often the page's text holds the likeliest of the terms."""
+    if all(TOKEN.fullmatch(term) for term in group):
+        index = termindex.for_wiki(wiki)
+        return max((index.counts(term) or {}).get(entry.rel, 0) for term in group)
+    text = wiki.text(entry)
+    return max(text.count(term) for term in group)
+
+
+def _named(entry: Entry, group: list[str]) -> bool:
+    """Whether the page names one of the terms where it says what it is about (not only in its body)."""
+    page_id, _, aliases, title, tags, headline = entry.ranking or ranking_fields(entry)
+    return any(term in page_id or term in aliases or term in title or term in tags or term in headline for term in group)
+
+
+def suggest_tags(wiki: Wiki, words: list[str], filters: Filters) -> list[str]:
+    """Vocabulary tags a query word names or nearly names (a --tag filter is sharper than a word)."""
+    import difflib
+
+    tags = sorted(wiki.vocab.tags)
+    found: list[str] = []
+    for word in words:
+        lowered = word.lower()
+        found += [lowered] if lowered in wiki.vocab.tags else difflib.get_close_matches(lowered, tags, n=2, cutoff=0.8)
+    return [t for t in dict.fromkeys(found) if t not in filters.tags]
+
+
+def sizes(wiki: Wiki, entry: Entry) -> dict[str, int]:
+    """What reading the page costs: its file, and the code `get --include-code` adds."""
+    directories = []
+    artifact = entry.get("artifact_dir")
+    if isinstance(artifact, str):
+        try:
+            directories.append(wiki.repo.inside(artifact))
+        except ValueError:
+            pass
+    directories += [wiki.repo.probes / p for p in entry.get("probes") or [] if isinstance(p, str) and "/" not in p]
+    code = 0
+    for directory in directories:
+        if directory.is_dir() and not directory.is_symlink():
+            code += sum(p.stat().st_size for p in directory.rglob("*")
+                        if p.is_file() and not p.is_symlink() and "__pycache__" not in p.parts)
+    return {"page": entry.size, "code": code}

@@ -7,15 +7,9 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+from kernelwiki.faces import arguments
+from kernelwiki.faces.arguments import ArgumentError
 from kernelwiki.storage.repo import NotARepo, OutsideRepo, Repo
-
-
-def _count(text: str) -> int:
-    """argparse type: an integer >= 0."""
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text} is negative; give 0 or more")
-    return value
 
 
 def _seconds(text: str) -> float:
@@ -36,7 +30,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return args.func(args)
     except BrokenPipeError:
         return 0
-    except NotARepo as err:
+    except (NotARepo, ArgumentError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # Ctrl-C in any other command: writes are atomic, nothing is half done
@@ -93,6 +87,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("probe_id")
     p.add_argument("--json", action="store_true", help="machine-readable output (schemas/output/probe-show.v1)")
     p.set_defaults(func=cmd_probe_show)
+    p = probe.add_parser("record", parents=[common],
+                         help="one run record whole: protocol, timings, clocks, correctness, environment")
+    p.add_argument("probe_id")
+    p.add_argument("--record", help="artifacts/evidence/<probe>/<run>.json or <run>.json (default: the newest)")
+    p.add_argument("--case", help="only this case")
+    p.add_argument("--json", action="store_true", help="machine-readable output (schemas/output/record.v1)")
+    p.set_defaults(func=cmd_probe_record)
     p = probe.add_parser("run", parents=[common], help="run probes and write run records")
     add_run_arguments(p)
     p.set_defaults(func=cmd_probe_run)
@@ -152,37 +153,51 @@ def add_get_arguments(p: argparse.ArgumentParser) -> None:
     part = p.add_mutually_exclusive_group()
     part.add_argument("--frontmatter-only", action="store_true", help="only the YAML frontmatter")
     part.add_argument("--body-only", action="store_true", help="only the Markdown body")
+    part.add_argument("--prose", action="store_true",
+                      help="only the body's prose: no generated tables, no code blocks, no claim marks")
     part.add_argument("--claims", action="store_true", help="only the claims, as a table")
     p.add_argument("--follow-sources", action="store_true", help="append the source pages the page cites")
     p.add_argument("--include-code", action="store_true",
                    help="append the artifact bundle, the probe code and the latest run record of each probe")
+    p.add_argument("--files", action="append", default=[], metavar="PATTERN",
+                   help="with --include-code: only the code files whose path or name matches (e.g. '*.py', "
+                        "hopper_gemm.py; repeatable); the others are named, not printed")
     p.add_argument("--fetch-upstream", action="store_true",
-                   help="with --include-code: download pinned upstream files that are not installed "
-                        "($KERNELWIKI_UPSTREAM_URL), check their SHA-256, cache them in the user cache")
+                   help="with --include-code: upstream files that are not installed, from a local git mirror "
+                        "($KERNELWIKI_UPSTREAM_MIRROR) or downloaded ($KERNELWIKI_UPSTREAM_URL), SHA-256 checked, "
+                        "cached in the user cache")
+    p.add_argument("--max-bytes", type=int, metavar="N",
+                   help=f"print at most N bytes (>= {arguments.MIN_MAX_BYTES}), cut after a whole line; the last "
+                        "line says the --offset to continue from")
+    p.add_argument("--offset", type=int, default=0, metavar="BYTE", help="with --max-bytes: start at this byte")
     p.add_argument("--format", choices=("md", "json"), default="md", dest="fmt",
-                   help="md, or json (schemas/output/get.v1)")
+                   help="md, or json (schemas/output/get.v2)")
 
 
 def cmd_get(args) -> int:
-    from kernelwiki.commands.get import Options, build
+    from kernelwiki.commands.get import build, window
+    from kernelwiki.faces.output import continuation
     from kernelwiki.storage.index import UnknownPage
     from kernelwiki.storage.lookup import open_page
 
+    part = ("frontmatter" if args.frontmatter_only else "body" if args.body_only else "prose" if args.prose
+            else "claims" if args.claims else "page")
+    request = arguments.get({"page": args.page, "part": part, "include_code": args.include_code,
+                             "follow_sources": args.follow_sources, "fetch_upstream": args.fetch_upstream,
+                             "files": args.files or None, "max_bytes": args.max_bytes, "offset": args.offset or None,
+                             "format": args.fmt})
     try:
-        wiki, entry = open_page(_repo(args), args.page)
+        wiki, entry = open_page(_repo(args), request.page)
     except (UnknownPage, OutsideRepo) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
-    if args.fetch_upstream and not args.include_code:
-        print("error: --fetch-upstream works with --include-code", file=sys.stderr)
-        return 2
-    part = "frontmatter" if args.frontmatter_only else "body" if args.body_only else "claims" if args.claims else "page"
-    result = build(wiki, entry, Options(part, args.follow_sources, args.include_code, args.fmt, args.fetch_upstream))
+    result = build(wiki, entry, request.options)
     if args.fmt == "json":
         if _print_json(result.document, f"{entry.rel}: "):
             return 1
     else:
-        sys.stdout.write(result.markdown())
+        text, next_offset, total = window(result.markdown(), request.offset, request.max_bytes)
+        sys.stdout.write(text + continuation(next_offset, total, "--offset"))
     for message in result.errors:
         print(f"error: {message}", file=sys.stderr)
     return 1 if result.errors else 0
@@ -191,52 +206,32 @@ def cmd_get(args) -> int:
 # --- query ---------------------------------------------------------------------------------------
 def add_query_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("words", nargs="*", help="words to look for (aliases understood: UMMA, B200, H100, ...)")
-    p.add_argument("--type", action="append", default=[], dest="types",
-                   choices=("hardware", "kernel", "technique", "footgun", "language", "source"))
+    p.add_argument("--type", action="append", default=[], dest="types", help=f"one of {', '.join(arguments.PAGE_TYPES)}")
     p.add_argument("--tag", action="append", default=[], dest="tags", help="page must carry this tag (repeatable)")
     p.add_argument("--arch", action="append", default=[], dest="archs", help="sm_90a, sm_100a, H100, B200, ...")
-    p.add_argument("--evidence", action="append", default=[],
-                   choices=("spec", "source-reported", "compiled", "measured"))
-    p.add_argument("--status", action="append", default=[], dest="statuses",
-                   choices=("draft", "verified", "regressed", "stale"))
-    p.add_argument("--limit", type=_count, default=20, help="at most this many results (0: all)")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--evidence", action="append", default=[], help=f"one of {', '.join(arguments.EVIDENCE)}")
+    p.add_argument("--status", action="append", default=[], dest="statuses", help=f"one of {', '.join(arguments.STATUSES)}")
+    p.add_argument("--limit", type=int, default=20, help="at most this many results (0: all)")
+    p.add_argument("--json", action="store_true", help="machine-readable output (schemas/output/query.v2)")
 
 
 def cmd_query(args) -> int:
     from kernelwiki.storage.index import Wiki
-    from kernelwiki.commands.query import Filters, search, unknown_tag_messages
+    from kernelwiki.commands.query import answer
+    from kernelwiki.faces.output import query_document, query_text
 
     wiki = Wiki.load(_repo(args))
-    unknown_tags = unknown_tag_messages(wiki, args.tags)
-    if unknown_tags:
-        for message in unknown_tags:
-            print(f"error: {message}", file=sys.stderr)
-        return 2
-    from kernelwiki.commands.query import normalize_arch
-
-    for name in args.archs:
-        known = [a for a in normalize_arch(wiki, name) if a in wiki.vocab.archs or a + "a" in wiki.vocab.archs]
-        if not known:
-            from kernelwiki.model.vocab import did_you_mean
-
-            print(f"error: unknown architecture {name!r}{did_you_mean(name, wiki.vocab.archs)}", file=sys.stderr)
-            return 2
-    filters = Filters(args.types, args.tags, args.archs, args.evidence, args.statuses)
-    hits = search(wiki, args.words, filters, args.limit)
+    words, filters, limit = arguments.query(wiki, {"words": args.words, "type": args.types, "tag": args.tags,
+                                                   "arch": args.archs, "evidence": args.evidence,
+                                                   "status": args.statuses, "limit": args.limit})
+    result = answer(wiki, words, filters, limit)
     if args.json:
-        from kernelwiki.faces.output import query_document
-
-        return _print_json(query_document(hits))
-    if not hits:
-        print("no pages match", file=sys.stderr)
-        return 0
-    for hit in hits:
-        e = hit.entry
-        evidence = e.get("evidence_level") or "-"
-        print(f"{e.id:<40} {str(e.get('type')):<10} {evidence:<16} {str(e.get('status') or '-'):<9} {e.get('title')}")
-        if e.headline:
-            print(f"    {e.headline[:110]}")
+        return _print_json(query_document(result))
+    lines, notes = query_text(result)
+    for line in lines:
+        print(line)
+    for note in notes:
+        print(note, file=sys.stderr)
     return 0
 
 
@@ -299,6 +294,13 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=_seconds, help="per-probe timeout in seconds (default: the probe's own)")
     p.add_argument("--no-refresh", action="store_true", help="write records but leave the pages alone")
     p.add_argument("--no-record", action="store_true", help="run and report only; write no record (implies --no-refresh)")
+    p.add_argument("--gpus", help="run on these GPUs of this host at once, one probe process per GPU: all, "
+                                  "the first N, or indices 0,2,3 (default: one GPU)")
+    p.add_argument("--ray", metavar="ADDRESS", help="run each probe as a Ray task on a GPU of the cluster at ADDRESS "
+                                                     "(auto, HOST:PORT, ray://HOST:PORT); records land here")
+    p.add_argument("--gpu-model", action="append", default=[],
+                   help="--ray: only GPUs of this model, e.g. H200 (repeatable; default: every model the cluster offers)")
+    p.add_argument("--repeat", type=int, help="--ray: run each probe this many times per model, spread over nodes")
 
 
 def cmd_probe_run(args) -> int:
@@ -310,25 +312,46 @@ def cmd_probe_run(args) -> int:
     if not (args.all_probes or args.probe or args.page):
         print("error: say which probes: --all, --probe ID or --page ID", file=sys.stderr)
         return 2
+    from kernelwiki.model.vocab import Vocabulary
+
+    probes = load_probes(repo)
+    for probe_id in args.probe:
+        arguments.probe_id(probes, probe_id)
+    cases = arguments.case_ids(args.case)
+    archs = arguments.compile_archs(Vocabulary.load(repo.schemas), args.arch)
     try:
-        specs = select(load_probes(repo), all_probes=args.all_probes, ids=args.probe, pages=args.page)
+        specs = select(probes, all_probes=args.all_probes, ids=args.probe, pages=args.page)
     except UnknownProbe as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    from kernelwiki.model.vocab import Vocabulary, did_you_mean
-
-    archs = Vocabulary.load(repo.schemas).archs
-    for arch in args.arch:
-        if arch not in archs:
-            print(f"error: unknown architecture {arch!r}{did_you_mean(arch, archs)}", file=sys.stderr)
-            return 2
-    options = Options(mode="compile-only" if args.compile_only else "run", cases=args.case, archs=args.arch,
+    options = Options(mode="compile-only" if args.compile_only else "run", cases=cases, archs=archs,
                       seed=args.seed, timeout_s=args.timeout, write=not args.no_record)
+    devices = _gpu_devices(arguments.gpus(args.gpus))
+    address = arguments.ray_address(args.ray)
+    models = arguments.gpu_models(args.gpu_model)
+    repeat = arguments.count("repeat", args.repeat, 1, minimum=1)
+    if address and devices:
+        raise ArgumentError("ray: --ray and --gpus exclude each other (a Ray task gets one GPU of a node)")
+    if (models or args.repeat) and not address:
+        raise ArgumentError("gpu-model: --gpu-model and --repeat go with --ray ADDRESS")
     from kernelwiki.probing.processes import Interrupted, interruptible
 
     try:
         with interruptible(), runner_lock(repo):
-            outcomes = run_probes(repo, specs, options)
+            if address:
+                from kernelwiki.probing.fleet import FleetError, run_on_ray
+
+                try:
+                    outcomes = run_on_ray(repo, specs, options, address, models=models, repeat=repeat)
+                except FleetError as err:
+                    print(f"error: {err}", file=sys.stderr)
+                    return 2
+            elif devices:
+                from kernelwiki.probing.gpus import run_on_gpus
+
+                outcomes = run_on_gpus(repo, specs, options, devices)
+            else:
+                outcomes = run_probes(repo, specs, options)
             if options.write and not args.no_refresh:
                 for change in refresh(repo):
                     print(change.refused or f"refreshed {change.rel} ({', '.join(change.fields)})", file=sys.stderr)
@@ -342,6 +365,19 @@ def cmd_probe_run(args) -> int:
     print(summary_table(outcomes))
     bad = [o for o in outcomes if o.status not in ("passed", "compiled", "skipped")]
     return 1 if bad else 0
+
+
+def _gpu_devices(selection):
+    """The GPUs --gpus chose on this host (None without --gpus); an ArgumentError if it lacks them."""
+    if selection is None:
+        return None
+    from kernelwiki.harness.env import list_gpus
+    from kernelwiki.probing.gpus import GpuChoiceError, choose
+
+    try:
+        return choose(selection, list_gpus())
+    except GpuChoiceError as err:
+        raise arguments.ArgumentError(str(err)) from None
 
 
 def cmd_probe_list(args) -> int:
@@ -366,14 +402,10 @@ def cmd_probe_show(args) -> int:
     from kernelwiki.commands.get import probe_bundle
     from kernelwiki.storage.index import Wiki
     from kernelwiki.probing.specs import load_probes
-    from kernelwiki.model.vocab import did_you_mean
 
     repo = _repo(args)
     probes = load_probes(repo)
-    if args.probe_id not in probes:
-        print(f"error: no probe {args.probe_id!r}{did_you_mean(args.probe_id, probes)}", file=sys.stderr)
-        return 1
-    spec = probes[args.probe_id]
+    spec = probes[arguments.probe_id(probes, args.probe_id)]
     if args.json:
         from kernelwiki.faces.output import probe_show_document
 
@@ -381,6 +413,25 @@ def cmd_probe_show(args) -> int:
     print((spec.directory / "probe.yaml").read_text(encoding="utf-8"), end="")
     bundle = probe_bundle(Wiki.load(repo), spec.id)
     return _print_json(bundle.get("latest_record"))
+
+
+def cmd_probe_record(args) -> int:
+    from kernelwiki.faces.output import record_document, record_text
+    from kernelwiki.probing.specs import load_probes
+    from kernelwiki.storage.index import Wiki
+
+    repo = _repo(args)
+    probe_id = arguments.probe_id(load_probes(repo), args.probe_id)
+    case, record = arguments.case_id(args.case), arguments.record_name(args.record)
+    try:
+        document = record_document(Wiki.load(repo), probe_id, record, case)
+    except LookupError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    if args.json:
+        return _print_json(document)
+    sys.stdout.write(record_text(document))
+    return 0
 
 
 def cmd_mcp(args) -> int:
@@ -413,11 +464,31 @@ def cmd_site_build(args) -> int:
 
     repo = _repo(args)
     start = time.perf_counter()
+    if args.out:
+        refused = _unsafe_site_dir(repo, Path(args.out))
+        if refused:
+            print(f"error: --out {args.out}: {refused}", file=sys.stderr)
+            return 2
     out = ["-d", str(Path(args.out).resolve())] if args.out else []
     code = _mkdocs(repo, "build", "--strict", "--quiet", *out)
     if code == 0:
         print(f"site built in {time.perf_counter() - start:.1f} s: {args.out or repo.root / 'site'}", file=sys.stderr)
     return code
+
+
+def _unsafe_site_dir(repo: Repo, out: Path) -> str | None:
+    """Why mkdocs may not build into `out`, or None. mkdocs empties its output directory first, so
+    it must not be a directory of the checkout (artifacts/, schemas/, ...) other than site/, nor hold
+    the checkout, nor be a non-empty directory that is not an earlier build."""
+    target, root = out.expanduser().resolve(), repo.root.resolve()
+    site = root / "site"
+    if target == root or target in root.parents:
+        return "holds the repository; building there would delete it"
+    if root in target.parents and target != site and site not in target.parents:
+        return "is inside the repository; the only output directory there is site/ (the default)"
+    if target.is_dir() and any(target.iterdir()) and not (target / "404.html").is_file():
+        return "is a directory with files that is not an earlier site build; mkdocs would delete them"
+    return None
 
 
 def cmd_site_serve(args) -> int:

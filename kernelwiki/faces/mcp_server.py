@@ -1,14 +1,17 @@
 """`kernelwiki mcp`: the lookups of the command line as a Model Context Protocol server over stdio.
 
-Tools (arguments and results described by JSON Schemas; results are the documents of
-kernelwiki.faces.output and kernelwiki.commands.get, the same ones `--json` prints): query, get_page,
-list_probes, latest_record, validate. Resources: every page as `kernelwiki://page/<id>`
-(Markdown, as `kernelwiki get` prints it).
+Tools: query, get_page, get_record, list_probes, latest_record, validate. Each answer is sent once:
+get_page answers Markdown text only (as `kernelwiki get` prints it; with format json, the get.v2
+document as structured content and a one-line text), the other tools answer their JSON document
+(schemas/output/, as `--json` prints it) as structured content with a short plain-text summary.
+Resources: every page as `kernelwiki://page/<id>` (Markdown).
 
-A tool that fails (unknown page, bad argument, an upstream file whose hash does not match)
-answers with an error result (`isError: true`) whose text is the message the CLI prints, so the
-agent can read it and correct itself; an unknown tool or resource is a JSON-RPC error. The page
-index is re-read on every call (a few milliseconds), so edits show without a restart.
+Arguments are checked by kernelwiki.faces.arguments, as on the command line: a bad one, an
+unknown page or probe, an upstream file whose hash does not match, all answer an error result
+(`isError: true`) whose text is the line the CLI prints, `error: ...`; an unknown tool or
+resource is a JSON-RPC error with the same prefix. When stdin closes, requests already read are
+answered before the server exits. The page index is re-read on every call (a few milliseconds),
+so edits show without a restart.
 """
 
 from __future__ import annotations
@@ -24,32 +27,34 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
 from kernelwiki import __version__
-from kernelwiki.faces import output
+from kernelwiki.faces import arguments, output
+from kernelwiki.faces.arguments import ArgumentError
 from kernelwiki.storage.index import UnknownPage, Wiki
 from kernelwiki.storage.repo import OutsideRepo, Repo
 
 PAGE_URI = "kernelwiki://page/"
+ERROR = "error: "
+"""Every error an agent sees, tool result or JSON-RPC error, starts so, as on the command line."""
 INSTRUCTIONS = (
     "kernelwiki: GPU kernel knowledge (Hopper sm_90a, Blackwell sm_100a) where every number is cited "
     "(evidence spec or source-reported, with its source page) or measured by a probe (compiled or measured, "
-    "with its run record). Find pages with `query`, read one with `get_page` (include_code for the kernels, "
-    "probe code and latest measurements; fetch_upstream for pinned upstream kernels, hash-checked). "
-    "Quote numbers with their evidence level and conditions (GPU, arch, dtype, shape); never present a "
-    "source-reported number as measured."
+    "with its run record). Find pages with `query` (hits carry each page's size and its code's size), read one "
+    "with `get_page` (part prose for the reasoning alone; include_code for the kernels, probe code and latest "
+    "measurements, files to choose among them, max_bytes and offset to read a long answer in pieces; "
+    "fetch_upstream for pinned upstream kernels, hash-checked), and see how a number was measured with "
+    "`get_record` (protocol, timings, clocks, correctness, environment). Quote numbers with their evidence "
+    "level and conditions (GPU, arch, dtype, shape); never present a source-reported number as measured."
 )
-_TYPES = ["hardware", "kernel", "technique", "footgun", "language", "source"]
-_EVIDENCE = ["spec", "source-reported", "compiled", "measured"]
-_STATUSES = ["draft", "verified", "regressed", "stale"]
 
 
 class ToolFailure(Exception):
-    """A tool call that cannot answer; the message is the CLI's."""
+    """A tool call that cannot answer; the message is the CLI's, without its prefix."""
 
 
-def _strings(description: str, enum: list[str] | None = None) -> dict:
+def _strings(description: str, enum: tuple[str, ...] | None = None) -> dict:
     items: dict[str, Any] = {"type": "string"}
     if enum:
-        items["enum"] = enum
+        items["enum"] = list(enum)
     return {"type": "array", "items": items, "description": description}
 
 
@@ -58,120 +63,166 @@ def _object(properties: dict, required: tuple[str, ...] = ()) -> dict:
 
 
 @dataclass(frozen=True)
+class Answer:
+    """What a tool sends: a text, and a structured document when the tool declares an output schema."""
+
+    text: str
+    document: dict | None = None
+
+
+@dataclass(frozen=True)
 class ToolSpec:
     description: str
     input_schema: dict
-    output: str
-    """schema_version of the structured result (schemas/output/<output>.schema.json)."""
-    run: Callable[[Repo, dict], tuple[dict, str]]
-    """(structured result, text for the model)."""
+    output: str | None
+    """schema_version of the structured result (schemas/output/<output>.schema.json); None: text only."""
+    run: Callable[[Repo, dict], Answer]
 
 
 # --- the tools -------------------------------------------------------------------------------------
-def _query(repo: Repo, args: dict) -> tuple[dict, str]:
-    from kernelwiki.commands.query import Filters, search, unknown_tag_messages
+def _query(repo: Repo, args: dict) -> Answer:
+    from kernelwiki.commands.query import answer
 
     wiki = Wiki.load(repo)
-    problems = unknown_tag_messages(wiki, args.get("tag") or [])
-    if problems:
-        raise ToolFailure("; ".join(problems))
-    words = str(args.get("words") or "").split()
-    filters = Filters(args.get("type") or [], args.get("tag") or [], args.get("arch") or [],
-                      args.get("evidence") or [], args.get("status") or [])
-    document = output.query_document(search(wiki, words, filters, int(args.get("limit", 20))))
-    return document, _json_text(document)
+    words, filters, limit = arguments.query(wiki, args)
+    result = answer(wiki, words, filters, limit)
+    lines, notes = output.query_text(result)
+    return Answer("\n".join(notes + lines) + "\n", _checked(output.query_document(result)))
 
 
-def _get_page(repo: Repo, args: dict) -> tuple[dict, str]:
-    from kernelwiki.commands.get import Options, build
+def _get_page(repo: Repo, args: dict) -> Answer:
+    from kernelwiki.commands.get import build, window
 
+    request = arguments.get(args)
     wiki = Wiki.load(repo)
-    entry = _resolve(wiki, str(args["page"]))
-    options = Options(args.get("part", "page"), bool(args.get("follow_sources")), bool(args.get("include_code")),
-                      "json", bool(args.get("fetch_upstream")))
-    if options.fetch_upstream and not options.include_code:
-        raise ToolFailure("fetch_upstream works with include_code")
-    result = build(wiki, entry, options)
+    entry = _resolve(wiki, request.page)
+    result = build(wiki, entry, request.options)
     if result.errors:
-        raise ToolFailure("\n".join(result.errors))
-    _check_json(result.document, f"{entry.rel}: ")
-    return result.document, result.markdown()
+        raise ToolFailure(f"\n{ERROR}".join(result.errors))
+    if request.options.fmt == "json":
+        document = _checked(result.document, f"{entry.rel}: ")
+        return Answer(f"{entry.id}: the get.v2 document is the structured content "
+                      f"({len(output.dumps(document).encode())} bytes)", document)
+    text, next_offset, total = window(result.markdown(), request.offset, request.max_bytes)
+    return Answer(text + output.continuation(next_offset, total, "offset"))
 
 
-def _list_probes(repo: Repo, args: dict) -> tuple[dict, str]:
+def _get_record(repo: Repo, args: dict) -> Answer:
     from kernelwiki.probing.specs import load_probes
 
-    document = output.probe_list_document(Wiki.load(repo), load_probes(repo))
-    return document, _json_text(document)
+    probe_id = arguments.probe_id(load_probes(repo), args.get("probe"))
+    case = arguments.case_id(args.get("case"))
+    record = arguments.record_name(args.get("record"))
+    try:
+        document = output.record_document(Wiki.load(repo), probe_id, record, case)
+    except LookupError as err:
+        raise ToolFailure(str(err)) from None
+    return Answer(output.record_text(document), _checked(document))
 
 
-def _latest_record(repo: Repo, args: dict) -> tuple[dict, str]:
+def _list_probes(repo: Repo, args: dict) -> Answer:
     from kernelwiki.probing.specs import load_probes
-    from kernelwiki.model.vocab import did_you_mean
+
+    document = _checked(output.probe_list_document(Wiki.load(repo), load_probes(repo)))
+    return Answer(output.probe_list_text(document), document)
+
+
+def _latest_record(repo: Repo, args: dict) -> Answer:
+    from kernelwiki.probing.specs import load_probes
 
     probes = load_probes(repo)
-    probe_id = str(args["probe"])
-    if probe_id not in probes:
-        raise ToolFailure(f"no probe {probe_id!r}{did_you_mean(probe_id, probes)}")
+    probe_id = arguments.probe_id(probes, args.get("probe"))
+    case = arguments.case_id(args.get("case"))
     try:
-        document = output.latest_record_document(Wiki.load(repo), probes[probe_id], args.get("case"))
+        document = output.latest_record_document(Wiki.load(repo), probes[probe_id], case)
     except output.UnknownCase as err:
         raise ToolFailure(str(err)) from None
-    return document, _json_text(document)
+    record = document["latest_record"]
+    text = (f"{probe_id}: no record yet" if record is None else
+            f"{probe_id}: {record['path']}, {record['status']} ({record['mode']}) at {record['started_at']}, "
+            f"{len(record['cases'])} case(s); get_record has the protocol, timings, clocks and correctness")
+    return Answer(text, _checked(document))
 
 
-def _validate(repo: Repo, args: dict) -> tuple[dict, str]:
+def _validate(repo: Repo, args: dict) -> Answer:
     from kernelwiki.commands.validate import validate
 
     report = validate(Wiki.load(repo))
-    document = output.validate_document(report)
     lines = [str(p) for p in report.problems] or ["no problems"]
     lines.append(f"{report.pages} pages, {report.probes} probes, {report.provenance} provenance files, "
                  f"{report.records} run records")
-    return document, "\n".join(lines)
+    return Answer("\n".join(lines), _checked(output.validate_document(report)))
 
 
 TOOLS: dict[str, ToolSpec] = {
     "query": ToolSpec(
         "Search the pages: every word must match (aliases understood: UMMA->tcgen05, B200->sm_100a, "
-        "H100/H200->sm_90a); ranked by where the words occur. Filters combine. Returns ids, titles, "
-        "evidence levels (per architecture) and summaries.",
+        "H100/H200->sm_90a; plurals and -ing/-ed forms; stop words such as 'vs' left out); ranked by where the "
+        "words occur. When no page holds every word, the nearest pages by any word, with the words no page holds "
+        "(matched any, covered false); total and truncated say what the limit left out. Hits carry ids, titles, "
+        "evidence levels (per architecture), summaries and sizes (bytes of the page and of its code). Answers the "
+        "query.v2 document as structured content and the hits as short text lines.",
         _object({
             "words": {"type": "string", "description": "words to look for, separated by spaces"},
-            "type": _strings("page types to keep", _TYPES),
+            "type": _strings("page types to keep", arguments.PAGE_TYPES),
             "tag": _strings("tags the page must all carry"),
             "arch": _strings("architectures: sm_90a, sm_100a, H100, B200, ..."),
-            "evidence": _strings("evidence levels to keep (of the given arch when arch is set)", _EVIDENCE),
-            "status": _strings("page statuses to keep", _STATUSES),
+            "evidence": _strings("evidence levels to keep (of the given arch when arch is set)", arguments.EVIDENCE),
+            "status": _strings("page statuses to keep", arguments.STATUSES),
             "limit": {"type": "integer", "minimum": 0, "default": 20, "description": "at most this many (0: all)"},
         }),
         output.QUERY, _query),
     "get_page": ToolSpec(
-        "Read one page by id, alias or repository path: frontmatter (claims with their evidence, sources, "
-        "records), Markdown body; optionally the cited sources, and with include_code the artifact code "
-        "(our kernels; pinned upstream files from the installed package, or downloaded with fetch_upstream "
-        "and checked against their SHA-256), the probes' code and each probe's latest run record.",
+        "Read one page by id, alias or repository path: frontmatter (claims with their evidence and conditions, "
+        "sources, records) and Markdown body; part prose for the body without generated tables and code. "
+        "Optionally the cited sources, and with include_code the artifact code (our kernels with their requires "
+        "and run lines; pinned upstream files from the installed package, or with fetch_upstream from a local "
+        "mirror or a download, checked against their SHA-256), the probes' code and each probe's latest run "
+        "record; files chooses which code files are printed. Answers Markdown text only (what `kernelwiki get` "
+        "prints); max_bytes cuts it after a whole line and its last line gives the offset to continue from. "
+        "With format json: the get.v2 document as structured content and a one-line text.",
         _object({
             "page": {"type": "string", "description": "page id (hw-wgmma), alias (skill-wgmma) or path"},
-            "part": {"type": "string", "enum": ["page", "frontmatter", "body", "claims"], "default": "page"},
+            "part": {"type": "string", "enum": list(arguments.PARTS), "default": "page"},
             "include_code": {"type": "boolean", "default": False},
+            "files": _strings("with include_code: shell patterns (*.py, hopper_gemm.py) choosing the code files "
+                              "printed by path or name; the others are named only"),
             "follow_sources": {"type": "boolean", "default": False},
             "fetch_upstream": {"type": "boolean", "default": False,
-                               "description": "with include_code: download pinned upstream files not installed"},
+                               "description": "with include_code: upstream files not installed, from a mirror or "
+                                              "downloaded"},
+            "max_bytes": {"type": "integer", "minimum": arguments.MIN_MAX_BYTES,
+                          "description": "send at most this many bytes of the Markdown"},
+            "offset": {"type": "integer", "minimum": 0, "default": 0,
+                       "description": "with max_bytes: the byte to start from (the last answer's last line says it)"},
+            "format": {"type": "string", "enum": ["md", "json"], "default": "md"},
         }, ("page",)),
-        "get.v1", _get_page),
+        None, _get_page),
+    "get_record": ToolSpec(
+        "How a number was measured: one run record whole - protocol (timing method, warmup, iterations, order, "
+        "L2 policy, seed), each case's parameters, timings, correctness (errors and tolerances), metrics and "
+        "baselines, ceilings, negative control, and the full environment (GPU, clocks before and after, power "
+        "limit, driver, CUDA, library versions, commit). The newest record of the probe unless record names one "
+        "(a path or file name, as claims cite it); with case, only that case. Answers the record.v1 document as "
+        "structured content and a plain-text summary.",
+        _object({"probe": {"type": "string", "description": "probe id, e.g. probe-hopper-gemm"},
+                 "record": {"type": "string", "description": "artifacts/evidence/<probe>/<run>.json or <run>.json"},
+                 "case": {"type": "string", "description": "case id"}}, ("probe",)),
+        output.RECORD, _get_record),
     "list_probes": ToolSpec(
-        "Every probe: kind, architectures, the pages it backs, and a summary of its latest run record.",
+        "Every probe: kind, architectures, the pages it backs, and a summary of its latest run record. Answers "
+        "the probe-list.v1 document as structured content and one text line per probe.",
         _object({}), output.PROBE_LIST, _list_probes),
     "latest_record": ToolSpec(
-        "The newest run record of a probe (status, environment, per-case headline values, baseline, ratio); "
-        "with case, only that case.",
+        "A summary of the newest run record of a probe (status, environment, per-case headline values, baseline, "
+        "ratio); with case, only that case (get_record has the whole record). Answers the latest-record.v1 "
+        "document as structured content and a one-line text.",
         _object({"probe": {"type": "string", "description": "probe id, e.g. probe-tma-copy"},
                  "case": {"type": "string", "description": "case id"}}, ("probe",)),
         output.LATEST_RECORD, _latest_record),
     "validate": ToolSpec(
-        "Check every page, probe, provenance file and run record (schemas, references, hashes); "
-        "problems as path:line: field: message.",
+        "Check every page, probe, provenance file and run record (schemas, references, hashes). Answers the "
+        "validate.v1 document as structured content and the problems as text, path:line: field: message.",
         _object({}), output.VALIDATE, _validate),
 }
 
@@ -184,28 +235,12 @@ def _resolve(wiki: Wiki, name: str):
         raise ToolFailure(str(err)) from None
 
 
-def _check_json(document: dict, where: str = "") -> None:
+def _checked(document: dict, where: str = "") -> dict:
     try:
         output.check(document)
     except output.NotJson as err:
         raise ToolFailure(f"{where}{err}") from None
-
-
-def _json_text(document: dict) -> str:
-    try:
-        return output.dumps(document)
-    except output.NotJson as err:
-        raise ToolFailure(str(err)) from None
-
-
-def _check_arguments(name: str, schema: dict, arguments: dict) -> None:
-    from jsonschema import Draft202012Validator
-
-    errors = sorted(Draft202012Validator(schema).iter_errors(arguments), key=lambda e: list(e.absolute_path))
-    if errors:
-        error = errors[0]
-        field = ".".join(str(p) for p in error.absolute_path) or "-"
-        raise ToolFailure(f"{name}: {field}: {error.message}")
+    return document
 
 
 def output_schema(repo: Repo, version: str) -> dict:
@@ -217,35 +252,50 @@ def output_schema(repo: Repo, version: str) -> dict:
     return {k: v for k, v in schema.items() if k not in ("$schema", "$id")}
 
 
+def _failure(message: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=ERROR + message)], is_error=True)
+
+
 def call(repo: Repo, name: str, arguments: dict | None) -> types.CallToolResult:
     """One tools/call; a failure becomes an error result with the CLI's message."""
     tool = TOOLS.get(name)
     if tool is None:
-        raise MCPError(types.INVALID_PARAMS, f"unknown tool {name!r}; tools: {', '.join(TOOLS)}")
+        raise MCPError(types.INVALID_PARAMS, f"{ERROR}unknown tool {name!r}; tools: {', '.join(TOOLS)}")
+    arguments = arguments or {}
     try:
-        _check_arguments(name, tool.input_schema, arguments or {})
-        document, text = tool.run(repo, arguments or {})
-    except ToolFailure as err:
-        return types.CallToolResult(content=[types.TextContent(type="text", text=str(err))], is_error=True)
-    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=document)
+        _check_shape(name, tool, arguments)
+        answer = tool.run(repo, arguments)
+    except (ToolFailure, ArgumentError) as err:
+        return _failure(str(err))
+    content = [types.TextContent(type="text", text=answer.text)]
+    if answer.document is None:
+        return types.CallToolResult(content=content)
+    return types.CallToolResult(content=content, structured_content=answer.document)
+
+
+def _check_shape(name: str, tool: ToolSpec, arguments: dict) -> None:
+    """Unknown fields are refused before the tool runs; every known field's value is checked by
+    kernelwiki.faces.arguments, so that its message (the CLI's) is the one sent."""
+    known = tool.input_schema["properties"]
+    unknown = sorted(set(arguments) - set(known))
+    if unknown:
+        raise ToolFailure(f"{name}: {', '.join(unknown)}: not an argument of {name}; its arguments: {', '.join(known)}")
 
 
 def read_page(repo: Repo, uri: str) -> str:
     from kernelwiki.commands.get import Options, get_page
 
     if not uri.startswith(PAGE_URI):
-        raise MCPError(types.INVALID_PARAMS, f"unknown resource {uri!r}; pages are {PAGE_URI}<id>")
+        raise MCPError(types.INVALID_PARAMS, f"{ERROR}unknown resource {uri!r}; pages are {PAGE_URI}<id>")
     wiki = Wiki.load(repo)
     try:
-        entry = wiki.resolve(uri[len(PAGE_URI):])
-    except (UnknownPage, OutsideRepo) as err:
-        raise MCPError(types.INVALID_PARAMS, str(err)) from None
+        entry = wiki.resolve(arguments.page_name(uri[len(PAGE_URI):]))
+    except (UnknownPage, OutsideRepo, ArgumentError) as err:
+        raise MCPError(types.INVALID_PARAMS, f"{ERROR}{err}") from None
     return get_page(wiki, entry, Options())
-
-
 def build_server(repo: Repo) -> Server:
     tools = [types.Tool(name=name, description=tool.description, input_schema=tool.input_schema,
-                        output_schema=output_schema(repo, tool.output),
+                        output_schema=output_schema(repo, tool.output) if tool.output else None,
                         annotations=types.ToolAnnotations(read_only_hint=True, open_world_hint=name == "get_page"))
              for name, tool in TOOLS.items()]
 
@@ -278,13 +328,51 @@ def build_server(repo: Repo) -> Server:
 
 
 def serve(repo: Repo) -> int:
-    """Serve on stdin/stdout until the client closes the connection."""
+    """Serve on stdin/stdout until the client closes stdin and every request read is answered."""
     server = build_server(repo)
 
     async def main() -> None:
         async with stdio_server() as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+            await drain_on_close(server, read_stream, write_stream)
 
     anyio.run(main)
     return 0
 
+
+async def drain_on_close(server: Server, read_stream, write_stream) -> None:
+    """Run the server between the stdio streams, holding its input open after stdin's end until each
+    request it was given has its response: the SDK stops at end of input and drops requests still in
+    flight, and a client that writes its requests and closes stdin (a pipe, a batch) would lose them."""
+    from mcp.shared._context_streams import create_context_streams
+    from mcp.shared.message import SessionMessage
+    from mcp_types import JSONRPCError, JSONRPCRequest, JSONRPCResponse
+
+    to_server, server_input = create_context_streams[SessionMessage | Exception](0)
+    server_output, from_server = create_context_streams[SessionMessage](0)
+    pending: set = set()
+    answered = anyio.Event()
+
+    async def forward_input() -> None:
+        nonlocal answered
+        async with to_server:
+            async for message in read_stream:
+                if isinstance(message, SessionMessage) and isinstance(message.message, JSONRPCRequest):
+                    pending.add(message.message.id)
+                await to_server.send(message)
+            while pending:
+                await answered.wait()
+                answered = anyio.Event()
+
+    async def forward_output() -> None:
+        async with from_server, write_stream:
+            async for message in from_server:
+                await write_stream.send(message)
+                if isinstance(message.message, (JSONRPCResponse, JSONRPCError)):
+                    pending.discard(message.message.id)
+                    answered.set()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(forward_input)
+        group.start_soon(forward_output)
+        async with server_output:
+            await server.run(server_input, server_output, server.create_initialization_options())

@@ -15,13 +15,14 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # `get --format json` imports this module; it needs none of these at run time
     from kernelwiki.storage.index import Wiki
     from kernelwiki.probing.specs import ProbeSpec
-    from kernelwiki.commands.query import Hit
+    from kernelwiki.commands.query import Answer
 
-QUERY = "query.v1"
+QUERY = "query.v2"
 PROBE_LIST = "probe-list.v1"
 PROBE_SHOW = "probe-show.v1"
 LATEST_RECORD = "latest-record.v1"
 VALIDATE = "validate.v1"
+RECORD = "record.v1"
 
 
 class NotJson(ValueError):
@@ -60,8 +61,48 @@ def non_finite(value: Any, path: str = "") -> tuple[str, float] | None:
     return None
 
 
-def query_document(hits: list[Hit]) -> dict:
-    return {"schema_version": QUERY, "hits": [hit.to_json() for hit in hits]}
+def query_document(answer: Answer) -> dict:
+    return {"schema_version": QUERY,
+            "hits": [{**hit.to_json(), "bytes": answer.sizes[hit.entry.id or ""]} for hit in answer.hits],
+            "words": answer.words, "ignored": answer.ignored, "matched": answer.matched, "covered": answer.covered,
+            "unmatched": answer.unmatched, "in_passing": answer.in_passing, "total": answer.total, "truncated": answer.truncated,
+            "limit": answer.limit, "suggested_tags": answer.suggested_tags}
+
+
+def query_text(answer: Answer) -> tuple[list[str], list[str]]:
+    """The answer as a terminal or an agent reads it: one line per hit, and notes on how it matched
+    (not covered, the limit cut, stop words left out, tags to filter by)."""
+    notes = []
+    if answer.matched == "none" and answer.words:
+        notes.append(f"no pages match: not covered, no page holds {', '.join(repr(w) for w in answer.unmatched)}")
+    elif answer.matched == "any":
+        missing = f" ({', '.join(repr(w) for w in answer.unmatched)} on no page)" if answer.unmatched else ""
+        notes.append(f"not covered: no page holds every word of {' '.join(answer.words)!r}{missing}; "
+                     "these are the nearest pages by the words they hold")
+    elif answer.in_passing:
+        notes.append(f"not covered: {', '.join(repr(w) for w in answer.in_passing)} only mentioned in passing "
+                     "(no page is about it); these are the nearest pages")
+    elif not answer.hits:
+        notes.append("no pages match")
+    lines = []
+    for hit in answer.hits:
+        e, size = hit.entry, answer.sizes[hit.entry.id or ""]
+        evidence = e.get("evidence_level") or "-"
+        lines.append(f"{e.id:<40} {str(e.get('type')):<10} {evidence:<16} {str(e.get('status') or '-'):<9} "
+                     f"[{_kb(size['page'])} + {_kb(size['code'])} code] {e.get('title')}")
+        if e.headline:
+            lines.append(f"    {e.headline[:110]}")
+    if answer.truncated:
+        notes.append(f"{len(answer.hits)} of {answer.total} pages shown; raise the limit (0: all) for the rest")
+    if answer.ignored:
+        notes.append(f"ignored: {', '.join(answer.ignored)}")
+    if answer.suggested_tags:
+        notes.append(f"tags to filter by: {', '.join(answer.suggested_tags)}")
+    return lines, notes
+
+
+def _kb(size: int) -> str:
+    return f"{size / 1000:.0f} kB" if size >= 1000 else f"{size} B"
 
 
 def probe_summary(wiki: Wiki, spec: ProbeSpec) -> dict:
@@ -103,3 +144,75 @@ def validate_document(report: Any) -> dict:
     return {"schema_version": VALIDATE, "ok": report.ok, "problems": [p.to_json() for p in report.problems],
             "counts": {"pages": report.pages, "probes": report.probes, "provenance": report.provenance,
                        "records": report.records}}
+
+
+def continuation(next_offset: int | None, total: int, name: str) -> str:
+    """The line that ends a cut answer: where it stopped and how to go on (`--offset` or `offset`)."""
+    if next_offset is None:
+        return ""
+    return f"\n[cut at byte {next_offset} of {total}; continue with {name} {next_offset}]\n"
+
+
+def probe_list_text(document: dict) -> str:
+    lines = []
+    for probe in document["probes"]:
+        latest = probe["latest_record"]
+        state = f"{latest['status']} ({latest['mode']}, {latest['started_at']})" if latest else "never run"
+        lines.append(f"{probe['id']} [{probe['kind']}; {', '.join(probe['archs'])}] {state}; pages: {', '.join(probe['pages'])}")
+    return "\n".join(lines) + "\n"
+
+
+def record_document(wiki: Wiki, probe_id: str, record: str | None = None, case: str | None = None) -> dict:
+    """One run record whole (the newest valid one unless `record` names it); with `case`, that case only.
+    LookupError names what is missing and what there is."""
+    from kernelwiki.storage.records import order_key, probe_ids
+    from kernelwiki.storage.records import scan as scan_records
+
+    found = [r for r in scan_records(wiki.repo, probe_ids(wiki.repo), probe=probe_id) if r.ok]
+    if record is not None:
+        chosen = [r for r in found if r.rel == record or r.rel.rsplit("/", 1)[-1] == record]
+        if not chosen:
+            names = ", ".join(sorted(r.rel.rsplit("/", 1)[-1] for r in found)[-5:]) or "none"
+            raise LookupError(f"probe {probe_id!r} has no valid record {record!r} (newest: {names})")
+    else:
+        chosen = sorted(found, key=lambda r: order_key(r.data.get("started_at"), r.rel) or ())[-1:]
+    if not chosen:
+        return {"schema_version": RECORD, "probe": probe_id, "path": None, "case": case, "record": None}
+    data = dict(chosen[0].data)
+    if case is not None:
+        cases = [c for c in data.get("cases") or [] if isinstance(c, dict) and c.get("id") == case]
+        if not cases:
+            known = ", ".join(str(c.get("id")) for c in data.get("cases") or [] if isinstance(c, dict)) or "none"
+            raise LookupError(f"probe {probe_id!r} has no case {case!r} in {chosen[0].rel} (cases: {known})")
+        data["cases"] = cases
+    return {"schema_version": RECORD, "probe": probe_id, "path": chosen[0].rel, "case": case, "record": data}
+
+
+def record_text(document: dict) -> str:
+    """A record as an agent reads it: protocol and environment, then one line per case, or, for one
+    case, its timing, correctness, metrics and headline (the structured content has every field)."""
+    record = document["record"]
+    if record is None:
+        return f"{document['probe']}: no valid run record yet\n"
+    lines = [f"{document['path']}: {record.get('status')} ({record.get('mode')}), {record.get('started_at')} to "
+             f"{record.get('finished_at')}, seed {record.get('seed')}"]
+    for key in ("protocol", "environment", "ceilings", "negative_control"):
+        if record.get(key):
+            lines.append(f"{key}: {json.dumps(record[key], ensure_ascii=False, default=str)}")
+    cases = [c for c in record.get("cases") or [] if isinstance(c, dict)]
+    detailed = len(cases) <= 1
+    for case in cases:
+        lines.append(f"case {case.get('id')}: {case.get('status')}; params {json.dumps(case.get('params'), default=str)}")
+        if not detailed:
+            headline = case.get("headline") or {}
+            lines[-1] += (f"; {headline.get('metric')} {headline.get('value')} {headline.get('unit', '')}, "
+                          f"{headline.get('ratio')}x {headline.get('baseline')}" if headline else "")
+            continue
+        for key in ("timing", "correctness", "metrics", "baselines", "headline"):
+            if case.get(key) is not None:
+                value = json.dumps(case[key], ensure_ascii=False, default=str)
+                lines.append(f"  {key}: {value if len(value) <= 600 else value[:600] + ' ...'}")
+    if not detailed:
+        lines.append(f"{len(cases)} cases: ask for one (case) for its timing, correctness and metrics here; "
+                     "the structured content has every field of every case")
+    return "\n".join(lines) + "\n"

@@ -167,7 +167,26 @@ class Probe:
             return {**base, "status": "failed", "reason": _short_error(err)}
         correctness = result.get("correctness") or {}
         status = "passed" if correctness.get("passed") else "incorrect"
+        if isinstance(result.get("metrics"), dict):
+            result = {**result, "metrics": scalar_metrics(result["metrics"])}
         return {**base, "status": status, **result}
+
+
+def scalar_metrics(metrics: dict, prefix: str = "") -> dict:
+    """A record's metrics are scalars (the record schema): a nested mapping becomes dotted keys
+    (`support.fa4`), a list its JSON text, anything else its text."""
+    out: dict[str, Any] = {}
+    for key, value in metrics.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(scalar_metrics(value, f"{name}."))
+        elif isinstance(value, (list, tuple)):
+            out[name] = json.dumps(value, default=_json_default)
+        elif value is None or isinstance(value, (bool, int, float, str)):
+            out[name] = value
+        else:
+            out[name] = _json_default(value)
+    return out
 
 
 def _short_error(err: BaseException) -> str:

@@ -93,6 +93,7 @@ from cutlass.cute.nvgpu import cpasync, warpgroup
 from cutlass.tensor_utils import LayoutEnum
 
 # the pieces both Hopper GEMMs share live beside the bf16 GEMM (listed in this bundle's PROVENANCE)
+from ..hopper_gemm import sm90_common
 from ..hopper_gemm.sm90_common import (DUMP_DIR, SMEM_BYTES, WARPGROUP_THREADS, batch_last, cached_kernel,
                          canonical, current_stream, cute_view, fake_tensor, load_atom, max_active_clusters)
 
@@ -741,7 +742,9 @@ def gemm(a, sfa, b, sfb, layout: str = "normal", group_info=None):
     return d
 
 
-KERNEL_SOURCES = [Path(__file__).resolve(), Path(__file__).resolve().parents[1] / "hopper-gemm" / "sm90_common.py"]
+KERNEL_SOURCES = [Path(__file__).resolve(), Path(sm90_common.__file__).resolve()]
+"""The files whose bytes key the on-disk kernel cache (the shared Hopper module named by its import,
+not by a path: a path written out broke when the kernel folders became packages)."""
 
 
 def _check_tensors(a, sfa, b, sfb, layout: str, group_info) -> None:

@@ -1,0 +1,1 @@
+"""Distributed shared memory in thread block clusters: dsmem.cu and its reference."""
