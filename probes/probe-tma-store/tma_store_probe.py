@@ -142,11 +142,12 @@ def run_case(case: dict, ctx: Context) -> dict:
 
 
 def negative_control(ctx: Context) -> dict:
-    """TMA reduce-add with every partial rounded through fp16 first (an epilogue staging partials in
-    the output's 16-bit type) must fail the fp32 gate."""
+    """The TMA store whose tensor map gives the row pitch in elements instead of bytes (the unit
+    slip cuTensorMapEncodeTiled accepts whenever the pitch stays a multiple of 16) must fail the
+    exact gate: rows land at the wrong addresses."""
     k = _kernels()
-    return _checked_reduce(lambda a, b, out: k.tma_reduce(a, b, out, stream=_stream(), round_fp16=True),
-                           ctx, 4096, 4096, 4, 99)
+    return _checked_store(lambda a, b, out: k.tma_store(a, b, out, stream=_stream(), pitch_in_elements=True),
+                          ctx, 4096, 4096, 99)
 
 
 def compile_kernel(arch: str) -> compile_mod.Emitted:

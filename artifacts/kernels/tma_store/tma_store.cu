@@ -18,7 +18,8 @@
 //   ep_atomic     - one atomicAdd per element (RED.E.ADD.F32), or float4 atomicAdd (vector 1).
 //   ep_tma_reduce - the partial tile written to shared memory, fenced, and added into global by
 //                   cp.reduce.async.bulk.tensor.2d.global.shared::cta.add. `round_fp16` rounds each
-//                   partial through fp16 first (the probe's negative control).
+//                   partial through fp16 first (a precision slip; the tests show the fp32 gate
+//                   catches it).
 //
 // Host side: extern "C" functions take the caller's stream and return a cudaError_t; tensor maps
 // are encoded with cuTensorMapEncodeTiled, reached through cudaGetDriverEntryPointByVersion (no
@@ -170,8 +171,10 @@ using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, 
                                  const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
                                  CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
 
-// a row-major m x n tensor of `bf16 ? bf16 : fp32`, boxes of TILE_M x TILE_N, no swizzle
-static int encode(CUtensorMap* map, void* base, int m, int n, int bf16) {
+// a row-major m x n tensor of `bf16 ? bf16 : fp32`, boxes of TILE_M x TILE_N, no swizzle.
+// pitch_in_elements (the probe's negative control) gives the row pitch in elements where the
+// driver wants bytes, the classic unit slip: rows then land at the wrong addresses.
+static int encode(CUtensorMap* map, void* base, int m, int n, int bf16, int pitch_in_elements = 0) {
   static EncodeTiled fn = nullptr;
   if (fn == nullptr) {
     cudaDriverEntryPointQueryResult found;
@@ -182,7 +185,7 @@ static int encode(CUtensorMap* map, void* base, int m, int n, int bf16) {
   }
   const size_t elem = bf16 ? 2 : 4;
   const cuuint64_t dims[2] = {static_cast<cuuint64_t>(n), static_cast<cuuint64_t>(m)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(n) * elem};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(n) * (pitch_in_elements ? 1 : elem)};
   const cuuint32_t box[2] = {TILE_N, TILE_M}, unit[2] = {1, 1};
   CUresult res = fn(map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, base, dims,
                     strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
@@ -215,10 +218,11 @@ int ep_launch_st_global(const float* a, const float* b, void* out, int m, int n,
   return static_cast<int>(cudaGetLastError());
 }
 
-int ep_launch_tma_store(const float* a, const float* b, void* out, int m, int n, int fence, cudaStream_t stream) {
+int ep_launch_tma_store(const float* a, const float* b, void* out, int m, int n, int fence, int pitch_in_elements,
+                        cudaStream_t stream) {
   if (!shape_ok(m, n)) return static_cast<int>(cudaErrorInvalidValue);
   CUtensorMap map;
-  int err = encode(&map, out, m, n, 1);
+  int err = encode(&map, out, m, n, 1, pitch_in_elements);
   if (err) return err;
   ep_tma_store<<<grid_for(ep_tma_store, (m / TILE_M) * (n / TILE_N)), THREADS, 0, stream>>>(map, a, b, m, n, fence);
   return static_cast<int>(cudaGetLastError());

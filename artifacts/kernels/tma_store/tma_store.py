@@ -43,7 +43,7 @@ class EpilogueKernels:
         ptr, i32 = ctypes.c_void_p, ctypes.c_int
         self._lib = library
         library.ep_launch_st_global.argtypes = [ptr, ptr, ptr, i32, i32, ptr]
-        library.ep_launch_tma_store.argtypes = [ptr, ptr, ptr, i32, i32, i32, ptr]
+        library.ep_launch_tma_store.argtypes = [ptr, ptr, ptr, i32, i32, i32, i32, ptr]
         library.ep_launch_atomic.argtypes = [ptr, ptr, ptr, i32, i32, i32, i32, ptr]
         library.ep_launch_tma_reduce.argtypes = [ptr, ptr, ptr, i32, i32, i32, i32, ptr]
         library.ep_error_string.restype = ctypes.c_char_p
@@ -58,11 +58,11 @@ class EpilogueKernels:
         check_shape(m, n)
         self._check(self._lib.ep_launch_st_global(a.data_ptr(), b.data_ptr(), out.data_ptr(), m, n, stream), "st.global")
 
-    def tma_store(self, a, b, out, *, stream: int, fence: bool = True) -> None:
+    def tma_store(self, a, b, out, *, stream: int, fence: bool = True, pitch_in_elements: bool = False) -> None:
         m, n = out.shape
         check_shape(m, n)
-        self._check(self._lib.ep_launch_tma_store(a.data_ptr(), b.data_ptr(), out.data_ptr(), m, n, int(fence), stream),
-                    "TMA store")
+        self._check(self._lib.ep_launch_tma_store(a.data_ptr(), b.data_ptr(), out.data_ptr(), m, n, int(fence),
+                                                  int(pitch_in_elements), stream), "TMA store")
 
     def atomic(self, a, b, out, *, stream: int, vector: bool) -> None:
         (m, n), splits = out.shape, a.shape[0]
