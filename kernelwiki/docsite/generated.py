@@ -1,7 +1,9 @@
 """The pages the site generates from the wiki: home, evidence dashboard, probe catalogue,
-architecture x page coverage, footgun index, tags index."""
+architecture x page coverage, footgun index, symptom index, tags index."""
 
 from __future__ import annotations
+
+import html
 
 from kernelwiki.storage.index import Entry
 from kernelwiki.probing.specs import ProbeSpec
@@ -202,6 +204,30 @@ def footgun_index(entries: list[Entry]) -> str:
                         f"{cell(', '.join(map(str, entry.get('architectures') or [])))} | {badge('level', entry.get('evidence_level'))} |")
     return "---\ntitle: Footguns\n---\n# Footguns\n\nThings that crash, hang, give wrong results or " \
            "mislead benchmarks, each with a probe that shows it.\n\n" + "\n".join(rows) + "\n"
+
+
+def symptom_index(entries: list[Entry]) -> str:
+    """Every page's `symptoms` phrases, sorted, each with the pages that explain it: a reader who
+    knows only what they see ("hangs", "slow at small M") finds the page. Every string is
+    HTML-escaped (and its table bars escaped), since the phrases come from page frontmatter."""
+    uri = "evidence/symptoms.md"
+    by_symptom: dict[str, list[Entry]] = {}
+    for entry in entries:
+        symptoms = entry.get("symptoms")
+        for symptom in symptoms if isinstance(symptoms, list) else []:
+            if isinstance(symptom, str) and symptom.strip():
+                by_symptom.setdefault(symptom.strip(), []).append(entry)
+
+    def cell(text: object) -> str:
+        return html.escape(str(text)).replace("|", "&#124;")
+
+    rows = ["| symptom | explained by |", "|---|---|"]
+    for symptom in sorted(by_symptom, key=str.lower):
+        links = ", ".join(f"[{cell(e.get('title') or e.id)}]({rel_link(uri, page_uri(e))}) ({cell(e.get('type'))})"
+                          for e in by_symptom[symptom])
+        rows.append(f"| {cell(symptom)} | {links} |")
+    return "---\ntitle: Symptoms\n---\n# Symptom index\n\nWhat you see, and the page that explains it. " \
+           "Generated from the `symptoms` field of every page.\n\n" + "\n".join(rows) + "\n"
 
 
 def tags_index() -> str:

@@ -29,6 +29,7 @@ GENERATED_BLOCK = re.compile(r"(?:^## Claims and measurements\n\s*)?"
 SECTIONS = ["hardware", "kernels", "techniques", "footguns", "languages", "sources"]
 EVIDENCE_PAGES = {"evidence/index.md": "Dashboard", "evidence/probes.md": "Probe catalogue",
                   "evidence/coverage.md": "Architecture coverage", "evidence/footguns.md": "Footguns",
+                  "evidence/symptoms.md": "Symptoms",
                   "evidence/tags.md": "Tags"}
 _state: dict = {}
 
@@ -114,6 +115,7 @@ def on_files(files: Files, config) -> Files:
         "evidence/probes.md": generated.probe_catalogue(probes, records, ids),
         "evidence/coverage.md": generated.coverage(entries, archs),
         "evidence/footguns.md": generated.footgun_index(entries),
+        "evidence/symptoms.md": generated.symptom_index(entries),
         "evidence/tags.md": generated.tags_index(),
         "assets/kernelwiki.css": generated.STYLE,
     }

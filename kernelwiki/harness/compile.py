@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import glob
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -82,14 +83,16 @@ def from_cute(compiled, arch: str) -> Emitted:
     return emitted
 
 
-def _nvcc_run(arguments: list[str], arch: str) -> None:
-    """Run nvcc once; its stderr tail becomes the error a user can act on."""
+def _nvcc_run(arguments: list[str], arch: str) -> str:
+    """Run nvcc once; its stderr tail becomes the error a user can act on. Returns its stderr (where
+    ptxas writes its -v report and its warnings)."""
     compiler = shutil.which("nvcc")
     if compiler is None:
         raise RuntimeError("nvcc not found: install the CUDA toolkit (CUDA 13.0) or run on the GPU machine")
     result = subprocess.run([compiler, "-std=c++17", "-O3", *arguments], capture_output=True, text=True)
     if result.returncode != 0:
         raise RuntimeError(f"nvcc failed for {arch}:\n{result.stderr[-4000:]}")
+    return result.stderr
 
 
 def nvcc(source: Path, arch: str, extra: list[str] | None = None) -> Emitted:
@@ -117,6 +120,28 @@ def nvcc_library(source: Path, arch: str, extra: list[str] | None = None) -> cty
         _nvcc_run([*(extra or []), "-shared", "-Xcompiler", "-fPIC",
                    f"-gencode=arch=compute_{number},code=sm_{number}", str(source), "-o", str(library)], arch)
         return ctypes.CDLL(str(library))
+
+
+_PTXAS_FUNCTION = re.compile(r"Function properties for (\S+)\n\s*(\d+) bytes stack frame, (\d+) bytes spill stores, "
+                             r"(\d+) bytes spill loads\n[^\n]*Used (\d+) registers")
+
+
+def ptxas_usage(source: Path, arch: str, extra: list[str] | None = None) -> tuple[dict[str, dict], str]:
+    """Build a .cu file to a cubin with `-Xptxas -v` and read ptxas's report: per kernel (mangled
+    name), registers per thread and the bytes of stack frame and spill stores/loads per thread (the
+    compiler's own account of spills; SASS shows them as STL/LDL). Also returns the report itself,
+    whose warnings (e.g. C7508, setmaxnreg ignored) a probe may look for."""
+    number = arch.removeprefix("sm_")
+    with tempfile.TemporaryDirectory() as tmp:
+        report = _nvcc_run([*(extra or []), "-Xptxas", "-v", "-cubin", f"-arch=sm_{number}", str(source),
+                            "-o", str(Path(tmp) / "k.cubin")], arch)
+    return parse_ptxas_usage(report), report
+
+
+def parse_ptxas_usage(report: str) -> dict[str, dict]:
+    """{kernel: {registers, stack_frame_bytes, spill_store_bytes, spill_load_bytes}} from a ptxas -v report."""
+    return {m[1]: {"registers": int(m[5]), "stack_frame_bytes": int(m[2]), "spill_store_bytes": int(m[3]),
+                   "spill_load_bytes": int(m[4])} for m in _PTXAS_FUNCTION.finditer(report)}
 
 
 def scan(emitted: Emitted, expected: list[str]) -> dict:

@@ -513,7 +513,7 @@ def _search_text(page: Page) -> str:
             if isinstance(meta.get(key), str):
                 parts.append(meta[key])
         for key in ("aliases", "tags", "architectures", "hardware_features", "techniques",
-                    "kernel_types", "languages"):
+                    "kernel_types", "languages", "symptoms"):
             value = meta.get(key)
             if isinstance(value, list):
                 parts.extend(str(v) for v in value)

@@ -1,0 +1,1 @@
+"""A register-pressure kernel built at several register caps, and setmaxnreg shapes (pressure.cu, setmaxnreg.cu, registers.py)."""
