@@ -153,11 +153,11 @@ def test_query_list_probes_latest_record(client):
     assert len(listed["content"][0]["text"]) < len(json.dumps(listed["structuredContent"])) / 4
     tma = next(p for p in probes if p["id"] == "probe-tma-copy")
     assert "hw-tma" in tma["pages"] and tma["latest_record"]["status"]
-    gemm = next(p for p in probes if p["id"] == "probe-hopper-gemm")
+    gemm = next(p for p in probes if p["id"] == "probe-tma-copy")
     case = gemm["latest_record"]["cases"][1]["id"]
-    record = client.call("latest_record", probe="probe-hopper-gemm", case=case)["structuredContent"]
+    record = client.call("latest_record", probe="probe-tma-copy", case=case)["structuredContent"]
     assert [c["id"] for c in record["latest_record"]["cases"]] == [case]
-    missing = client.call("latest_record", probe="probe-hopper-gemm", case="no-such-case")
+    missing = client.call("latest_record", probe="probe-tma-copy", case="no-such-case")
     assert missing["isError"] and "no case 'no-such-case'" in missing["content"][0]["text"]
 
 
@@ -262,17 +262,17 @@ def test_get_page_in_pieces_and_prose_and_files(client):
 
 
 def test_query_that_the_wiki_does_not_cover(client):
-    result = client.call("query", words="stream-K vs split-K")
+    result = client.call("query", words="Pallas vs Triton")
     assert not result.get("isError") and result["structuredContent"]["covered"] is False
-    assert result["content"][0]["text"].startswith("not covered: 'stream-K'")
+    assert result["content"][0]["text"].startswith("not covered: no page holds every word")
     assert result["structuredContent"]["hits"] and result["structuredContent"]["ignored"] == ["vs"]
 
 
 # --- how a number was measured -------------------------------------------------------------------------
 def test_get_record_returns_the_whole_record(client):
-    summary = client.call("latest_record", probe="probe-hopper-gemm")["structuredContent"]["latest_record"]
+    summary = client.call("latest_record", probe="probe-tma-copy")["structuredContent"]["latest_record"]
     case = summary["cases"][0]["id"]
-    result = client.call("get_record", probe="probe-hopper-gemm", case=case)
+    result = client.call("get_record", probe="probe-tma-copy", case=case)
     document = result["structuredContent"]
     record = json.loads((ROOT / document["path"]).read_text(encoding="utf-8"))
     assert document["path"] == summary["path"] and document["record"]["protocol"] == record["protocol"]
@@ -283,14 +283,14 @@ def test_get_record_returns_the_whole_record(client):
     assert {"timing", "correctness", "params"} <= set(ours)
     text = result["content"][0]["text"]
     assert "protocol: " in text and "environment: " in text and f"case {case}: " in text and "correctness" in text
-    cli = subprocess.run([sys.executable, "-m", "kernelwiki", "probe", "record", "probe-hopper-gemm", "--case", case,
+    cli = subprocess.run([sys.executable, "-m", "kernelwiki", "probe", "record", "probe-tma-copy", "--case", case,
                           "--root", str(ROOT)], capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert cli.returncode == 0 and cli.stdout == text  # the command line says the same
-    by_name = client.call("get_record", probe="probe-hopper-gemm", record=Path(summary["path"]).name)
+    by_name = client.call("get_record", probe="probe-tma-copy", record=Path(summary["path"]).name)
     assert by_name["structuredContent"]["path"] == summary["path"]
-    missing = client.call("get_record", probe="probe-hopper-gemm", record="nope.json")
-    assert missing["isError"] and missing["content"][0]["text"].startswith("error: probe 'probe-hopper-gemm' has no")
-    escape = client.call("get_record", probe="probe-hopper-gemm", record="../../x.json")
+    missing = client.call("get_record", probe="probe-tma-copy", record="nope.json")
+    assert missing["isError"] and missing["content"][0]["text"].startswith("error: probe 'probe-tma-copy' has no")
+    escape = client.call("get_record", probe="probe-tma-copy", record="../../x.json")
     assert escape["isError"] and "is not a record path" in escape["content"][0]["text"]
 
 
@@ -318,7 +318,7 @@ def test_requests_in_flight_are_answered_when_stdin_closes():
 def test_every_error_starts_with_one_prefix(client):
     texts = [client.call("get_page", page="hw-wgmmma")["content"][0]["text"],
              client.call("get_page", page="hw-wgmma", nonsense=True)["content"][0]["text"],
-             client.call("latest_record", probe="probe-hopper-gemm", case="no-such-case")["content"][0]["text"],
+             client.call("latest_record", probe="probe-tma-copy", case="no-such-case")["content"][0]["text"],
              client.request("tools/call", {"name": "nope", "arguments": {}})["error"]["message"],
              client.request("resources/read", {"uri": "kernelwiki://page/hw-tmaa"})["error"]["message"],
              client.request("resources/read", {"uri": "file:///etc/passwd"})["error"]["message"]]

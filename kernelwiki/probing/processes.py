@@ -25,7 +25,7 @@ import time
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 OF_VAR = "KERNELWIKI_PROBE_OF"
 RUN_VAR = "KERNELWIKI_PROBE_RUN"
@@ -131,15 +131,39 @@ def children() -> set[int]:
     return {pid for pid, (parent, _) in _parents().items() if parent == me}
 
 
+LEADERS: set[int] = set()
+"""Probe leaders running now in this process (several at once under --gpus): one probe's cleanup
+never takes another's leader for an adopted orphan (seen: a GPU's cleanup killed and reaped the
+probe another GPU had started after its own snapshot of the children)."""
+_LEADERS_LOCK = threading.Lock()
+
+
+def start_leader(start) -> Any:
+    """`start()` (a Popen) with its pid registered in LEADERS in one step, so that no other probe's
+    cleanup can see the new process before it is known as a leader. Pair with `finished`."""
+    with _LEADERS_LOCK:
+        proc = start()
+        LEADERS.add(proc.pid)
+    return proc
+
+
+def finished(leader: int) -> None:
+    with _LEADERS_LOCK:
+        LEADERS.discard(leader)
+
+
 def kill_descendants(leader: int, before: set[int], seconds: float = 5.0) -> list[int]:
     """SIGKILL every process under the probe `leader` and every child this (subreaper) process
-    gained that is not in `before`, pass after pass until none is alive; reap the adopted ones
-    (the leader is left for its Popen to reap). The pids killed."""
+    gained that is not in `before` (other probes' leaders excepted), pass after pass until none is
+    alive; reap the adopted ones (the leader is left for its Popen to reap). The pids killed."""
     me, killed = os.getpid(), set()
     deadline = time.monotonic() + seconds
     while True:
-        table = _parents()
-        roots = {leader} | {pid for pid, (parent, _) in table.items() if parent == me and pid not in before}
+        with _LEADERS_LOCK:   # the table and the leaders seen together (start_leader)
+            table = _parents()
+            others = LEADERS - {leader}
+        roots = {leader} | {pid for pid, (parent, _) in table.items()
+                            if parent == me and pid not in before and pid not in others}
         tree, frontier = set(roots), list(roots)
         while frontier:
             parent = frontier.pop()

@@ -209,8 +209,9 @@ def _execute(argv: list[str], repo: Repo, timeout: float, extra_env: dict[str, s
     tail: deque[str] = deque(maxlen=400)
     processes.become_subreaper()
     before = processes.children()
-    proc = subprocess.Popen(argv, cwd=repo.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL, text=True, errors="replace", start_new_session=True)
+    proc = processes.start_leader(lambda: subprocess.Popen(
+        argv, cwd=repo.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        text=True, errors="replace", start_new_session=True))
 
     def pump() -> None:
         assert proc.stdout is not None
@@ -230,6 +231,7 @@ def _execute(argv: list[str], repo: Repo, timeout: float, extra_env: dict[str, s
         processes.kill_tree(proc.pid, marks[processes.RUN_VAR])
         processes.kill_descendants(proc.pid, before)
         proc.wait()
+        processes.finished(proc.pid)
         reader.join(timeout=5)
     return proc.returncode, "".join(tail)[-LOG_TAIL_CHARS:], timed_out
 
