@@ -208,9 +208,11 @@ def run_sub(root: Path, *argv: str) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
-def clean(argv, result) -> None:
+def clean(argv, result, usage_error: bool = False) -> None:
+    """A clean answer: exit 0 or 1 (2 where the input makes the call itself wrong, e.g. a probe id
+    that no valid probe.yaml defines), no traceback, no terminal escape."""
     code, out, err = result
-    assert code in (0, 1), (argv, code, out, err)
+    assert code in ((0, 1, 2) if usage_error else (0, 1)), (argv, code, out, err)
     assert "Traceback" not in out + err
     assert "\x1b" not in out + err, (argv, out, err)
     if argv[0] == "validate":
@@ -265,7 +267,7 @@ def test_any_probe_spec_gets_clean_answers(spec: str):
         for argv in (("validate",), ("get", "hw-example", "--include-code"), ("refresh", "--check")):
             clean(argv, run(mini.root, *argv))
         for argv in (("probe", "list"), ("probe", "show", "probe-fuzz")):
-            clean(argv, run_sub(mini.root, *argv))
+            clean(argv, run_sub(mini.root, *argv), usage_error=argv[1] == "show")
         for probe in load_probes(Repo(mini.root)).values():  # what the runner sees: safe to act on
             assert 0 < probe.timeout_s < float("inf")
             assert mini.root / "probes" in probe.entry.resolve().parents

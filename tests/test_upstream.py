@@ -245,7 +245,7 @@ def test_fetch_upstream_reads_a_local_git_mirror_without_the_network(mini, upstr
     assert code == 0 and item["text"] == GOOD and item["fetched_from"].endswith(f"@{commit}:{UPSTREAM_PATH}")
     assert "cached_at" not in item and upstream.requests == []  # no download, nothing cached
     # A mirror whose file does not match the pin is refused like a download would be.
-    prov.write_text(prov.read_text().replace(GOOD_SHA, "0" * 64))
+    prov.write_text(prov.read_text().replace(GOOD_SHA, "f" * 64))   # (64 zeros would read as the integer 0)
     code, out, err = mini.run("get", "hw-example", "--include-code", "--fetch-upstream")
     assert code == 1 and "SHA-256 mismatch" in err and "void gemm" not in out and upstream.requests == []
 
