@@ -415,3 +415,132 @@ def test_dashboard_lists_claims(page, server):
     assert rows.count() > 20
     assert "measured.calibration.cublas-bf16-8192" in body and "cutlass-ex48-tf32" in body
     shot(page, "dashboard")
+
+
+# --- issue 28: what a reader sees ---------------------------------------------------------------
+NOTES_SCREENSHOTS = Path("/work/notes/screenshots")
+
+
+def _html(site: Path, url: str) -> str:
+    return (site / url.strip("/") / "index.html").read_text(encoding="utf-8")
+
+
+def _plain(fragment: str) -> str:
+    import html
+
+    return html.unescape(re.sub(r"<[^>]+>", " ", fragment))
+
+
+def test_runs_and_versus_tables_render(site):
+    text = _html(site, "/kernels/fp8-blockscale-gemm/")
+    assert "kernelwiki:begin" not in text
+    assert "ours / candidate per run" in text and "ratio per run, oldest first" in text
+    assert re.search(r"<td>contiguous-4x8192-4096x7168</td>", text)
+
+
+def test_claims_and_code_are_folded_and_the_strip_comes_first(site):
+    text = _html(site, "/kernels/hopper-gemm/")
+    article = text.split('<article', 1)[1]
+    strip_at, code_at = article.index('class="kw-strip"'), article.index('id="code"')
+    assert strip_at < article.index('id="claims-and-measurements"') < code_at
+    assert re.search(r'<details class="kw-fold"[^>]*>\s*<summary>\d+ claims, \d+ measured', article)
+    assert re.search(r'<details class="kw-fold kw-code"[^>]*>\s*<summary>source: \d+ files?, \d+ lines</summary>', article)
+    assert "<details open" not in article.split('id="see-also"')[0]
+    strip = _plain(article[strip_at:].split("</ul>", 1)[0])
+    assert "geomean" in strip and "worst" in strip and "H200" in strip and "record" in strip
+
+
+def test_home_gives_geomean_and_worst_case_and_labels_variants(site):
+    text = _plain(_html(site, "/"))
+    assert "geomean" in text and "worst case" in text and "fastest case" not in text
+    assert "teaching variant, not the kernel" in text
+
+
+def test_deepgemm_page_labels_whose_measurement_each_is(site):
+    text = _html(site, "/kernels/deepgemm/")
+    assert "DeepGEMM itself is not run here" not in text
+    row = next(r for r in re.findall(r"<tr>.*?</tr>", text, re.S) if "h800-contiguous-4x8192-4096x7168" in r
+               and "kw-who" in r)
+    assert re.search(r'kw-who">(DeepGEMM|our kernel)<', row)
+    whos = set(re.findall(r'kw-who">([^<]+)<', text))
+    assert {"DeepGEMM", "our kernel"} <= whos
+    assert "DeepGEMM normal: ratio" not in text
+
+
+def test_charts_show_quantities_in_light_and_dark_and_fit_a_phone(site):
+    svgs = sorted((site / "assets/charts").glob("*.svg"))
+    dark = [s for s in svgs if s.name.endswith("-dark.svg")]
+    assert dark and len(dark) * 2 == len(svgs)
+    for svg in svgs:
+        text = svg.read_text()
+        width = float(re.search(r'<svg[^>]*width="([\d.]+)pt"', text).group(1))
+        assert width < 520, f"{svg.name}: {width} pt wide"  # one panel, readable scaled to a phone
+        colours = {c.lower() for c in re.findall(r"fill: ?(#[0-9a-fA-F]{6})", text)}
+        assert not colours & {"#808080"}, svg.name  # the grey below AA contrast is gone
+    fp8 = _html(site, "/kernels/fp8-blockscale-gemm/")
+    assert "TFLOP/s by M: ours vs" in fp8 and "#only-dark" in fp8
+
+
+def test_evidence_card_names_its_headline_record_and_own_date(site):
+    text = _html(site, "/kernels/hopper-gemm/")
+    card = text.split('class="kw-card"', 1)[1].split("</table>", 1)[0]
+    assert "Headline" in card and "records/" in card and "this page" in card
+    for meta in _pages_with(status="verified"):
+        card = _html(site, _url(meta["rel"])).split('class="kw-card"', 1)[1].split("</table>", 1)[0]
+        if "not measured yet" in card:
+            assert "kw-status-verified\"" not in card, meta["rel"]
+
+
+def test_record_pages_print_seeds_units_and_other_runs(site):
+    record = next((site / "records/probe-hopper-gemm").glob("20261201T010914Z-h200-run/index.html"))
+    text = _plain(record.read_text())
+    assert "1347767963" in text and "1.35e+09" not in text
+    assert re.search(r"copy\s*\|?\s*4\.28\d*\s*TB/s", text.replace("|", " ")) or "TB/s" in text
+    assert "Other runs of this probe" in text
+
+
+def test_cross_references_read_as_titles(site):
+    text = _html(site, "/kernels/hopper-gemm/")
+    links = re.findall(r'<a href="[^"]*hardware/wgmma/">(.*?)</a>', text)
+    assert links and not any(link == "<code>hw-wgmma</code>" for link in links)
+    assert any("wgmma" in _plain(link).lower() and "hw-" not in link for link in links)
+
+
+KERNEL_ENGINEER_QUERIES = {
+    "wgmma": "/hardware/wgmma/",
+    "split-K": "/kernels/hopper-gemm/",
+    "tcgen05": "/hardware/tcgen05-mma/",
+    "swizzle": "/techniques/swizzling/",
+    "mbarrier": "/hardware/mbarrier/",
+    "TMA": "/hardware/tma/",
+    "DeepGEMM": "/kernels/deepgemm/",
+    "FlashAttention": "/kernels/flash-attention-4/",
+}
+
+
+def test_kernel_engineer_queries_find_the_right_page_first(page, server):
+    page.goto(f"{server}/")
+    page.locator(".md-search__input").first.click()
+    missed = {q: hit for q, want in KERNEL_ENGINEER_QUERIES.items() if (hit := _first_hit(page, q)) != want}
+    assert not missed, missed
+
+
+def test_screenshots_of_home_and_kernel_pages_for_the_notes(browser, server):
+    if not NOTES_SCREENSHOTS.parent.is_dir():
+        pytest.skip("no /work/notes here")
+    NOTES_SCREENSHOTS.mkdir(exist_ok=True)
+    context = browser.new_context(viewport={"width": 1440, "height": 900})
+    tab = context.new_page()
+    heights = {}
+    for url in ["/", *KERNEL_PAGES]:
+        name = url.strip("/").replace("/", "-") or "home"
+        for width, height in ((1440, 900), (390, 844)):
+            tab.set_viewport_size({"width": width, "height": height})
+            tab.goto(f"{server}{url}")
+            tab.locator("article h1").first.wait_for(state="visible")
+            tab.screenshot(path=str(NOTES_SCREENSHOTS / f"{name}-{width}.png"))
+            if width == 1440:
+                heights[url] = tab.evaluate("document.documentElement.scrollHeight")
+    print("page heights at 1440:", heights)
+    (NOTES_SCREENSHOTS / "heights.txt").write_text("\n".join(f"{u} {h}" for u, h in heights.items()) + "\n")
+    context.close()

@@ -9,6 +9,7 @@ from kernelwiki.storage.records import Record, latest, latest_by
 from kernelwiki.docsite.render import (LEVEL_TEXT, STATUS_TEXT, badge, cell, code, fmt, fmt_ratio, is_number,
                                        prose, record_uri, rel_link, text)
 from kernelwiki.harness.env import short_gpu_name
+from kernelwiki.docsite import summary
 
 SECTION_TITLES = {"hardware": "Hardware", "kernels": "Kernels", "techniques": "Techniques",
                   "footguns": "Footguns", "languages": "Languages", "sources": "Sources"}
@@ -20,33 +21,25 @@ def page_uri(entry: Entry) -> str:
 
 def headline_rows(probes: dict[str, ProbeSpec], records: dict[str, list[Record]],
                   ids: dict[str, Entry], titles: dict[str, str]) -> list[str]:
-    """Per kernel probe and dtype, the fastest case of its latest run, against its baseline."""
+    """Per kernel probe, its latest run over every case set: the geomean and the worst case of ours
+    over the strongest baseline (never the best case), teaching variants labelled as such."""
     uri = "index.md"
     rows = []
-    for spec in probes.values():
-        record = latest(records.get(spec.id, []), mode="run", with_cases=True)
-        if spec.kind != "kernel" or record is None:
-            continue
+    for spec, record, sets in summary.kernel_runs(probes, records):
+        whole = summary.overall(sets) or summary.SetSummary(spec.id, "all sets", True,
+                                                            tuple(c for s in sets for c in s.cases))
         pages = [p for p in spec.pages if p in ids]
         page = next((p for p in pages if ids[p].get("type") == "kernel"), pages[0] if pages else None)
-        best: dict[str, dict] = {}
-        for case in record.data.get("cases") or []:
-            head = case.get("headline") or {}
-            if case.get("status") != "passed" or not is_number(head.get("value")) or "baseline_value" not in head \
-                    or not str(head.get("unit", "")).endswith("/s"):  # throughputs only, not tool counters
-                continue
-            dtype = str((case.get("params") or {}).get("dtype", ""))
-            if dtype not in best or head["value"] > best[dtype]["headline"]["value"]:
-                best[dtype] = case
+        name = (f"[{cell(titles.get(page) or ids[page].get('title'))}]({rel_link(uri, page_uri(ids[page]))}#measurements)"
+                if page else cell(spec.id))
+        if summary.is_variant(spec):
+            name += " — *teaching variant, not the kernel*"
+        worst = whole.worst
         env = record.data.get("environment") or {}
-        for dtype, case in sorted(best.items()):
-            head = case["headline"]
-            name = (f"[{cell(titles.get(page) or ids[page].get('title'))}]({rel_link(uri, page_uri(ids[page]))}#measurements)"
-                    if page else spec.id)
-            rows.append(f"| {name} | {cell(dtype)} {cell((case.get('params') or {}).get('shape', case.get('id')))} | "
-                        f"{fmt(head['value'])} {cell(head.get('unit', ''))} | {cell(head.get('baseline'))} "
-                        f"{fmt(head['baseline_value'])} | {fmt_ratio(head.get('ratio'))} | "
-                        f"{cell(short_gpu_name(env.get('gpu')))} | [{cell(record.started[:10])}]({rel_link(uri, record_uri(record.path))}) |")
+        rows.append(f"| {name} | {len(whole.cases)} in {sum(1 for s in sets if s.variant == whole.variant)} | "
+                    f"{fmt_ratio(whole.geomean)} | {fmt_ratio(worst.ratio)} {code(worst.case)} | "
+                    f"{cell(', '.join(whole.baselines))} | {cell(short_gpu_name(env.get('gpu')))} | "
+                    f"[{cell(record.started[:10])}]({rel_link(uri, record_uri(record.path))}) |")
     return rows
 
 
@@ -61,10 +54,12 @@ def home(entries: list[Entry], records: dict[str, list[Record]], probes: dict[st
                                         if page_uri(e).startswith(section + "/"))
         for section, title in SECTION_TITLES.items() if section != "sources")
     headlines = headline_rows(probes, records, ids, titles)
-    headline_table = ("## Headline measurements\n\nThe fastest case of each kernel probe's latest run, per "
-                      "data type, against the baseline timed in the same process.\n\n"
-                      "| kernel | shape | ours | baseline | ratio | GPU | date |\n|---|---|---|---|---|---|---|\n"
-                      + "\n".join(headlines) + "\n") if headlines else ""
+    headline_table = ("## Headline measurements\n\nEach kernel probe's latest run over all its case sets "
+                      "(the held-out ones included): the geometric mean and the worst case of ours ÷ the "
+                      "strongest baseline timed in the same process, per case. Above 1× is faster than "
+                      "the baseline.\n\n<div class=\"kw-home-table\" markdown>\n\n"
+                      "| kernel | cases in sets | geomean | worst case | baseline | GPU | date |\n"
+                      "|---|---|---|---|---|---|---|\n" + "\n".join(headlines) + "\n\n</div>\n") if headlines else ""
     return f"""---
 title: kernelwiki
 ---
@@ -244,6 +239,7 @@ STYLE = """
 .md-status--regressed::after { -webkit-mask-image: url("data:image/svg+xml;charset=utf-8,%3Csvg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 24 24'%3E%3Cpath d='M13 14h-2V9h2m0 9h-2v-2h2M1 21h22L12 2z'/%3E%3C/svg%3E"); mask-image: url("data:image/svg+xml;charset=utf-8,%3Csvg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 24 24'%3E%3Cpath d='M13 14h-2V9h2m0 9h-2v-2h2M1 21h22L12 2z'/%3E%3C/svg%3E"); background-color: #c62828; }
 .md-status--stale::after { -webkit-mask-image: url("data:image/svg+xml;charset=utf-8,%3Csvg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 24 24'%3E%3Cpath d='M12 20a8 8 0 0 0 8-8 8 8 0 0 0-8-8 8 8 0 0 0-8 8 8 8 0 0 0 8 8m0-18a10 10 0 0 1 10 10 10 10 0 0 1-10 10C6.47 22 2 17.5 2 12A10 10 0 0 1 12 2m.5 5v5.25l4.5 2.67-.75 1.23L11 13V7z'/%3E%3C/svg%3E"); mask-image: url("data:image/svg+xml;charset=utf-8,%3Csvg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 24 24'%3E%3Cpath d='M12 20a8 8 0 0 0 8-8 8 8 0 0 0-8-8 8 8 0 0 0-8 8 8 8 0 0 0 8 8m0-18a10 10 0 0 1 10 10 10 10 0 0 1-10 10C6.47 22 2 17.5 2 12A10 10 0 0 1 12 2m.5 5v5.25l4.5 2.67-.75 1.23L11 13V7z'/%3E%3C/svg%3E"); background-color: #ef6c00; }
 .md-typeset a > code { color: var(--md-typeset-a-color); }  /* cross-linked ids look like links */
+.kw-home-table td:last-child, .kw-home-table th:last-child { white-space: nowrap; }
 .kw-chart { display: block; margin: .5rem auto 1rem; max-width: 100%; }
 [data-md-color-scheme="slate"] .kw-badge { filter: brightness(.9); }
 """
