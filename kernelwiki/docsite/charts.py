@@ -247,13 +247,23 @@ def _draw(chart: Chart, scheme: str = "light") -> str:
                          "axes.edgecolor": ink, "font.family": "sans-serif",
                          "text.parse_math": False})  # labels come from records: `$x$` is text, not TeX
     lines = chart.panels.get("") or next(iter(chart.panels.values()), {})
+    # Legends and tick labels build their own Text objects; a `$` in a label from a record must not
+    # start TeX there either: it is shown as the full-width dollar sign.
+    lines = {name.replace("$", "\uff04"): pts for name, pts in lines.items()}
+    chart = Chart(chart.kind, *(str(t).replace("$", "\uff04") for t in (chart.title, chart.xlabel, chart.ylabel)),
+                  chart.panels, str(chart.baseline).replace("$", "\uff04"), chart.ceiling)
+    if chart.kind == "bars":
+        lines = {name: [(str(p[0]).replace("$", "\uff04"), *p[1:]) for p in pts] for name, pts in lines.items()}
+    if chart.kind != "history":  # (x, ours) without a baseline value: the baseline is not drawn
+        lines = {name: [tuple(p) + (None,) * (3 - len(p)) for p in pts] for name, pts in lines.items()}
     handles: list = []
     if chart.kind == "bars":
         labels = [(group, *point) for group, pts in lines.items() for point in pts]
         fig, ax = plt.subplots(figsize=(6.0, 1.2 + 0.34 * len(labels)))
         ys = list(range(len(labels)))[::-1]
         ax.barh([y + 0.2 for y in ys], [p[2] for p in labels], height=0.38, color=PALETTE[0], label="ours")
-        ax.barh([y - 0.2 for y in ys], [p[3] for p in labels], height=0.38, color=PALETTE[1], label=chart.baseline)
+        ax.barh([y - 0.2 for y in ys], [p[3] or 0 for p in labels], height=0.38, color=PALETTE[1],
+                label=chart.baseline or "baseline")
         ax.set_yticks(ys, [p[1] for p in labels], fontsize=8)
         for y, p in zip(ys, labels):
             ax.text(p[2], y + 0.2, f" {p[2]:.3g}", va="center", fontsize=7.5)
@@ -275,7 +285,7 @@ def _draw(chart: Chart, scheme: str = "light") -> str:
                 continue
             xs = [x for x, *_ in pts]
             ax.plot(xs, [v for _, v, _ in pts], marker="o", markersize=4, linewidth=1.6, color=colour)
-            ax.plot(xs, [b for _, _, b in pts], marker="x", markersize=4, linewidth=1.2, linestyle="--", color=colour)
+            ax.plot(xs, [float("nan") if b is None else b for _, _, b in pts], marker="x", markersize=4, linewidth=1.2, linestyle="--", color=colour)
             handles.append(Line2D([], [], color=colour, linewidth=2, label=name))
         if chart.kind == "history":
             ax.axhline(1.0, color=grid, linewidth=0.8, linestyle="--")
@@ -288,7 +298,8 @@ def _draw(chart: Chart, scheme: str = "light") -> str:
             ax.minorticks_off()
             ax.set_ylim(bottom=0)
             handles += [Line2D([], [], color=ink, linewidth=1.6, marker="o", label="ours"),
-                        Line2D([], [], color=ink, linewidth=1.2, linestyle="--", marker="x", label=chart.baseline)]
+                        Line2D([], [], color=ink, linewidth=1.2, linestyle="--", marker="x",
+                               label=chart.baseline or "baseline")]
             if chart.ceiling:
                 right = ax.secondary_yaxis("right", functions=(lambda v: v / chart.ceiling * 100,
                                                                lambda q: q * chart.ceiling / 100))
@@ -302,7 +313,7 @@ def _draw(chart: Chart, scheme: str = "light") -> str:
     ax.grid(True, color=grid, alpha=0.35, linewidth=0.5)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
-    ax.set_title(chart.title, fontsize=10, color=ink, wrap=True)
+    ax.set_title(chart.title, fontsize=10, color=ink, wrap=True, parse_math=False)
     out = io.StringIO()
     # bbox_inches="tight": the legend below the axes is part of the SVG, never cut off.
     fig.savefig(out, format="svg", transparent=True, bbox_inches="tight", metadata={"Date": None})

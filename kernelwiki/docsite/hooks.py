@@ -294,7 +294,8 @@ def _line_count(paths: list[Path]) -> int:
     return total
 
 
-_CODE_AND_TABLES = re.compile(r'<div class="(?:kw-card|kw-claims|[^"]*\bhighlight)"[^>]*>.*?</div>', re.S)
+_CODE_AND_TABLES = re.compile(r'<details class="kw-fold[^"]*"[^>]*>.*?</details>'
+                              r'|<div class="(?:kw-card|kw-claims|[^"]*\bhighlight)"[^>]*>.*?</div>', re.S)
 
 
 @event_priority(50)  # before the search plugin indexes the page

@@ -64,7 +64,7 @@ class Linker:
                 if part.startswith("`") and not part.startswith("``"):
                     page = self.target(part[1:-1])
                     if page and page != own_id:
-                        shown = self._title(page) if part[1:-1] == page else part
+                        shown = self._title(page, part) if part[1:-1] == page else part
                         parts[i] = f"[{shown}]({rel_link(src_uri, self.page_uris[page])})"
                 continue
             parts[i] = _TOKEN.sub(lambda m: self._word(m.group(0), src_uri, own_id, seen), part)
@@ -80,13 +80,13 @@ class Linker:
             return word
         if page == own_id:
             return word
-        shown = self._title(page) if word == page else word
+        shown = self._title(page, word) if word == page else word
         return f"[{shown}]({rel_link(src_uri, self.page_uris[page])})"
 
-    def _title(self, page: str) -> str:
+    def _title(self, page: str, written: str) -> str:
         """The page's title as Markdown link text: markup characters as entities, so a title from
         a page never becomes a tag, a link or emphasis."""
         title = self.titles.get(page)
         if not title:
-            return f"`{page}`"
+            return written
         return "".join(f"&#{ord(c)};" if c in "[]`*_\\<>&\"'|" else c for c in title)

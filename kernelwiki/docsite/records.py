@@ -84,7 +84,8 @@ def record_page(record: Record, page_uris: dict[str, str], pages_of_probe: list[
         f"Probe [{text(probe)}]({rel_link(uri, 'evidence/probes.md')}#{text(probe)}), mode {code(data.get('mode'))}, "
         f"status {badge('status-run', data.get('status'))}, started {text(data.get('started_at', '?'))}, "
         f"{fmt(data.get('wall_s')) if is_number(data.get('wall_s')) else '?'} s on "
-        f"{html.escape(str(env.get('gpu') or 'no GPU'))}." + (f" Backs {backs}." if backs else ""),
+        f"{html.escape(str(env.get('gpu') or 'no GPU'))}." + (f" Backs {backs}." if backs else "")
+        + (f" Seed {code(_value(data['seed']))}." if data.get("seed") is not None else ""),
         f"\nThe record as the runner wrote it: [{json_name}]({json_name}).\n",
     ]
     if data.get("reason"):
