@@ -237,12 +237,15 @@ def test_wgmma_page_shows_evidence_card_and_claims_table(page, server):
     card.wait_for(state="visible")
     assert "Evidence" in card.inner_text() and "sm_90a" in card.inner_text()
     assert page.locator(".kw-card .kw-badge").first.is_visible()
+    fold = page.locator("details.kw-fold", has=page.locator(".kw-claims")).last
+    assert not fold.evaluate("d => d.open")  # folded by default
+    fold.locator("summary").first.click()
     table = page.locator(".kw-claims table", has_text="h200-bf16-dense-peak").first
+    table.wait_for(state="visible")
     text = table.inner_text()
     assert "h200-bf16-dense-peak" in text and "(TFLOP/s)" in text and "989" in text
     assert not re.search(r"\d\.\d{5,}", text)  # 3-4 significant digits, not 795.8248
-    conditions = table.locator("details.kw-cond").first
-    assert conditions.is_visible() and not conditions.evaluate("d => d.open")
+    assert table.locator(".kw-where").first.is_visible()  # conditions visible in the row
     table.scroll_into_view_if_needed()
     shot(page, "wgmma-claims-table")
 
@@ -258,26 +261,31 @@ def test_search_finds_tcgen05(page, server):
     shot(page, "search-tcgen05")
 
 
+_WATCH_RESULTS = """() => { if (window.__kwWatch) return; window.__kwLast = performance.now();
+    const list = document.querySelector('.md-search-result__list') || document.querySelector('.md-search-result');
+    window.__kwWatch = new MutationObserver(() => { window.__kwLast = performance.now(); });
+    window.__kwWatch.observe(list, {childList: true, subtree: true, attributes: true, characterData: true}); }"""
+
+
 def _first_hit(page, words: str) -> str:
     """The path of the first search result for `words`. The box is emptied first and the old results
     must be gone before the query is typed, so a slow search worker (a loaded machine) cannot hand
-    back the previous query's results as this one's."""
+    back the previous query's results as this one's; then the result list must have changed (a
+    first result appeared) and stopped changing for 800 ms (the ranking has settled), waited on as
+    conditions in the page, not as a count of sleeps."""
     box = page.locator(".md-search__input").first
-    items = page.locator(".md-search-result__item")
+    page.evaluate(_WATCH_RESULTS)
     box.press("Control+a")
     box.press("Backspace")   # key events: the search listens to the keyboard, not to fill()
     page.wait_for_function("() => document.querySelectorAll('.md-search-result__item').length === 0",
-                           timeout=15000)
+                           timeout=30000)
     box.type(words, delay=10)
-    link = items.first.locator(".md-search-result__link").first
-    link.wait_for(state="attached", timeout=15000)
-    previous, stable = None, 0
-    while stable < 3:  # then wait until the ranking has settled
-        page.wait_for_timeout(300)
-        current = link.get_attribute("href") or ""
-        stable = stable + 1 if current == previous else 0
-        previous = current
-    return "/" + previous.split("://", 1)[-1].split("/", 1)[-1].split("?")[0].split("#")[0]
+    page.wait_for_function("words => document.querySelector('.md-search__input').value === words "
+                           "&& document.querySelector('.md-search-result__item .md-search-result__link')",
+                           arg=words, timeout=30000)
+    page.wait_for_function("() => performance.now() - window.__kwLast > 800", timeout=30000, polling=200)
+    href = page.locator(".md-search-result__item").first.locator(".md-search-result__link").first.get_attribute("href")
+    return "/" + (href or "").split("://", 1)[-1].split("/", 1)[-1].split("?")[0].split("#")[0]
 
 
 def test_search_finds_every_page_by_each_alias_first(page, server):
@@ -313,6 +321,10 @@ def test_kernel_page_prose_starts_in_the_first_screen(browser, server, url):
     first.wait_for(state="visible")
     box = first.bounding_box()
     assert box and box["y"] + 20 < 900, f"{url}: first paragraph starts at {box}"
+    if _has_a_measured_probe(url):  # the headline strip is on the first screen, before any code
+        strip = tab.locator(".kw-strip").first.bounding_box()
+        assert strip and strip["y"] < 900, f"{url}: headline strip at {strip}"
+    assert tab.evaluate("() => [...document.querySelectorAll('details.kw-fold')].every(d => !d.open)")
     name = url.strip("/").replace("/", "-")
     shot(tab, f"{name}-1440")
     charts = tab.locator("img.kw-chart")
@@ -350,6 +362,7 @@ def test_tabs_reach_the_evidence_pages_and_records_open_as_pages(page, server):
     page.wait_for_url("**/evidence/")
     assert page.locator("h1").first.inner_text().startswith("Evidence dashboard")
     page.goto(f"{server}/kernels/hopper-gemm/")
+    page.locator("details.kw-fold > summary", has_text="claims").first.click()
     page.locator(".kw-claims a", has_text="record").first.click()
     page.wait_for_url("**/records/**")
     assert page.locator("h2", has_text="Environment").count() == 1 and page.locator("h2", has_text="Cases").count() == 1
@@ -368,7 +381,7 @@ def test_cross_links_see_also_cited_by_and_diagrams(page, server):
     prose = page.locator("article.md-content__inner > p a[href*='hardware/wgmma']")
     assert prose.count() >= 1  # the id `hw-wgmma` in the prose became a link
     assert page.locator("h2#see-also").count() == 1
-    assert page.locator(".tabbed-labels label").first.inner_text() == "hopper_gemm.py"  # the kernel, not PROVENANCE
+    assert page.locator(".tabbed-labels label").first.text_content().strip() == "hopper_gemm.py"  # the kernel, not PROVENANCE
     page.goto(f"{server}/kernels/deepgemm/")
     pinned = page.locator("a[href^='https://github.com/deepseek-ai/DeepGEMM/blob/']")
     assert pinned.count() >= 1 and "sm90_fp8_gemm_1d2d.cuh" in pinned.first.get_attribute("href")
@@ -399,6 +412,9 @@ def test_dark_mode_status_icons_and_abbreviations(page, server):
 
 def test_code_tab_shows_the_kernel_source(page, server):
     page.goto(f"{server}/hardware/tma/")
+    fold = page.locator("details.kw-code").first
+    assert not fold.evaluate("d => d.open") and re.search(r"\d+ lines", fold.locator("summary").inner_text())
+    fold.locator("summary").click()
     page.get_by_text("tma_copy.py", exact=True).first.click()
     code = page.locator(".tabbed-block:visible code", has_text="class TmaCopy").first
     code.wait_for(state="visible")
@@ -515,6 +531,7 @@ KERNEL_ENGINEER_QUERIES = {
     "TMA": "/hardware/tma/",
     "DeepGEMM": "/kernels/deepgemm/",
     "FlashAttention": "/kernels/flash-attention-4/",
+    "M=1": "/techniques/cuda-cores-vs-tensor-cores/",
 }
 
 

@@ -107,7 +107,7 @@ def test_a_numeric_parameter_becomes_the_axis_and_many_lines_split_into_panels()
     # more than six lines: two charts one below the other (never panels side by side on a phone)
     assert len(found) == 2 and all(c.xlabel == "seqlen" and len(c.panels) == 1 for c in found)
     assert all(len(c.panels[""]) == 4 for c in found) and {"causal=False", "causal=True"} == {
-        c.title.rsplit("(", 1)[1].rstrip(")") for c in found}
+        c.title.rsplit("(set: ", 1)[1].rstrip(")") for c in found}
 
 
 def test_history_needs_two_runs_and_svg_is_cached(tmp_path):

@@ -161,7 +161,7 @@ def case_charts(spec: ProbeSpec, record: Record, cases: set[str] | None) -> list
         ceiling = next((p.ceiling for p in group if p.ceiling), None)
         for panel, lines in _series(group, *axis).items():
             where = " — ".join(x for x in (name, panel) if x)
-            charts.append(Chart("lines", f"{unit} by {axis[0]}: ours vs {baseline}" + (f" ({where})" if where else ""),
+            charts.append(Chart("lines", f"{unit} by {axis[0]}: ours vs {baseline}" + (f" (set: {where})" if where else ""),
                                 axis[0], unit, {"": lines}, baseline, ceiling))
     by_baseline: dict[tuple[str, str], list[Point]] = {}
     for p in leftovers:
