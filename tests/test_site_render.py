@@ -229,7 +229,7 @@ def test_home_rows_show_geomean_worst_and_the_variant_label():
                                                      "title": "The teaching GEMM", "pages": [], "cases": []})
     rows = headline_rows({"p": SPEC, "q": spec}, {"probe-gemm": [_record([_case("a", 0.5), _case("b", 2.0)])],
                                                    "probe-gemm-naive": [_record([_case("n", 0.6)])]}, {}, {})
-    assert "| 1× |" in rows[0] and "0.5× `a`" in rows[0] and "2×" not in rows[0]
+    assert "**1×** over 2 cases" in rows[0] and "0.5× <span" in rows[0] and ">a</span>" in rows[0] and "2×" not in rows[0]
     assert "teaching variant, not the kernel" in rows[1]
 
 

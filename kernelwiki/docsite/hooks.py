@@ -162,7 +162,9 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
     anchors = "".join(f'<span id="{alias_anchor(i, a)}"></span>' for i, a in enumerate(meta.get("aliases") or []))
     card = render.evidence_card(meta, uri).replace('markdown="0">\n', f'markdown="0">{anchors}\n', 1)
     first, rest = _first_paragraph(body)
-    runs = summary.kernel_runs(_state["probes"], _state["records"], meta["id"])
+    # A kernel page sums up its kernel probes' runs; another page (hw-wgmma, also backed by the GEMM
+    # probe) shows its own measured claims.
+    runs = summary.kernel_runs(_state["probes"], _state["records"], meta["id"]) if meta.get("type") == "kernel" else []
     headline = strip.kernel_strip(runs, uri) if runs else strip.claims_strip(claims, uri)
     parts = [title, card, "\n", first, "\n" + headline + "\n" if headline else "", rest.rstrip() + "\n"]
     figures = _state["charts"].get(meta["id"]) or []

@@ -170,7 +170,7 @@ def evidence_card(meta: dict, src_uri: str) -> str:
         where = " · ".join(text(x) for x in (head.get("gpu"), head.get("dtype"), head.get("shape")) if x)
         rows.append(("Headline", f'<a href="#{claim_anchor(str(head.get("id")))}">{fmt(head["value"])} '
                                  f'{text(head.get("unit", ""))}</a>{ratio} <span class="kw-note">{where}</span> '
-                                 f'<a href="{href(src_uri, record_uri(str(head["record"])))}">record</a>'))
+                                 f'<a href="{text(href(src_uri, record_uri(str(head["record"]))))}">record</a>'))
         rows.append(("Measured on", html.escape(str(meta.get("measured_on") or head.get("gpu") or ""))
                      + (f' <span class="kw-note">(this page\'s evidence: {html.escape(date)})</span>' if date else "")))
     else:
@@ -297,7 +297,7 @@ def _cites(claims: tuple[dict | None, ...], src_uri: str, page_uris: dict[str, s
             cites.append(f'<a href="{href(src_uri, page_uris[claim["source"]])}" title="{text(claim["source"])}">'
                          f'{html.escape(claim["source"].removeprefix("src-"))}</a>')
         if claim and claim.get("record"):
-            cites.append(f'<a href="{href(src_uri, record_uri(claim["record"]))}">record</a>')
+            cites.append(f'<a href="{text(href(src_uri, record_uri(str(claim["record"]))))}">record</a>')
     level = " → ".join(badge("level", c.get("evidence")) for c in claims if c)
     return f"{level} {' '.join(cites)}".strip()
 

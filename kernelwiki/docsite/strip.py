@@ -21,7 +21,7 @@ MAX_CLAIMS = 3
 def _when(record: Record, src_uri: str) -> str:
     gpu = short_gpu_name((record.data.get("environment") or {}).get("gpu")) or "GPU"
     return (f'<span class="kw-note">{text(gpu)} · {text(record.started[:10])} · '
-            f'<a href="{href(src_uri, record_uri(record.path))}">record</a></span>')
+            f'<a href="{text(href(src_uri, record_uri(record.path)))}">record</a></span>')
 
 
 def _line(spec: ProbeSpec, record: Record, sets: list[SetSummary], src_uri: str) -> str:
@@ -77,7 +77,7 @@ def claims_strip(claims: list[dict], src_uri: str) -> str:
         where = " · ".join(text(x) for x in (claim.get("gpu"), str(claim.get("measured_at") or "")[:10]) if x)
         items.append(f'<li><a href="#{claim_anchor(str(claim.get("id")))}">{fmt(claim["value"])} '
                      f'{text(claim.get("unit", ""))}</a>{ratio} <code>{html.escape(str(claim.get("id")))}</code> '
-                     f'<span class="kw-note">{where} · <a href="{href(src_uri, record_uri(str(claim["record"])))}">'
+                     f'<span class="kw-note">{where} · <a href="{text(href(src_uri, record_uri(str(claim["record"]))))}">'
                      f"record</a></span></li>")
     return (f'<div class="kw-strip" markdown="0">\n<p class="kw-strip-title">Measured here</p>'
             f"<ul>{''.join(items)}</ul>\n</div>\n")
