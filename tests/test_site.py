@@ -291,8 +291,8 @@ def _first_hit(page, words: str) -> str:
 
 # Misses that Material's search worker makes and configuration cannot fix (issue 28 item 6, left
 # open): its query is an OR of trailing-wildcard terms, so `a` of "how to time a kernel" matches
-# every alias word starting with a, and "flashmla-sparse-decode" takes "flash*". Listed so the test
-# fails both on a new miss and when one of these is fixed (then remove it here).
+# every alias word starting with a, and "flashmla-sparse-decode" takes "flash*". Listed by the
+# hit they give, so any other miss (or another wrong hit for these) fails the test.
 KNOWN_MISSES = {"flash attention": "/kernels/dsv4-sparse-decode/", "FlashAttention": "/kernels/dsv4-sparse-decode/",
                 "how to time a kernel": "/hardware/distributed-shared-memory/"}
 
