@@ -141,8 +141,10 @@ def own_evidence(meta: dict) -> tuple[dict | None, str | None]:
                 and is_number(c.get("value"))]
     # A teaching variant's measurement is not the page's headline (its probe id ends in -naive).
     kernel = [c for c in measured if "-naive/" not in str(c.get("record"))] or measured
-    head = next((c for c in kernel if is_number(c.get("ratio")) and not c.get("candidate")),
-                kernel[0] if kernel else None)
+    # A throughput against its baseline first (not a profiler counter), then any ratio, then any value.
+    ranked = sorted(kernel, key=lambda c: (c.get("candidate") is not None, not is_number(c.get("ratio")),
+                                           not str(c.get("unit", "")).endswith("/s")))
+    head = ranked[0] if ranked else None
     dates = sorted(str(c.get("measured_at"))[:10] for c in measured if c.get("measured_at"))
     return head, (dates[-1] if dates else None)
 
