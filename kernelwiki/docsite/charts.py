@@ -32,7 +32,7 @@ MAX_LINES = 6
 _SHAPE = re.compile(r"^(\d+)x(\d+)x(\d+)$")  # MxNxK
 _IGNORED = {"set", "shape", "dtype", "ablation"}
 MAX_SVG_BYTES = 8 << 20
-STYLE_VERSION = "2"  # bump when the drawing code changes, so cached SVGs are redrawn
+STYLE_VERSION = "3"  # bump when the drawing code changes, so cached SVGs are redrawn
 
 
 @dataclass
@@ -286,7 +286,8 @@ def _draw(chart: Chart, scheme: str = "light") -> str:
             xs = [x for x, *_ in pts]
             ax.plot(xs, [v for _, v, _ in pts], marker="o", markersize=4, linewidth=1.6, color=colour)
             ax.plot(xs, [float("nan") if b is None else b for _, _, b in pts], marker="x", markersize=4, linewidth=1.2, linestyle="--", color=colour)
-            handles.append(Line2D([], [], color=colour, linewidth=2, label=name))
+            if len(lines) > 1:  # one series needs no colour key, only the ours/baseline key
+                handles.append(Line2D([], [], color=colour, linewidth=2, label=name))
         if chart.kind == "history":
             ax.axhline(1.0, color=grid, linewidth=0.8, linestyle="--")
             ax.set_xticks(range(len(runs)), runs, rotation=30, ha="right", fontsize=8)
@@ -297,8 +298,9 @@ def _draw(chart: Chart, scheme: str = "light") -> str:
             ax.set_xticks(xs, [str(x) for x in xs], fontsize=8)
             ax.minorticks_off()
             ax.set_ylim(bottom=0)
-            handles += [Line2D([], [], color=ink, linewidth=1.6, marker="o", label="ours"),
-                        Line2D([], [], color=ink, linewidth=1.2, linestyle="--", marker="x",
+            key = PALETTE[0] if len(lines) == 1 else ink
+            handles += [Line2D([], [], color=key, linewidth=1.6, marker="o", label="ours"),
+                        Line2D([], [], color=key, linewidth=1.2, linestyle="--", marker="x",
                                label=chart.baseline or "baseline")]
             if chart.ceiling:
                 right = ax.secondary_yaxis("right", functions=(lambda v: v / chart.ceiling * 100,
