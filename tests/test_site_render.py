@@ -4,6 +4,8 @@ record pages, cross-links. No mkdocs run here (tests/test_site.py builds the rea
 from __future__ import annotations
 
 import re
+
+import pytest
 from pathlib import Path
 
 from kernelwiki.probing.specs import ProbeSpec
@@ -53,7 +55,8 @@ def test_claims_table_shows_measured_over_reported_only_when_comparable():
     assert "(TFLOP/s)" in plain and "795" not in plain and ">660<" in plain and ">600<" in plain
     assert "1.1× <span class=\"kw-note\">cuBLAS, same run" in plain and "of reported" not in plain
     assert "on H200" in plain  # the reproduction ran on another GPU than the reported value
-    assert '<details class="kw-cond"><summary>conditions</summary>long conditions</details>' in plain
+    assert '<span class="kw-cond">long conditions</span>' in plain  # conditions visible in the row
+    assert plain.startswith('<details class="kw-fold"') and "<details open" not in plain  # folded, closed
     assert 'href="../../sources/a/"' in plain and 'href="../../records/p/r/"' in plain
     assert 'id="claim-r"' in plain and 'id="claim-m"' in plain and "<code>HGMMA</code>" in plain
     assert "of reported" not in render.claims_tables(_meta(False), "kernels/k.md", pages)
@@ -81,24 +84,30 @@ def _case(case_id: str, ratio: float, **params) -> dict:
 SPEC = ProbeSpec("probe-gemm", Path("."), {"id": "probe-gemm", "kind": "kernel", "pages": ["kernel-x"], "cases": []})
 
 
-def test_llm_shapes_are_drawn_as_ratio_by_m_one_line_per_nk():
+def test_llm_shapes_are_drawn_as_throughput_by_m_one_line_per_nk():
     cases = [_case(f"llm-{m}x{n}x{k}", 0.9 + m / 1e5, dtype="bf16", shape=f"{m}x{n}x{k}", set="llm-shapes")
              for m in (128, 1024, 4096) for n, k in ((4096, 7168), (2112, 7168))]
     cases.append(_case("odd", 1.1, dtype="bf16", shape="4096x4096x4096", set="square"))
     found = charts.case_charts(SPEC, _record(cases), None)
     lines = next(c for c in found if c.kind == "lines")
-    assert lines.xlabel == "M" and "llm-shapes" in lines.title and lines.ylabel == "throughput ÷ cuBLAS"
+    assert lines.xlabel == "M" and "llm-shapes" in lines.title and lines.ylabel == "TFLOP/s"
+    assert lines.title.startswith("TFLOP/s by M: ours vs cuBLAS") and lines.baseline == "cuBLAS"
     assert set(lines.panels[""]) == {"N×K=4096×7168", "N×K=2112×7168"}
-    assert [x for x, _ in lines.panels[""]["N×K=4096×7168"]] == [128, 1024, 4096]
+    # the real quantity, ours and the baseline, not their ratio
+    assert lines.panels[""]["N×K=4096×7168"][0] == (128, 100 * (0.9 + 128 / 1e5), 100.0)
+    assert [x for x, *_ in lines.panels[""]["N×K=4096×7168"]] == [128, 1024, 4096]
     bars = next(c for c in found if c.kind == "bars")  # the lone square case
-    assert bars.panels[""] == {"square": [("odd", 1.1)]}
+    assert bars.panels[""] == {"square": [("odd", pytest.approx(110.0), 100.0)]} and bars.ylabel == "TFLOP/s"
 
 
 def test_a_numeric_parameter_becomes_the_axis_and_many_lines_split_into_panels():
     cases = [_case(f"{d}-{c}-{s}-{h}", 1.0, seqlen=s, head_dim=h, causal=c, direction=d, shape="b")
              for d in ("fwd", "bwd") for c in (False, True) for s in (1024, 2048, 4096) for h in (64, 128)]
-    chart = charts.case_charts(SPEC, _record(cases), None)[0]
-    assert chart.xlabel == "seqlen" and len(chart.panels) == 2 and all(len(v) == 4 for v in chart.panels.values())
+    found = charts.case_charts(SPEC, _record(cases), None)
+    # more than six lines: two charts one below the other (never panels side by side on a phone)
+    assert len(found) == 2 and all(c.xlabel == "seqlen" and len(c.panels) == 1 for c in found)
+    assert all(len(c.panels[""]) == 4 for c in found) and {"causal=False", "causal=True"} == {
+        c.title.rsplit("(set: ", 1)[1].rstrip(")") for c in found}
 
 
 def test_history_needs_two_runs_and_svg_is_cached(tmp_path):
@@ -191,3 +200,98 @@ def test_search_sees_prose_without_cards_claims_tables_or_code():
             + render.claims_tables(_meta(None), "kernels/k.md", {"src-a": "sources/a.md"})
             + '<div class="language-python highlight"><pre><span></span><code>x = 1</code></pre></div><p>more</p>')
     assert _CODE_AND_TABLES.sub("", html).replace("\n", "") == "<p>prose</p><p>more</p>"
+    folded = render.code_tabs([("k.py", "artifacts/k.py")], 12)
+    assert _CODE_AND_TABLES.sub("", "<p>a</p>" + folded + "<p>b</p>").replace("\n", "") == "<p>a</p><p>b</p>"
+
+
+# --- issue 28 -------------------------------------------------------------------------------------
+def test_summary_is_geomean_and_worst_case_never_the_best_and_labels_teaching_variants():
+    from kernelwiki.docsite import summary
+
+    cases = [_case("a", 0.5, set="s"), _case("b", 2.0, set="s"), _case("c", 1.0, set="held-out")]
+    record = _record(cases)
+    sets = summary.set_summaries(SPEC, record)
+    assert [s.name for s in sets] == ["s", "held-out"]
+    whole = summary.overall(sets)
+    assert whole.geomean == pytest.approx(1.0) and whole.worst.case == "a" and len(whole.cases) == 3
+    teaching = ProbeSpec("probe-gemm-naive", Path("."), {"id": "probe-gemm-naive", "kind": "kernel",
+                                                         "title": "The teaching GEMM", "pages": [], "cases": []})
+    assert summary.is_variant(teaching) and not summary.is_variant(SPEC)
+    assert summary.overall(summary.set_summaries(teaching, record)) is None  # a variant is never the kernel
+    row = summary.set_summaries(SPEC, _record([_case("t", 0.6, set="teaching variant (one stage)")]))[0]
+    assert row.variant
+
+
+def test_home_rows_show_geomean_worst_and_the_variant_label():
+    from kernelwiki.docsite.generated import headline_rows
+
+    spec = ProbeSpec("probe-gemm-naive", Path("."), {"id": "probe-gemm-naive", "kind": "kernel",
+                                                     "title": "The teaching GEMM", "pages": [], "cases": []})
+    rows = headline_rows({"p": SPEC, "q": spec}, {"probe-gemm": [_record([_case("a", 0.5), _case("b", 2.0)])],
+                                                   "probe-gemm-naive": [_record([_case("n", 0.6)])]}, {}, {})
+    assert "**1×** over 2 cases" in rows[0] and "0.5× <span" in rows[0] and ">a</span>" in rows[0] and "2×" not in rows[0]
+    assert "teaching variant, not the kernel" in rows[1]
+
+
+def test_claims_table_groups_by_set_sorts_numerically_and_labels_candidates():
+    meta = {"claims": [
+        {"id": "r", "value": 600, "unit": "TFLOP/s", "evidence": "source-reported", "source": "src-a", "gpu": "H800"},
+        {"id": "m-deepgemm", "value": 650, "unit": "TFLOP/s", "evidence": "measured", "record": "artifacts/evidence/p/r.json",
+         "reproduces": "r", "candidate": "DeepGEMM", "gpu": "H200", "conditions": "set=big"},
+        {"id": "m-ours", "value": 640, "unit": "TFLOP/s", "evidence": "measured", "record": "artifacts/evidence/p/r.json",
+         "reproduces": "r", "gpu": "H200", "conditions": "set=big"},
+        {"id": "x-1024", "value": 1, "unit": "TFLOP/s", "evidence": "measured", "record": "artifacts/evidence/p/r.json",
+         "shape": "1024x1", "conditions": "set=small, tile=1"},
+        {"id": "x-512", "value": 2, "unit": "TFLOP/s", "evidence": "measured", "record": "artifacts/evidence/p/r.json",
+         "shape": "512x1", "conditions": "set=small, tile=2"}]}
+    out = render.claims_tables(meta, "kernels/k.md", {"src-a": "sources/a.md"})
+    assert out.index('kw-set"><th colspan="5">big') < out.index('kw-set"><th colspan="5">small')
+    assert out.index("x-512") < out.index("x-1024")  # 512 before 1024, not as text
+    assert 'kw-who">DeepGEMM<' in out and 'kw-who">our kernel<' in out
+    assert "tile=2" in out and "set=small" not in out
+    only_measured = render.claims_tables({"claims": meta["claims"][3:]}, "kernels/k.md", {})
+    assert "reported" not in only_measured  # no reported column where nothing is reported
+
+
+def test_evidence_card_shows_the_headline_record_and_no_green_verified_without_a_measurement():
+    claim = {"id": "m", "value": 640.0, "unit": "TFLOP/s", "evidence": "measured", "record": "artifacts/evidence/p/r.json",
+             "ratio": 0.99, "baseline": {"name": "cuBLAS", "value": 646}, "gpu": "H200", "measured_at": "2026-11-30T10:00:00Z"}
+    card = render.evidence_card({"status": "verified", "claims": [claim], "last_measured": "2026-12-01T00:00:00Z",
+                                 "measured_on": "H200"}, "kernels/k.md")
+    assert "Headline" in card and "640 TFLOP/s" in card and "0.99× cuBLAS" in card and "records/p/r/" in card
+    assert "2026-11-30" in card and "2026-12-01" not in card  # this page's evidence, not the probe's newest record
+    compiled = render.evidence_card({"status": "verified", "claims": []}, "kernels/k.md")
+    assert "not measured yet" in compiled and 'kw-status-verified"' not in compiled and "compiled only" in compiled
+
+
+def test_record_page_prints_integers_in_full_ceilings_with_units_and_other_runs():
+    calibration = Record("artifacts/evidence/probe-calibration/c.json", {
+        "probe": "probe-calibration", "mode": "run", "started_at": "2026-11-29T17:00:00Z",
+        "cases": [{"id": "copy", "params": {"ceiling": "copy"}, "headline": {"value": 4.28, "unit": "TB/s"}}]})
+    record = _record([_case("a", 0.95)])
+    record.data.update(seed=1347767963, ceilings={"record": calibration.path, "copy": 4.2839})
+    other = _record([_case("a", 0.9)], "2026-11-28T10:00:00Z", "artifacts/evidence/p/older.json")
+    page = record_page(record, {}, [], [other, record], {calibration.path: calibration})
+    assert "1347767963" in page and "1.35e+09" not in page
+    assert "| copy | 4.284 TB/s |" in page and "(../probe-calibration/c.md)" in page
+    assert "## Other runs of this probe" in page and "older.md" in page and "(r.md)" not in page.split("Other runs")[1]
+
+
+def test_page_ids_in_prose_read_as_the_page_title():
+    from kernelwiki.docsite.links import Linker
+
+    linker = Linker({"hw-wgmma": "hardware/wgmma.md"}, {"hw-wgmma": ["wgmma"]}, {"hw-wgmma": "wgmma: the [MMA] <b>"})
+    out = linker.link("See `hw-wgmma` and hw-wgmma; `wgmma` stays code.", "kernels/k.md", "kernel-k")
+    assert "[wgmma: the &#91;MMA&#93; &#60;b&#62;](../hardware/wgmma.md)" in out and "`hw-wgmma`" not in out
+    assert "[`wgmma`](../hardware/wgmma.md)" in out
+
+
+def test_runs_and_versus_blocks_stay_and_the_claims_block_goes():
+    from kernelwiki.docsite.hooks import GENERATED_BLOCK, _generated_block
+
+    text = ("## Claims and measurements\n\n<!-- kernelwiki:begin claims -->\n| a |\n<!-- kernelwiki:end claims -->\n"
+            "<!-- kernelwiki:begin runs -->\n\n| probe | case |\n|---|---|\n| p | c |\n\n<!-- kernelwiki:end runs -->\n"
+            "<!-- kernelwiki:begin versus -->\n| v |\n<!-- kernelwiki:end versus -->\n")
+    out = GENERATED_BLOCK.sub(_generated_block, text)
+    assert "Claims and measurements" not in out and "| a |" not in out and "kernelwiki:" not in out
+    assert "| p | c |" in out and "| v |" in out

@@ -2,10 +2,14 @@
 requested from anywhere when a reader opens them).
 
 Which chart a set of cases gets is read from their `params`, never from a probe's name: cases of one
-`params.set` that vary a numeric parameter (seqlen) or the M of an MxNxK shape over three or more
-values get a line chart of ours / baseline along it (one line per combination of the other varying
-parameters, split into panels when there would be more than six lines); every other case gets a bar
-in a ratio-per-case chart. A probe with two or more runs also gets the history of its cases' ratios.
+`params.set` and one baseline that vary a numeric parameter (seqlen) or the M of an MxNxK shape over
+three or more values get a line chart of the real quantity (TFLOP/s, TB/s) along it, ours solid and
+the baseline dashed in the same colour, with the % of the measured ceiling on the right axis (one line
+per combination of the other varying parameters; more than six lines become several charts, one
+below the other, never panels side by side); every other case gets a pair of bars, ours and the
+baseline, in a chart per baseline. A probe with two or more runs also gets the history of its cases'
+ratios. Each chart is drawn twice, for the light and the dark scheme (Material's #only-light and
+#only-dark), with text at WCAG AA contrast on either background.
 
 Drawing is the slow part, so each SVG is cached under .kernelwiki-cache/charts/ by the hash of
 exactly what it shows.
@@ -28,7 +32,7 @@ MAX_LINES = 6
 _SHAPE = re.compile(r"^(\d+)x(\d+)x(\d+)$")  # MxNxK
 _IGNORED = {"set", "shape", "dtype", "ablation"}
 MAX_SVG_BYTES = 8 << 20
-STYLE_VERSION = "1"  # bump when the drawing code changes, so cached SVGs are redrawn
+STYLE_VERSION = "3"  # bump when the drawing code changes, so cached SVGs are redrawn
 
 
 @dataclass
@@ -39,16 +43,24 @@ class Chart:
     title: str
     xlabel: str
     ylabel: str
-    panels: dict[str, dict[str, list[tuple[Any, float]]]] = field(default_factory=dict)
-    """panel title -> series label -> points (x, ratio); for bars, x is the case label."""
+    panels: dict[str, dict[str, list[tuple]]] = field(default_factory=dict)
+    """panel title -> series label -> points: (x, ours, baseline) for lines and bars (for bars x
+    is the case label), (run, ratio) for history."""
+    baseline: str = ""
+    ceiling: float | None = None
+    """The measured ceiling in the chart's unit (the right axis shows % of it), when the record has it."""
 
     @property
     def name(self) -> str:
         return hashlib.sha256(self.key().encode()).hexdigest()[:16] + ".svg"
 
+    @property
+    def dark_name(self) -> str:
+        return self.name.removesuffix(".svg") + "-dark.svg"
+
     def key(self) -> str:
-        return json.dumps([STYLE_VERSION, self.kind, self.title, self.xlabel, self.ylabel, self.panels],
-                          sort_keys=True, default=str)
+        return json.dumps([STYLE_VERSION, self.kind, self.title, self.xlabel, self.ylabel, self.panels,
+                           self.baseline, self.ceiling], sort_keys=True, default=str)
 
 
 @dataclass
@@ -57,6 +69,14 @@ class Point:
     params: dict
     ratio: float
     baseline: str
+    value: float | None = None
+    baseline_value: float | None = None
+    unit: str = ""
+    ceiling: float | None = None
+
+    @property
+    def shown(self) -> tuple[float, float]:
+        return (self.value, self.baseline_value)
 
 
 def _points(record: Record, cases: set[str] | None) -> list[Point]:
@@ -68,8 +88,12 @@ def _points(record: Record, cases: set[str] | None) -> list[Point]:
             continue
         if cases is not None and case.get("id") not in cases:
             continue
+        value, base, frac = head.get("value"), head.get("baseline_value"), head.get("fraction_of_ceiling")
+        number = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
         out.append(Point(str(case.get("id")), dict(case.get("params") or {}), float(ratio),
-                         str(head.get("baseline") or "baseline")))
+                         str(head.get("baseline") or "baseline"), float(value) if number(value) else None,
+                         float(base) if number(base) else None, str(head.get("unit") or ""),
+                         float(value) / frac if number(value) and number(frac) and frac > 0 else None))
     return out
 
 
@@ -98,15 +122,15 @@ def _series(points: list[Point], axis: str, xs: dict[str, Any]) -> dict[str, dic
         if axis == "M":
             shape = _SHAPE.match(str(p.params.get("shape")))
             parts.insert(0, f"N×K={shape.group(2)}×{shape.group(3)}")
-        return ", ".join(parts) or "ratio"
+        return ", ".join(parts) or "ours"
     lines: dict[str, list[tuple[Any, float]]] = {}
     for p in points:
-        lines.setdefault(label(p, varying), []).append((xs[p.case], p.ratio))
+        lines.setdefault(label(p, varying), []).append((xs[p.case], *p.shown))
     if axis == "M" and all(len(v) == 1 for v in lines.values()):  # square sizes: one line along M
         lines = {}
         for p in points:
-            lines.setdefault(", ".join(f"{k}={p.params.get(k)}" for k in varying) or "ratio", []).append(
-                (xs[p.case], p.ratio))
+            lines.setdefault(", ".join(f"{k}={p.params.get(k)}" for k in varying) or "ours", []).append(
+                (xs[p.case], *p.shown))
     panels = {"": lines}
     if len(lines) > MAX_LINES:
         facet = min((k for k in varying if len({str(p.params.get(k)) for p in points}) > 1),
@@ -116,33 +140,38 @@ def _series(points: list[Point], axis: str, xs: dict[str, Any]) -> dict[str, dic
             panels = {}
             for p in points:
                 panels.setdefault(f"{facet}={p.params.get(facet)}", {}).setdefault(label(p, rest), []).append(
-                    (xs[p.case], p.ratio))
+                    (xs[p.case], *p.shown))
     return {title: {name: sorted(pts) for name, pts in lines.items()} for title, lines in panels.items()}
 
 
 def case_charts(spec: ProbeSpec, record: Record, cases: set[str] | None) -> list[Chart]:
-    """Ours over the baseline for every case of the latest run (restricted to `cases`)."""
-    points = _points(record, cases)
+    """Ours and the baseline, in their unit, for every case of the latest run (restricted to `cases`)."""
+    points = [p for p in _points(record, cases) if p.value is not None and p.baseline_value is not None]
     if not points:
         return []
-    groups: dict[str, list[Point]] = {}
+    groups: dict[tuple[str, str, str], list[Point]] = {}
     for p in points:
-        groups.setdefault(str(p.params.get("set") or ""), []).append(p)
+        groups.setdefault((str(p.params.get("set") or ""), p.baseline, p.unit), []).append(p)
     charts, leftovers = [], []
-    for name, group in groups.items():
+    for (name, baseline, unit), group in groups.items():
         axis = _axis(group)
-        baselines = sorted({p.baseline for p in group})
-        if axis is None or len(baselines) != 1:
+        if axis is None:
             leftovers += group
             continue
-        charts.append(Chart("lines", f"{spec.id}{' — ' + name if name else ''}: ratio by {axis[0]}",
-                            axis[0], f"throughput ÷ {baselines[0]}", _series(group, *axis)))
-    if leftovers:
-        bars = {}
-        for p in leftovers:
-            bars.setdefault(str(p.params.get("set") or p.baseline), []).append((p.case, p.ratio))
-        charts.append(Chart("bars", f"{spec.id}: throughput ÷ baseline per case", "", "throughput ÷ baseline",
-                            {"": bars}))
+        ceiling = next((p.ceiling for p in group if p.ceiling), None)
+        for panel, lines in _series(group, *axis).items():
+            where = " — ".join(x for x in (name, panel) if x)
+            charts.append(Chart("lines", f"{unit} by {axis[0]}: ours vs {baseline}" + (f" (set: {where})" if where else ""),
+                                axis[0], unit, {"": lines}, baseline, ceiling))
+    by_baseline: dict[tuple[str, str], list[Point]] = {}
+    for p in leftovers:
+        by_baseline.setdefault((p.baseline, p.unit), []).append(p)
+    for (baseline, unit), group in by_baseline.items():
+        ceiling = next((p.ceiling for p in group if p.ceiling), None)
+        bars: dict[str, list[tuple]] = {}
+        for p in group:
+            bars.setdefault(str(p.params.get("set") or ""), []).append((p.case, *p.shown))
+        charts.append(Chart("bars", f"{unit} per case: ours vs {baseline}", "", unit, {"": bars}, baseline, ceiling))
     return charts
 
 
@@ -161,16 +190,16 @@ def history_chart(spec: ProbeSpec, records: list[Record], cases: set[str] | None
                  {"": {case: repeated[case] for case in sorted(top)}})
 
 
-def draw(chart: Chart, cache: Path) -> str:
-    """The chart as SVG text, from the cache when it was drawn before."""
-    cached = cache / chart.name
+def draw(chart: Chart, cache: Path, scheme: str = "light") -> str:
+    """The chart as SVG text for a colour scheme, from the cache when it was drawn before."""
+    cached = cache / (chart.dark_name if scheme == "dark" else chart.name)
     usable = _usable(cache)
     if usable:
         try:
             return read_regular(cached, MAX_SVG_BYTES).decode("utf-8")
         except (UnsafeFile, UnicodeDecodeError):
             pass  # absent, a link, a FIFO or garbage: drawn again and replaced
-    svg = _draw(chart)
+    svg = _draw(chart, scheme)
     if usable:
         try:
             replace_file(cached, svg.encode("utf-8"))
@@ -194,72 +223,102 @@ def _usable(cache: Path) -> bool:
     return True
 
 
-def _draw(chart: Chart) -> str:
+SCHEMES = {
+    # text colours at WCAG AA (>= 4.5:1) on Material's light (#fff) and slate (#1e2129) backgrounds;
+    # the series colours are Tableau's ten, distinguishable on both.
+    "light": {"text": "#333333", "grid": "#999999"},
+    "dark": {"text": "#e3e3e3", "grid": "#8a8a8a"},
+}
+PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
+
+
+def _draw(chart: Chart, scheme: str = "light") -> str:
     import io
 
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
-    grey = "#808080"
-    plt.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "kernelwiki", "font.size": 9,
-                         "text.color": grey, "axes.labelcolor": grey, "xtick.color": grey, "ytick.color": grey,
-                         "axes.edgecolor": grey, "font.family": "sans-serif",
+    ink, grid = SCHEMES[scheme]["text"], SCHEMES[scheme]["grid"]
+    plt.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "kernelwiki", "font.size": 10,
+                         "text.color": ink, "axes.labelcolor": ink, "xtick.color": ink, "ytick.color": ink,
+                         "axes.edgecolor": ink, "font.family": "sans-serif",
                          "text.parse_math": False})  # labels come from records: `$x$` is text, not TeX
-    panels = chart.panels
+    lines = chart.panels.get("") or next(iter(chart.panels.values()), {})
+    # Legends and tick labels build their own Text objects; a `$` in a label from a record must not
+    # start TeX there either: it is shown as the full-width dollar sign.
+    lines = {name.replace("$", "\uff04"): pts for name, pts in lines.items()}
+    chart = Chart(chart.kind, *(str(t).replace("$", "\uff04") for t in (chart.title, chart.xlabel, chart.ylabel)),
+                  chart.panels, str(chart.baseline).replace("$", "\uff04"), chart.ceiling)
     if chart.kind == "bars":
-        labels = [(group, case, ratio) for group, pts in panels[""].items() for case, ratio in pts]
-        fig, ax = plt.subplots(figsize=(7.2, 1.4 + 0.22 * len(labels) + 0.12 * len(panels[""])))
-        colors = {g: f"C{i % 10}" for i, g in enumerate(panels[""])}
+        lines = {name: [(str(p[0]).replace("$", "\uff04"), *p[1:]) for p in pts] for name, pts in lines.items()}
+    if chart.kind != "history":  # (x, ours) without a baseline value: the baseline is not drawn
+        lines = {name: [tuple(p) + (None,) * (3 - len(p)) for p in pts] for name, pts in lines.items()}
+    handles: list = []
+    if chart.kind == "bars":
+        labels = [(group, *point) for group, pts in lines.items() for point in pts]
+        fig, ax = plt.subplots(figsize=(6.0, 1.2 + 0.34 * len(labels)))
         ys = list(range(len(labels)))[::-1]
-        ax.barh(ys, [r for _, _, r in labels], color=[colors[g] for g, _, _ in labels], height=0.7)
-        ax.set_yticks(ys, [case for _, case, _ in labels], fontsize=7)
-        ax.axvline(1.0, color=grey, linewidth=0.8, linestyle="--")
+        ax.barh([y + 0.2 for y in ys], [p[2] for p in labels], height=0.38, color=PALETTE[0], label="ours")
+        ax.barh([y - 0.2 for y in ys], [p[3] or 0 for p in labels], height=0.38, color=PALETTE[1],
+                label=chart.baseline or "baseline")
+        ax.set_yticks(ys, [p[1] for p in labels], fontsize=8)
+        for y, p in zip(ys, labels):
+            ax.text(p[2], y + 0.2, f" {p[2]:.3g}", va="center", fontsize=7.5)
         ax.set_xlabel(chart.ylabel)
-        for y, (_, _, ratio) in zip(ys, labels):
-            ax.text(ratio, y, f" {ratio:.3g}", va="center", fontsize=6.5)
-        if len(colors) > 1:
-            from matplotlib.patches import Patch
-
-            ax.legend(handles=[Patch(color=c, label=g) for g, c in colors.items()], fontsize=6.5, frameon=False,
-                      loc="upper center", bbox_to_anchor=(0.5, -0.5 / (0.8 + 0.22 * len(labels)) - 0.06), ncol=3)
-        axes = [ax]
+        ax.legend(fontsize=8, frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.9 / (1.2 + 0.34 * len(labels))),
+                  ncol=2)
+        if chart.ceiling:
+            top = ax.secondary_xaxis("top", functions=(lambda v: v / chart.ceiling * 100, lambda q: q * chart.ceiling / 100))
+            top.set_xlabel("% of the measured ceiling", fontsize=8)
     else:
-        most = max(len(lines) for lines in panels.values())
-        fig, axes_grid = plt.subplots(1, len(panels), figsize=(7.2 if len(panels) == 1 else 3.8 * len(panels),
-                                                               3.2 + 0.13 * most),
-                                      squeeze=False, sharey=True)
-        axes = list(axes_grid[0])
-        runs = sorted({x for lines in panels.values() for pts in lines.values() for x, _ in pts})
-        for ax, (title, lines) in zip(axes, panels.items()):
-            for name, pts in lines.items():
-                xs = [runs.index(x) if chart.kind == "history" else x for x, _ in pts]
-                ax.plot(xs, [y for _, y in pts], marker="o", markersize=3.5, linewidth=1.4, label=name)
-            ax.axhline(1.0, color=grey, linewidth=0.8, linestyle="--")
-            if chart.kind == "lines":
-                ax.set_xscale("log", base=2)
-                xs = sorted({x for pts in lines.values() for x, _ in pts})
-                ax.set_xticks(xs, [str(x) for x in xs], fontsize=7)
-                ax.minorticks_off()
-            else:
-                ax.set_xticks(range(len(runs)), runs, rotation=30, ha="right", fontsize=6.5)
-            ax.set_xlabel(chart.xlabel)
-            if title:
-                ax.set_title(title, fontsize=9, color=grey)
-            if len(lines) > 1:
-                ax.legend(fontsize=6.5, frameon=False, loc="upper center", ncol=2,
-                          bbox_to_anchor=(0.5, -0.3 if chart.kind == "history" else -0.16))
-        axes[0].set_ylabel(chart.ylabel)
-    for ax in axes:
-        ax.set_facecolor("none")
-        ax.grid(True, color=grey, alpha=0.2, linewidth=0.5)
-        for side in ("top", "right"):
-            ax.spines[side].set_visible(False)
-    fig.suptitle(chart.title, fontsize=9.5, color=grey)
-    fig.tight_layout()
+        fig, ax = plt.subplots(figsize=(6.0, 3.6 + 0.18 * len(lines)))
+        if chart.kind == "history":
+            runs = sorted({x for pts in lines.values() for x, _ in pts})
+        for i, (name, pts) in enumerate(lines.items()):
+            colour = PALETTE[i % len(PALETTE)]
+            if chart.kind == "history":
+                ax.plot([runs.index(x) for x, _ in pts], [y for _, y in pts], marker="o", markersize=4,
+                        linewidth=1.5, color=colour, label=name)
+                continue
+            xs = [x for x, *_ in pts]
+            ax.plot(xs, [v for _, v, _ in pts], marker="o", markersize=4, linewidth=1.6, color=colour)
+            ax.plot(xs, [float("nan") if b is None else b for _, _, b in pts], marker="x", markersize=4, linewidth=1.2, linestyle="--", color=colour)
+            if len(lines) > 1:  # one series needs no colour key, only the ours/baseline key
+                handles.append(Line2D([], [], color=colour, linewidth=2, label=name))
+        if chart.kind == "history":
+            ax.axhline(1.0, color=grid, linewidth=0.8, linestyle="--")
+            ax.set_xticks(range(len(runs)), runs, rotation=30, ha="right", fontsize=8)
+            handles = ax.get_legend_handles_labels()[0]
+        else:
+            ax.set_xscale("log", base=2)
+            xs = sorted({x for pts in lines.values() for x, *_ in pts})
+            ax.set_xticks(xs, [str(x) for x in xs], fontsize=8)
+            ax.minorticks_off()
+            ax.set_ylim(bottom=0)
+            key = PALETTE[0] if len(lines) == 1 else ink
+            handles += [Line2D([], [], color=key, linewidth=1.6, marker="o", label="ours"),
+                        Line2D([], [], color=key, linewidth=1.2, linestyle="--", marker="x",
+                               label=chart.baseline or "baseline")]
+            if chart.ceiling:
+                right = ax.secondary_yaxis("right", functions=(lambda v: v / chart.ceiling * 100,
+                                                               lambda q: q * chart.ceiling / 100))
+                right.set_ylabel("% of the measured ceiling", fontsize=9)
+        ax.set_xlabel(chart.xlabel)
+        ax.set_ylabel(chart.ylabel)
+        if handles:
+            ax.legend(handles=handles, fontsize=8, frameon=False, loc="upper center", ncol=2,
+                      bbox_to_anchor=(0.5, -0.32 if chart.kind == "history" else -0.16))
+    ax.set_facecolor("none")
+    ax.grid(True, color=grid, alpha=0.35, linewidth=0.5)
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    ax.set_title(chart.title, fontsize=10, color=ink, wrap=True, parse_math=False)
     out = io.StringIO()
-    fig.savefig(out, format="svg", transparent=True, metadata={"Date": None})
+    # bbox_inches="tight": the legend below the axes is part of the SVG, never cut off.
+    fig.savefig(out, format="svg", transparent=True, bbox_inches="tight", metadata={"Date": None})
     plt.close(fig)
     return out.getvalue()
 

@@ -7,10 +7,11 @@ import html
 
 from kernelwiki.storage.index import Entry
 from kernelwiki.probing.specs import ProbeSpec
-from kernelwiki.storage.records import Record, latest, latest_by
+from kernelwiki.storage.records import Record, latest_by
 from kernelwiki.docsite.render import (LEVEL_TEXT, STATUS_TEXT, badge, cell, code, fmt, fmt_ratio, is_number,
                                        prose, record_uri, rel_link, text)
 from kernelwiki.harness.env import short_gpu_name
+from kernelwiki.docsite import summary
 
 SECTION_TITLES = {"hardware": "Hardware", "kernels": "Kernels", "techniques": "Techniques",
                   "footguns": "Footguns", "languages": "Languages", "sources": "Sources"}
@@ -22,33 +23,28 @@ def page_uri(entry: Entry) -> str:
 
 def headline_rows(probes: dict[str, ProbeSpec], records: dict[str, list[Record]],
                   ids: dict[str, Entry], titles: dict[str, str]) -> list[str]:
-    """Per kernel probe and dtype, the fastest case of its latest run, against its baseline."""
+    """Per kernel probe, its latest run over every case set: the geomean and the worst case of ours
+    over the strongest baseline (never the best case), teaching variants labelled as such."""
     uri = "index.md"
     rows = []
-    for spec in probes.values():
-        record = latest(records.get(spec.id, []), mode="run", with_cases=True)
-        if spec.kind != "kernel" or record is None:
-            continue
+    for spec, record, sets in summary.kernel_runs(probes, records):
+        whole = summary.overall(sets) or summary.SetSummary(spec.id, "all sets", True,
+                                                            tuple(c for s in sets for c in s.cases))
         pages = [p for p in spec.pages if p in ids]
         page = next((p for p in pages if ids[p].get("type") == "kernel"), pages[0] if pages else None)
-        best: dict[str, dict] = {}
-        for case in record.data.get("cases") or []:
-            head = case.get("headline") or {}
-            if case.get("status") != "passed" or not is_number(head.get("value")) or "baseline_value" not in head \
-                    or not str(head.get("unit", "")).endswith("/s"):  # throughputs only, not tool counters
-                continue
-            dtype = str((case.get("params") or {}).get("dtype", ""))
-            if dtype not in best or head["value"] > best[dtype]["headline"]["value"]:
-                best[dtype] = case
+        name = (f"[{cell(titles.get(page) or ids[page].get('title'))}]({rel_link(uri, page_uri(ids[page]))}#measurements)"
+                if page else cell(spec.id))
+        if summary.is_variant(spec):
+            name += " — *teaching variant, not the kernel*"
+        worst = whole.worst
         env = record.data.get("environment") or {}
-        for dtype, case in sorted(best.items()):
-            head = case["headline"]
-            name = (f"[{cell(titles.get(page) or ids[page].get('title'))}]({rel_link(uri, page_uri(ids[page]))}#measurements)"
-                    if page else spec.id)
-            rows.append(f"| {name} | {cell(dtype)} {cell((case.get('params') or {}).get('shape', case.get('id')))} | "
-                        f"{fmt(head['value'])} {cell(head.get('unit', ''))} | {cell(head.get('baseline'))} "
-                        f"{fmt(head['baseline_value'])} | {fmt_ratio(head.get('ratio'))} | "
-                        f"{cell(short_gpu_name(env.get('gpu')))} | [{cell(record.started[:10])}]({rel_link(uri, record_uri(record.path))}) |")
+        bases = whole.baselines
+        shown = ", ".join(bases[:2]) + (f" +{len(bases) - 2}" if len(bases) > 2 else "")
+        rows.append(f"| {name} | **{fmt_ratio(whole.geomean)}** over {len(whole.cases)} cases in "
+                    f"{sum(1 for s in sets if s.variant == whole.variant)} sets | {fmt_ratio(worst.ratio)} "
+                    f"<span class=\"kw-note\">{text(worst.case)}</span> | {cell(shown)} | "
+                    f"{cell(short_gpu_name(env.get('gpu')))} [{cell(record.started[:10])}]"
+                    f"({rel_link(uri, record_uri(record.path))}) |")
     return rows
 
 
@@ -63,10 +59,12 @@ def home(entries: list[Entry], records: dict[str, list[Record]], probes: dict[st
                                         if page_uri(e).startswith(section + "/"))
         for section, title in SECTION_TITLES.items() if section != "sources")
     headlines = headline_rows(probes, records, ids, titles)
-    headline_table = ("## Headline measurements\n\nThe fastest case of each kernel probe's latest run, per "
-                      "data type, against the baseline timed in the same process.\n\n"
-                      "| kernel | shape | ours | baseline | ratio | GPU | date |\n|---|---|---|---|---|---|---|\n"
-                      + "\n".join(headlines) + "\n") if headlines else ""
+    headline_table = ("## Headline measurements\n\nEach kernel probe's latest run over all its case sets "
+                      "(the held-out ones included): the geometric mean and the worst case of ours ÷ the "
+                      "strongest baseline timed in the same process, per case. Above 1× is faster than "
+                      "the baseline.\n\n<div class=\"kw-home-table\" markdown>\n\n"
+                      "| kernel | geomean | worst case | strongest baseline | GPU, date |\n"
+                      "|---|---|---|---|---|\n" + "\n".join(headlines) + "\n\n</div>\n") if headlines else ""
     return f"""---
 title: kernelwiki
 ---
@@ -270,6 +268,20 @@ STYLE = """
 .md-status--regressed::after { -webkit-mask-image: url("data:image/svg+xml;charset=utf-8,%3Csvg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 24 24'%3E%3Cpath d='M13 14h-2V9h2m0 9h-2v-2h2M1 21h22L12 2z'/%3E%3C/svg%3E"); mask-image: url("data:image/svg+xml;charset=utf-8,%3Csvg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 24 24'%3E%3Cpath d='M13 14h-2V9h2m0 9h-2v-2h2M1 21h22L12 2z'/%3E%3C/svg%3E"); background-color: #c62828; }
 .md-status--stale::after { -webkit-mask-image: url("data:image/svg+xml;charset=utf-8,%3Csvg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 24 24'%3E%3Cpath d='M12 20a8 8 0 0 0 8-8 8 8 0 0 0-8-8 8 8 0 0 0-8 8 8 8 0 0 0 8 8m0-18a10 10 0 0 1 10 10 10 10 0 0 1-10 10C6.47 22 2 17.5 2 12A10 10 0 0 1 12 2m.5 5v5.25l4.5 2.67-.75 1.23L11 13V7z'/%3E%3C/svg%3E"); mask-image: url("data:image/svg+xml;charset=utf-8,%3Csvg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 24 24'%3E%3Cpath d='M12 20a8 8 0 0 0 8-8 8 8 0 0 0-8-8 8 8 0 0 0-8 8 8 8 0 0 0 8 8m0-18a10 10 0 0 1 10 10 10 10 0 0 1-10 10C6.47 22 2 17.5 2 12A10 10 0 0 1 12 2m.5 5v5.25l4.5 2.67-.75 1.23L11 13V7z'/%3E%3C/svg%3E"); background-color: #ef6c00; }
 .md-typeset a > code { color: var(--md-typeset-a-color); }  /* cross-linked ids look like links */
+.kw-strip { border-left: .2rem solid var(--md-primary-fg-color); padding: .1rem .8rem; margin: 0 0 1rem; }
+.kw-strip-title { font-weight: 700; margin: .3rem 0 !important; }
+.kw-strip ul { margin-top: .2rem !important; }
+.kw-who { display: inline-block; font-size: .6rem; font-weight: 700; padding: 0 .35em; margin-right: .3em;
+  border: 1px solid var(--md-default-fg-color--lighter); border-radius: .3em; }
+.kw-claims tr.kw-set th { background: var(--md-default-fg-color--lightest); font-weight: 700; }
+.kw-cond { display: block; opacity: .75; font-size: .95em; }
+.md-typeset details.kw-fold { border: 1px solid var(--md-default-fg-color--lightest); box-shadow: none; }
+.md-typeset details.kw-fold > summary { background: none; font-weight: 700; }
+.md-typeset details.kw-fold > summary::before { background-color: var(--md-default-fg-color--light); }
+.kw-status-verified-compiled { background: #1565c0; }
+.kw-home-table td:last-child, .kw-home-table th:last-child { white-space: nowrap; }
+.kw-home-table table { font-size: .68rem !important; }
+.kw-home-table .kw-note { display: block; margin-left: 0; word-break: break-all; }
 .kw-chart { display: block; margin: .5rem auto 1rem; max-width: 100%; }
 [data-md-color-scheme="slate"] .kw-badge { filter: brightness(.9); }
 """

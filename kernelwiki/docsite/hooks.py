@@ -21,11 +21,14 @@ from kernelwiki.commands.upstream import repo_name
 from kernelwiki.model import yamlio
 from kernelwiki.model.claims import page_claims
 from kernelwiki.model.fences import map_prose
-from kernelwiki.docsite import charts, generated, links, render
+from kernelwiki.docsite import charts, generated, links, render, strip, summary
 from kernelwiki.docsite import records as records_page
 
-GENERATED_BLOCK = re.compile(r"(?:^## Claims and measurements\n\s*)?"
-                             r"<!-- kernelwiki:begin ([a-z0-9-]+) -->.*?<!-- kernelwiki:end \1 -->\n?", re.S | re.M)
+GENERATED_BLOCK = re.compile(r"(^## Claims and measurements\n\s*)?"
+                             r"<!-- kernelwiki:begin ([a-z0-9-]+) -->(.*?)<!-- kernelwiki:end \2 -->\n?", re.S | re.M)
+SHOWN_BLOCKS = {"runs", "versus"}
+"""Generated blocks the site shows where they stand (Markdown tables the prose refers to); the
+claims block is replaced by the site's own claims table."""
 SECTIONS = ["hardware", "kernels", "techniques", "footguns", "languages", "sources"]
 EVIDENCE_PAGES = {"evidence/index.md": "Dashboard", "evidence/probes.md": "Probe catalogue",
                   "evidence/coverage.md": "Architecture coverage", "evidence/footguns.md": "Footguns",
@@ -53,7 +56,7 @@ def on_config(config):
                 cited_by.setdefault(source, []).append(entry.id)
     _state.update(repo=repo, wiki=wiki, ids=ids, entries=entries, probes=load_probes(repo),
                   records=load_records(repo), page_uris=page_uris, cited_by=cited_by,
-                  linker=links.Linker(page_uris, {i: [str(a) for a in e.get("aliases") or []] for i, e in ids.items()}))
+                  )
     for name, plugin in config.plugins.items():
         if name.endswith("tags"):
             from material.plugins.tags.structure.tag import Tag
@@ -63,6 +66,8 @@ def on_config(config):
     config.extra_css.append("assets/kernelwiki.css")
     titles = {i: heading(repo.root / e.rel) or str(e.get("title")) for i, e in ids.items()}
     _state["titles"] = titles
+    _state["linker"] = links.Linker(page_uris, {i: [str(a) for a in e.get("aliases") or []] for i, e in ids.items()},
+                                    titles)
     nav: list = [{"Home": "index.md"}]
     for section in SECTIONS:
         pages = [{titles[e.id]: generated.page_uri(e)} for e in entries
@@ -119,10 +124,12 @@ def on_files(files: Files, config) -> Files:
         "evidence/tags.md": generated.tags_index(),
         "assets/kernelwiki.css": generated.STYLE,
     }
+    by_path = {r.path: r for probe_records in records.values() for r in probe_records}
     for probe_id, probe_records in records.items():
         backs = probes[probe_id].pages if probe_id in probes else []
         for record in probe_records:
-            pages[render.record_uri(record.path)] = records_page.record_page(record, _state["page_uris"], backs)
+            pages[render.record_uri(record.path)] = records_page.record_page(record, _state["page_uris"], backs,
+                                                                             probe_records, by_path)
             uri = "records/" + record.path.removeprefix("artifacts/evidence/")
             files.append(File.generated(config, uri, abs_src_path=str(_state["repo"].root / record.path)))
     cache = _state["repo"].cache / "charts"
@@ -131,9 +138,9 @@ def on_files(files: Files, config) -> Files:
         page_charts = charts.page_charts(page_id, probes, records)
         _state["charts"][page_id] = page_charts
         for chart in page_charts:
-            uri = f"assets/charts/{chart.name}"
-            if uri not in pages:
-                pages[uri] = charts.draw(chart, cache)
+            for scheme, name in (("light", chart.name), ("dark", chart.dark_name)):
+                if f"assets/charts/{name}" not in pages:
+                    pages[f"assets/charts/{name}"] = charts.draw(chart, cache, scheme)
     for uri, content in pages.items():
         files.append(File.generated(config, uri, content=content))
     return files
@@ -143,9 +150,7 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
     meta, uri = page.meta, page.file.src_uri
     if uri in ("index.md", *EVIDENCE_PAGES) or not meta.get("id"):
         return markdown
-    # The generated blocks serve readers of the raw Markdown; the site shows its own tables, after
-    # the prose, and drops the heading a block stood under.
-    markdown = map_prose(markdown, lambda prose: GENERATED_BLOCK.sub("", prose))
+    markdown = map_prose(markdown, lambda prose: GENERATED_BLOCK.sub(_generated_block, prose))
     # mkdocs prefers the frontmatter title over the nav's; the nav shows the page's own heading.
     meta["title"] = _state["titles"].get(meta["id"], meta.get("title"))
     title, body = _split_title(markdown)
@@ -158,18 +163,43 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
     # Targets of the alias entries of the search index: the top of the page.
     anchors = "".join(f'<span id="{alias_anchor(i, a)}"></span>' for i, a in enumerate(meta.get("aliases") or []))
     card = render.evidence_card(meta, uri).replace('markdown="0">\n', f'markdown="0">{anchors}\n', 1)
-    parts = [title, card, "\n", body.rstrip() + "\n"]
+    first, rest = _first_paragraph(body)
+    # A kernel page sums up its kernel probes' runs; another page (hw-wgmma, also backed by the GEMM
+    # probe) shows its own measured claims.
+    runs = summary.kernel_runs(_state["probes"], _state["records"], meta["id"]) if meta.get("type") == "kernel" else []
+    headline = strip.kernel_strip(runs, uri) if runs else strip.claims_strip(claims, uri)
+    parts = [title, card, "\n", first, "\n" + headline + "\n" if headline else "", rest.rstrip() + "\n"]
     figures = _state["charts"].get(meta["id"]) or []
     if figures:
-        parts.append("\n## Measurements\n\nFrom the run records, drawn when the site is built; "
-                     "above 1 means the measured kernel is faster than its baseline.\n\n")
-        parts += [f"![{c.title}]({render.rel_link(uri, 'assets/charts/' + c.name)}){{ .kw-chart loading=lazy }}\n\n"
-                  for c in figures]
+        parts.append("\n## Measurements\n\nFrom the latest run record, drawn when the site is built: ours "
+                     "(solid) and the baseline timed in the same run (dashed), in their unit.\n\n")
+        parts += [f"![{render.text(c.title)}]({render.rel_link(uri, 'assets/charts/' + c.name)}#only-light)"
+                  f"{{ .kw-chart loading=lazy }}"
+                  f"![{render.text(c.title)}]({render.rel_link(uri, 'assets/charts/' + c.dark_name)}#only-dark)"
+                  f"{{ .kw-chart loading=lazy }}\n\n" for c in figures]
     if tables:
         parts.append(f"\n## Claims and measurements\n\n{tables}")
     parts.append(_page_list("See also", meta.get("related"), uri))
     parts += [_code_section(meta), _probe_section(meta)]
     return "".join(parts)
+
+
+def _generated_block(match: re.Match) -> str:
+    """The claims block (and the heading it stood under) goes: the site shows its own claims table.
+    The runs and versus tables stay where the prose refers to them, without their markers."""
+    if match.group(2) in SHOWN_BLOCKS:
+        return (match.group(1) or "") + match.group(3).strip("\n") + "\n"
+    return ""
+
+
+def _first_paragraph(body: str) -> tuple[str, str]:
+    """The body's first paragraph of prose (the definition sentence) and the rest."""
+    lines = body.split("\n")
+    start = next((i for i, line in enumerate(lines) if line.strip() and not line.lstrip().startswith(("<", "!", "#"))), None)
+    if start is None:
+        return "", body
+    end = next((i for i in range(start, len(lines)) if not lines[i].strip()), len(lines))
+    return "\n".join(lines[:end]) + "\n", "\n".join(lines[end:])
 
 
 def _page_list(heading_text: str, page_ids: list | None, uri: str) -> str:
@@ -218,7 +248,7 @@ def _code_section(meta: dict) -> str:
                  key=_own_files_order(root / directory))
     out = [f"\n\n## Code\n\nFrom {render.code(directory)} in this repository.\n"]
     out.append(render.code_tabs([(p.relative_to(root / directory).as_posix(), p.relative_to(root).as_posix())
-                                 for p in own]))
+                                 for p in own], _line_count(own)))
     provenance = root / directory / "PROVENANCE.yaml"
     if provenance.is_file():
         data, _ = yamlio.load(provenance.read_text(encoding="utf-8"))
@@ -252,11 +282,24 @@ def _probe_section(meta: dict) -> str:
         files = [(spec.entry.name, spec.entry.relative_to(root).as_posix()),
                  ("probe.yaml", (spec.directory / "probe.yaml").relative_to(root).as_posix())]
         out.append(f"### {spec.id}\n\n{render.prose(spec.data.get('description', spec.data.get('title', '')))}\n")
-        out.append(render.code_tabs(files))
+        out.append(render.code_tabs(files, _line_count([spec.entry, spec.directory / "probe.yaml"]), "probe"))
     return "\n".join(out) + "\n"
 
 
-_CODE_AND_TABLES = re.compile(r'<div class="(?:kw-card|kw-claims|[^"]*\bhighlight)"[^>]*>.*?</div>', re.S)
+def _line_count(paths: list[Path]) -> int:
+    """Lines of the files shown in a folded code block (its summary says how long it is)."""
+    total = 0
+    for path in paths:
+        try:
+            with path.open("rb") as handle:
+                total += sum(1 for _ in handle)
+        except OSError:
+            pass
+    return total
+
+
+_CODE_AND_TABLES = re.compile(r'<details class="kw-fold[^"]*"[^>]*>.*?</details>'
+                              r'|<div class="(?:kw-card|kw-claims|[^"]*\bhighlight)"[^>]*>.*?</div>', re.S)
 
 
 @event_priority(50)  # before the search plugin indexes the page

@@ -5,6 +5,7 @@ it. What becomes a link:
 
 - inline code that is exactly a page id or alias (`hw-wgmma`, `setmaxnreg`), every time;
 - a bare page id in running text, every time;
+- a page id (bare or in code) reads as the page's title, not as a code-font id;
 - a bare alias in running text, the first time on a page, when it cannot be an ordinary word (it
   holds a digit, '.', '_' or '-', and is not a tile shape such as 128x128).
 
@@ -27,9 +28,12 @@ _SHAPE = re.compile(r"^\d+x\d+(x\d+)?$")
 
 
 class Linker:
-    def __init__(self, page_uris: dict[str, str], aliases: dict[str, list[str]]):
-        """page_uris: page id -> docs URI; aliases: page id -> its aliases."""
+    def __init__(self, page_uris: dict[str, str], aliases: dict[str, list[str]],
+                 titles: dict[str, str] | None = None):
+        """page_uris: page id -> docs URI; aliases: page id -> its aliases; titles: page id -> the
+        title a link to it reads as (a page id is a name for tools, the title one for readers)."""
         self.page_uris = page_uris
+        self.titles = titles or {}
         owners: dict[str, set[str]] = {}
         for page_id, names in aliases.items():
             for name in names:
@@ -60,7 +64,8 @@ class Linker:
                 if part.startswith("`") and not part.startswith("``"):
                     page = self.target(part[1:-1])
                     if page and page != own_id:
-                        parts[i] = f"[{part}]({rel_link(src_uri, self.page_uris[page])})"
+                        shown = self._title(page, part) if part[1:-1] == page else part
+                        parts[i] = f"[{shown}]({rel_link(src_uri, self.page_uris[page])})"
                 continue
             parts[i] = _TOKEN.sub(lambda m: self._word(m.group(0), src_uri, own_id, seen), part)
         return "".join(parts)
@@ -75,4 +80,13 @@ class Linker:
             return word
         if page == own_id:
             return word
-        return f"[{word}]({rel_link(src_uri, self.page_uris[page])})"
+        shown = self._title(page, word) if word == page else word
+        return f"[{shown}]({rel_link(src_uri, self.page_uris[page])})"
+
+    def _title(self, page: str, written: str) -> str:
+        """The page's title as Markdown link text: markup characters as entities, so a title from
+        a page never becomes a tag, a link or emphasis."""
+        title = self.titles.get(page)
+        if not title:
+            return written
+        return "".join(f"&#{ord(c)};" if c in "[]`*_\\<>&\"'|" else c for c in title)

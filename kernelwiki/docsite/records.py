@@ -13,11 +13,51 @@ from kernelwiki.docsite.render import badge, cell, code, fmt, fmt_ratio, is_numb
 
 
 def _value(value: Any) -> str:
+    """A record value as text; an integer in full (a seed of 1347767963 must be typed back exactly)."""
     if isinstance(value, dict):
         return ", ".join(f"{k}={_value(v)}" for k, v in value.items())
     if isinstance(value, list):
         return ", ".join(_value(v) for v in value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
     return fmt(value) if is_number(value) else html.escape(str(value))
+
+
+def ceiling_units(calibration: Record | None) -> dict[str, str]:
+    """The unit of each measured ceiling, from the calibration record it was read from (the case
+    whose `params.ceiling` names it)."""
+    units = {}
+    for case in (calibration.data.get("cases") if calibration else None) or []:
+        if isinstance(case, dict) and isinstance(case.get("params"), dict) and case["params"].get("ceiling"):
+            units[str(case["params"]["ceiling"])] = str((case.get("headline") or {}).get("unit") or "")
+    return units
+
+
+def _ceilings(data: Any, uri: str, records: dict[str, Record]) -> list[str]:
+    if not isinstance(data, dict) or not data:
+        return []
+    source = records.get(str(data.get("record")))
+    units = ceiling_units(source)
+    rows = []
+    for key, value in data.items():
+        if key == "record":
+            shown = (f"[{cell(posixpath.basename(str(value)))}]({rel_link(uri, record_uri(source.path))})"
+                     if source else cell(value))
+        else:
+            shown = f"{_value(value)} {cell(units.get(str(key), ''))}".strip()
+        rows.append(f"| {cell(key)} | {shown} |")
+    return ["## Ceilings\n", "Measured by the calibration probe on the same GPU; a case's fraction of the "
+            "ceiling is its throughput over the ceiling of its kind.\n", "| ceiling | value |", "|---|---|", *rows, ""]
+
+
+def _other_runs(record: Record, siblings: list[Record], uri: str) -> list[str]:
+    others = [r for r in siblings if r.path != record.path]
+    if not others:
+        return []
+    rows = [f"| [{cell(r.started[:16].replace('T', ' '))}]({rel_link(uri, record_uri(r.path))}) | {cell(r.mode)} | "
+            f"{badge('status-run', r.data.get('status'))} | {cell((r.data.get('environment') or {}).get('gpu') or 'no GPU')} |"
+            for r in reversed(others)]
+    return ["## Other runs of this probe\n", "| started (UTC) | mode | status | GPU |", "|---|---|---|---|", *rows, ""]
 
 
 def _pairs(title: str, data: dict | None) -> list[str]:
@@ -27,8 +67,10 @@ def _pairs(title: str, data: dict | None) -> list[str]:
     return [f"## {title}\n", "| | |\n|---|---|", *(f"| {cell(k)} | {_value(v).replace('|', '&#124;')} |" for k, v in rows), ""]
 
 
-def record_page(record: Record, page_uris: dict[str, str], pages_of_probe: list[str]) -> str:
-    """Markdown for the page of one run record."""
+def record_page(record: Record, page_uris: dict[str, str], pages_of_probe: list[str],
+                siblings: list[Record] | None = None, records: dict[str, Record] | None = None) -> str:
+    """Markdown for the page of one run record; `siblings` are the probe's records (its other runs
+    are linked), `records` every record by path (the calibration record its ceilings come from)."""
     data = record.data
     uri = record_uri(record.path)
     probe = str(data.get("probe") or record.path.split("/")[-2])
@@ -42,7 +84,8 @@ def record_page(record: Record, page_uris: dict[str, str], pages_of_probe: list[
         f"Probe [{text(probe)}]({rel_link(uri, 'evidence/probes.md')}#{text(probe)}), mode {code(data.get('mode'))}, "
         f"status {badge('status-run', data.get('status'))}, started {text(data.get('started_at', '?'))}, "
         f"{fmt(data.get('wall_s')) if is_number(data.get('wall_s')) else '?'} s on "
-        f"{html.escape(str(env.get('gpu') or 'no GPU'))}." + (f" Backs {backs}." if backs else ""),
+        f"{html.escape(str(env.get('gpu') or 'no GPU'))}." + (f" Backs {backs}." if backs else "")
+        + (f" Seed {code(_value(data['seed']))}." if data.get("seed") is not None else ""),
         f"\nThe record as the runner wrote it: [{json_name}]({json_name}).\n",
     ]
     if data.get("reason"):
@@ -72,10 +115,11 @@ def record_page(record: Record, page_uris: dict[str, str], pages_of_probe: list[
         out.append("")
     out += _pairs("Environment", env)
     out += _pairs("Protocol", data.get("protocol"))
-    out += _pairs("Ceilings", data.get("ceilings"))
+    out += _ceilings(data.get("ceilings"), uri, records or {})
     control = data.get("negative_control")
     if isinstance(control, dict):
         out += _pairs("Negative control", {"description": control.get("description"),
                                            "failed the gate": control.get("failed_gate"),
                                            **(control.get("correctness") or {})})
+    out += _other_runs(record, siblings or [], uri)
     return "\n".join(out) + "\n"

@@ -133,20 +133,50 @@ def badge(kind: str, value: str | None) -> str:
     return f'<span class="kw-badge kw-{kind}-{html.escape(value)}">{html.escape(value)}</span>'
 
 
+def own_evidence(meta: dict) -> tuple[dict | None, str | None]:
+    """The page's headline measurement (its first record-backed claim with a baseline ratio, else its
+    first measured claim) and the date of the page's own newest measured claim: the card speaks for
+    this page's evidence, not for the newest record of any probe it links."""
+    measured = [c for c in page_claims(meta) if c.get("evidence") == "measured" and c.get("record")
+                and is_number(c.get("value"))]
+    # A teaching variant's measurement is not the page's headline (its probe id ends in -naive).
+    kernel = [c for c in measured if "-naive/" not in str(c.get("record"))] or measured
+    # A throughput against its baseline first (not a profiler counter), then any ratio, then any value.
+    ranked = sorted(kernel, key=lambda c: (c.get("candidate") is not None, not is_number(c.get("ratio")),
+                                           not str(c.get("unit", "")).endswith("/s")))
+    head = ranked[0] if ranked else None
+    dates = sorted(str(c.get("measured_at"))[:10] for c in measured if c.get("measured_at"))
+    return head, (dates[-1] if dates else None)
+
+
 def evidence_card(meta: dict, src_uri: str) -> str:
-    """The box every page opens with: evidence per architecture, status, where it was measured."""
+    """The box every page opens with: evidence per architecture, status, the headline measurement
+    and the record it comes from, and the date of this page's own evidence."""
     by_arch = meta.get("evidence_by_arch") or {}
     archs = [a for a in meta.get("architectures") or [] if isinstance(a, str)]
     arch_cells = " ".join(f'<span class="kw-arch">{html.escape(a)}</span> {badge("level", by_arch.get(a))}'
                           for a in archs) or "—"
-    rows = [
-        ("Evidence", arch_cells),
-        ("Status", f'<span title="{html.escape(STATUS_TEXT.get(meta.get("status") or "", ""))}">'
-                   f'{badge("status", meta.get("status"))}</span>'),
-        ("Measured on", html.escape(str(meta.get("measured_on") or "not measured yet"))
-         + (f' <span class="kw-note">({html.escape(str(meta["last_measured"])[:10])})</span>'
-            if meta.get("last_measured") else "")),
-    ]
+    head, date = own_evidence(meta)
+    status = meta.get("status") or ""
+    if status == "verified" and head is None:
+        # Verified means every linked probe passed; with nothing measured that is a compile, not a
+        # measurement, and the badge says so instead of showing green beside "not measured yet".
+        status_cell = (f'<span title="{html.escape(STATUS_TEXT["verified"])}">'
+                       '<span class="kw-badge kw-status-verified-compiled">verified: compiled only</span></span>')
+    else:
+        status_cell = f'<span title="{html.escape(STATUS_TEXT.get(status, ""))}">{badge("status", meta.get("status"))}</span>'
+    rows = [("Evidence", arch_cells), ("Status", status_cell)]
+    if head is not None:
+        ratio = (f" — {fmt_ratio(head['ratio'])} {text((head.get('baseline') or {}).get('name', 'baseline'))}"
+                 if is_number(head.get("ratio")) and isinstance(head.get("baseline"), dict) else "")
+        where = " · ".join(text(x) for x in (head.get("gpu"), head.get("dtype"), head.get("shape")) if x)
+        rows.append(("Headline", f'<a href="#{claim_anchor(str(head.get("id")))}">{fmt(head["value"])} '
+                                 f'{text(head.get("unit", ""))}</a>{ratio} <span class="kw-note">{where}</span> '
+                                 f'<a href="{text(href(src_uri, record_uri(str(head["record"]))))}">record</a>'))
+        rows.append(("Measured on", html.escape(str(meta.get("measured_on") or head.get("gpu") or ""))
+                     + (f' <span class="kw-note">(this page\'s evidence: {html.escape(date)})</span>' if date else "")))
+    else:
+        rows.append(("Measured on", "not measured yet"))
     if meta.get("requires_sm"):
         rows.append(("Requires", html.escape(f"sm {meta['requires_sm']}")))
     if meta.get("probes"):
@@ -182,14 +212,38 @@ def claim_spans(markdown: str, claim_ids: set[str], src_uri: str) -> str:
     return "".join(lines)
 
 
+_SET = re.compile(r"(?:^|, )set=(.*?)(?=, [\w-]+=|$)")
+
+
+def case_set(claim: dict | None) -> str:
+    """The case set a claim's measurement belongs to (`set=` of its conditions; '' when none)."""
+    match = _SET.search(str((claim or {}).get("conditions") or ""))
+    return match.group(1) if match else ""
+
+
+def natural_key(value: Any) -> list:
+    """Sort key in which digit runs compare as numbers: 512 before 1024, 2x4096 before 16x4096."""
+    return [(0, int(part), "") if part.isdigit() else (1, 0, part.lower())
+            for part in re.split(r"(\d+)", str(value)) if part]
+
+
 def claims_tables(meta: dict, src_uri: str, page_uris: dict[str, str]) -> str:
     """Source-reported (or spec) values next to our measurements of the same quantity: one compact
-    table per unit (the unit in the header), facts and instruction lists in a table of their own."""
+    table per unit (the unit in the header), rows grouped by case set and sorted numerically, the
+    `reported` column only where a reported value exists, facts in a table of their own; all of it
+    folded in a closed <details>, since the page's first screen is for the result."""
     claims = page_claims(meta)
     if not claims:
         return ""
+    rows_all = claim_rows(claims)
+    # Who a measurement belongs to, where one reported claim has several (ours and DeepGEMM's).
+    shared = {}
+    for row in rows_all:
+        if row.reproduction is not None:
+            shared.setdefault(id(row.label), []).append(row.reproduction)
+    labelled = {id(m) for ms in shared.values() if len(ms) > 1 or any(m.get("candidate") for m in ms) for m in ms}
     groups: dict[str, list[ClaimRow]] = {}
-    for row in claim_rows(claims):
+    for row in rows_all:
         numeric = all(c is None or is_number(c.get("value")) for c in (row.reported, row.measured))
         groups.setdefault(str(row.label.get("unit") or "") if numeric else "\0facts", []).append(row)
     out = []
@@ -200,20 +254,36 @@ def claims_tables(meta: dict, src_uri: str, page_uris: dict[str, str]) -> str:
             body = [_fact_row(row.label, src_uri, page_uris) for row in rows]
         else:
             suffix = f" ({html.escape(unit)})" if unit else ""
-            head = (f"<tr><th>claim</th><th>reported{suffix}</th><th>measured here{suffix}</th>"
-                    "<th>ratio</th><th>evidence</th></tr>")
-            body = [_row(row.label, row.reported, row.measured, src_uri, page_uris) for row in rows]
+            reported = any(row.reported is not None for row in rows)
+            head = (f"<tr><th>claim</th>{f'<th>reported{suffix}</th>' if reported else ''}"
+                    f"<th>measured here{suffix}</th><th>ratio</th><th>evidence</th></tr>")
+            by_set: dict[str, list[ClaimRow]] = {}
+            for row in rows:
+                by_set.setdefault(case_set(row.measured or row.label), []).append(row)
+            body = []
+            width = 5 if reported else 4
+            for name in sorted(by_set, key=natural_key):
+                if len(by_set) > 1:
+                    body.append(f'<tr class="kw-set"><th colspan="{width}">{html.escape(name or "other claims")}</th></tr>')
+                members = sorted(by_set[name], key=lambda r: natural_key(
+                    (r.measured or r.label).get("shape") or (r.measured or r.label).get("id")))
+                body += [_row(row.label, row.reported, row.measured, src_uri, page_uris, reported,
+                              id(row.measured) in labelled) for row in members]
         out.append(f'<div class="kw-claims" markdown="0">\n<table>\n<thead>{head}</thead>\n<tbody>\n'
                    + "\n".join(body) + "\n</tbody>\n</table>\n</div>\n")
-    return "\n".join(out)
+    measured = sum(1 for c in claims if c.get("evidence") == "measured")
+    return (f'<details class="kw-fold" markdown="0">\n<summary>{len(claims)} claims, {measured} measured '
+            f"(table by case set)</summary>\n" + "\n".join(out) + "</details>\n")
 
 
 def _conditions(label: dict) -> str:
+    """Where a claim holds, visible in the row: GPU, arch, dtype, shape, then its conditions
+    (the case set is the group heading, so it is left out here)."""
     where = " · ".join(html.escape(str(x)) for x in (label.get("gpu"), label.get("arch"), label.get("dtype"),
                                                        label.get("shape")) if x)
-    extra = [html.escape(str(label[k])) for k in ("conditions", "note") if label.get(k)]
-    details = (f'<details class="kw-cond"><summary>conditions</summary>{"<br>".join(extra)}</details>'
-               if extra else "")
+    extra = [html.escape(_SET.sub("", str(label[k])).strip(", ")) for k in ("conditions", "note") if label.get(k)]
+    extra = [e for e in extra if e]
+    details = f'<span class="kw-cond">{"<br>".join(extra)}</span>' if extra else ""
     return f'<span class="kw-where">{where}</span>{details}' if where or details else ""
 
 
@@ -229,14 +299,15 @@ def _cites(claims: tuple[dict | None, ...], src_uri: str, page_uris: dict[str, s
             cites.append(f'<a href="{href(src_uri, page_uris[claim["source"]])}" title="{text(claim["source"])}">'
                          f'{html.escape(claim["source"].removeprefix("src-"))}</a>')
         if claim and claim.get("record"):
-            cites.append(f'<a href="{href(src_uri, record_uri(claim["record"]))}">record</a>')
+            cites.append(f'<a href="{text(href(src_uri, record_uri(str(claim["record"]))))}">record</a>')
     level = " → ".join(badge("level", c.get("evidence")) for c in claims if c)
     return f"{level} {' '.join(cites)}".strip()
 
 
-def _row(label: dict, reported: dict | None, measured: dict | None, src_uri: str, page_uris: dict[str, str]) -> str:
+def _row(label: dict, reported: dict | None, measured: dict | None, src_uri: str, page_uris: dict[str, str],
+         with_reported: bool = True, name_who: bool = False) -> str:
     ratios = []
-    if measured and measured.get("baseline") and is_number(measured.get("ratio")):
+    if measured and isinstance(measured.get("baseline"), dict) and is_number(measured.get("ratio")):
         ratios.append(f'{fmt_ratio(measured["ratio"])} <span class="kw-note">'
                       f'{html.escape(str(measured["baseline"].get("name")))}, same run</span>')
     # A ratio to the reported value only where the record says it reproduces the same kernel on
@@ -244,12 +315,16 @@ def _row(label: dict, reported: dict | None, measured: dict | None, src_uri: str
     if reported and measured and measured.get("comparable") is True and is_number(reported.get("value")) \
             and is_number(measured.get("value")) and reported["value"]:
         ratios.append(f'{fmt_ratio(measured["value"] / reported["value"])} <span class="kw-note">of reported</span>')
-    cells = [_claim_cell(label),
-             f'<td class="kw-num">{fmt(reported["value"]) if reported else "—"}</td>',
-             f'<td class="kw-num">{_anchor_of(label, measured)}{fmt(measured["value"]) if measured else "—"}'
-             f'{_other_gpu(label, measured)}</td>',
-             f'<td>{"<br>".join(ratios) or "—"}</td>',
-             f"<td>{_cites((reported, measured), src_uri, page_uris)}</td>"]
+    # One reported claim measured for several candidates: each value says whose it is.
+    who = (f'<span class="kw-who">{html.escape(str(measured.get("candidate") or "our kernel"))}</span> '
+           if name_who and measured else "")
+    cells = [_claim_cell(label)]
+    if with_reported:
+        cells.append(f'<td class="kw-num">{fmt(reported["value"]) if reported else "—"}</td>')
+    cells += [f'<td class="kw-num">{_anchor_of(label, measured)}{who}{fmt(measured["value"]) if measured else "—"}'
+              f'{_other_gpu(label, measured)}</td>',
+              f'<td>{"<br>".join(ratios) or "—"}</td>',
+              f"<td>{_cites((reported, measured), src_uri, page_uris)}</td>"]
     return "<tr>" + "".join(cells) + "</tr>"
 
 
@@ -290,12 +365,15 @@ def _fact_row(label: dict, src_uri: str, page_uris: dict[str, str]) -> str:
 CODE_LANGUAGES = {".py": "python", ".cu": "cuda", ".cuh": "cuda", ".yaml": "yaml", ".sh": "bash", ".json": "json"}
 
 
-def code_tabs(files: list[tuple[str, str]]) -> str:
-    """Content tabs, one per file, each a snippet include of the file itself (never a pasted copy);
-    excluded from the search index, so a search finds the page about a thing, not code using it."""
-    out = ['<div data-search-exclude markdown>\n']
+def code_tabs(files: list[tuple[str, str]], lines: int | None = None, what: str = "source") -> str:
+    """Content tabs, one per file, each a snippet include of the file itself (never a pasted copy),
+    folded in a closed <details> whose summary gives the line count; excluded from the search
+    index, so a search finds the page about a thing, not code using it."""
+    count = f", {lines} lines" if lines is not None else ""
+    out = [f'<details class="kw-fold kw-code" data-search-exclude markdown>\n'
+           f"<summary>{html.escape(what)}: {len(files)} file{'s' if len(files) != 1 else ''}{count}</summary>\n"]
     for label, path in files:
         language = CODE_LANGUAGES.get(posixpath.splitext(path)[1], "text")
         out.append(f'=== "{label}"\n\n    ```{language}\n    --8<-- "{path}"\n    ```\n')
-    out.append("</div>\n")
+    out.append("</details>\n")
     return "\n".join(out)
