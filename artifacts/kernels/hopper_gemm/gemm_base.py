@@ -286,15 +286,17 @@ class Sm90GemmBase:
         return cpasync.tma_partition(tma_d, 0, cute.make_layout(1), cute.group_modes(sD, 0, 2), gD_slices)
 
     @cute.jit
-    def store_slice(self, epilogue, rSlice_out, buffer, tma_d, bSG_sD, bSG_gD_slice, warp):
-        """One D slice out: stmatrix into D buffer `buffer`, then the first consumer warp TMA-stores it
-        and waits until at most epi_stages - 1 stores are in flight, so the next buffer is free."""
+    def store_slice(self, epilogue, rSlice_out, buffer, tma_d, bSG_sD, bSG_gD, slice_coord, warp):
+        """One D slice out: stmatrix into D buffer `buffer`, then the first consumer warp TMA-stores it to
+        slice `slice_coord` of bSG_gD (indexed inside that warp's branch: outside it, every thread would
+        compute the coordinates) and waits until at most epi_stages - 1 stores are in flight, so the next
+        buffer is free."""
         r2s, tRS_sD, _, epilogue_barrier, store_pipeline = epilogue
         cute.copy(r2s, rSlice_out, tRS_sD[(None, None, None, buffer)])
         cute.arch.fence_proxy("async.shared", space="cta")   # stmatrix writes -> TMA reads
         epilogue_barrier.arrive_and_wait()
         if warp == WARPGROUP_THREADS // 32:
-            cute.copy(tma_d, bSG_sD[(None, buffer)], bSG_gD_slice)
+            cute.copy(tma_d, bSG_sD[(None, buffer)], bSG_gD[(None, slice_coord)])
             store_pipeline.producer_commit()
             store_pipeline.producer_acquire()
         epilogue_barrier.arrive_and_wait()

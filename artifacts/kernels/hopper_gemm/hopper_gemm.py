@@ -199,7 +199,7 @@ class HopperGemm(Sm90GemmBase):
 
         pipeline.pipeline_init_wait(cluster_shape_mn=self.cluster_mn)
         self.dispatch_roles(warp, warpgroup_idx, (ab_pipeline, scheduler_params, ab_loads, (), (k_tiles, per_split, split_k)),
-                            (ab_pipeline, scheduler_params, tiled_mma, sA, sB, sD, gD, tma_d, tidx - WARPGROUP_THREADS,
+                            (ab_pipeline, scheduler_params, tiled_mma, sA, sB, sD, gD, tma_d, tidx,
                              warp, k_tiles, per_split, split_k, alpha))
 
     @cute.jit
@@ -220,8 +220,9 @@ class HopperGemm(Sm90GemmBase):
         return self.load_k_tiles(ab_pipeline, state, ab_loads, extra_loads, tile_m, tile_n, batch, batch, first, count)
 
     @cute.jit
-    def consume(self, ab_pipeline, scheduler_params, tiled_mma, sA, sB, sD, gD, tma_d, consumer_tidx, warp,
+    def consume(self, ab_pipeline, scheduler_params, tiled_mma, sA, sB, sD, gD, tma_d, tidx, warp,
                 k_tiles, per_split, split_k, alpha):
+        consumer_tidx = tidx - WARPGROUP_THREADS   # the thread's index among the consumer warpgroups
         thr_mma = tiled_mma.get_slice(consumer_tidx)
         tCrA = tiled_mma.make_fragment_A(thr_mma.partition_A(sA))   # smem descriptors per K block and stage
         tCrB = tiled_mma.make_fragment_B(thr_mma.partition_B(sB))
@@ -272,7 +273,7 @@ class HopperGemm(Sm90GemmBase):
                     rSlice[v] = tRS_rAcc[s * cute.size(rSlice) + v]
                 rSlice_out.store((rSlice.load() * alpha).to(self.d_dtype))
                 self.store_slice(epilogue, rSlice_out, (done_before + s) % self.epi_stages, tma_d, bSG_sD,
-                                 bSG_gD[(None, s)], warp)
+                                 bSG_gD, s, warp)
             scheduler.advance_to_next_work()
             work = scheduler.get_current_work()
         store_pipeline.producer_tail()
