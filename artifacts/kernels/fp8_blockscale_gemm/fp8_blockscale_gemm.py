@@ -230,16 +230,8 @@ class Fp8BlockScaleGemm(Sm90GemmBase):
         tma_sfa, gSFA_tma = load_atom(mSFA, sSFA_layout, (self.tile_m, 1), 1)
         tma_d, gD_tma = self.make_d_atom(mD, sD_layout)
         scheduler_params, grid = self.make_scheduler_params(mD, max_active_clusters)
-
-        @cute.struct
-        class SharedStorage:
-            ab_barriers: cute.struct.MemRange[cutlass.Int64, self.stages * 2]
-            sA: cute.struct.Align[cute.struct.MemRange[self.ab_dtype, cute.cosize(sA_layout)], 1024]
-            sB: cute.struct.Align[cute.struct.MemRange[self.ab_dtype, cute.cosize(sB_layout)], 1024]
-            sSFA: cute.struct.Align[cute.struct.MemRange[self.sf_dtype, cute.cosize(sSFA_layout)], 128]
-            sD: cute.struct.Align[cute.struct.MemRange[self.d_dtype, cute.cosize(sD_layout)], 1024]
-
-        self.shared_storage = SharedStorage
+        self.shared_storage = self.make_shared_storage(sA_layout, sB_layout, sD_layout,
+                                                       (("sSFA", self.sf_dtype, sSFA_layout, 128),))
         self.launch(self.kernel(tiled_mma, tma_a, gA_tma, tma_b, gB_tma, tma_sfa, gSFA_tma, tma_d, gD_tma, mSFB, mGroup,
                                 sA_layout, sA_mma_layout, sB_layout, sSFA_layout, sD_layout, scheduler_params), grid, stream)
 

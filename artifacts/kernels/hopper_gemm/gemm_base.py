@@ -58,9 +58,9 @@ class Sm90GemmBase:
     - extra_load_boxes(): (elements, bits) of each further TMA box one stage receives (default none);
     - produce_tile(...): which K tiles of a work tile to load (calling load_k_tiles), and, when a stage
       holds more than A and B, slice_extra_loads / load_stage_extras for those loads;
-    - __call__ (builds layouts, SharedStorage with fields ab_barriers, sA, sB, [extras,] sD, and calls
-      launch) and kernel (calls the prologue pieces below, then dispatch_roles), and consume(...):
-      its mainloop and epilogue, the latter through make_epilogue / store_slice.
+    - __call__ (builds the layouts and make_shared_storage, calls launch), kernel (calls the prologue
+      pieces below, then dispatch_roles) and consume(...): its mainloop, then its epilogue through
+      make_epilogue / partition_d / store_slice.
     """
 
     # --- host side: sizing, atoms, scheduler, launch --------------------------------------------------
@@ -93,6 +93,24 @@ class Sm90GemmBase:
         epi_stages = max(e for e in range(least_epi_stages, max(least_epi_stages, most_epi_stages) + 1)
                          if self.smem_bytes(stages, e) <= SMEM_BYTES)
         return stages, epi_stages
+
+    def make_shared_storage(self, sA_layout, sB_layout, sD_layout, extras=()):
+        """The SharedStorage struct, in the order smem_bytes sizes it: ab_barriers (full and empty per
+        stage), sA, sB, each (name, dtype, layout, alignment) of `extras`, sD; raises if its size is not
+        what smem_bytes predicted (the stage counts were fitted with that prediction)."""
+        MemRange, Align = cute.struct.MemRange, cute.struct.Align
+        fields = {"ab_barriers": MemRange[cutlass.Int64, self.stages * 2],
+                  "sA": Align[MemRange[self.ab_dtype, cute.cosize(sA_layout)], 1024],
+                  "sB": Align[MemRange[self.ab_dtype, cute.cosize(sB_layout)], 1024],
+                  **{name: Align[MemRange[dtype, cute.cosize(layout)], alignment]
+                     for name, dtype, layout, alignment in extras},
+                  "sD": Align[MemRange[self.d_dtype, cute.cosize(sD_layout)], 1024]}
+        storage = cute.struct(type("SharedStorage", (), {"__annotations__": fields}))
+        predicted = self.smem_bytes(self.stages, self.epi_stages)
+        if storage.size_in_bytes() != predicted:
+            raise ValueError(f"SharedStorage holds {storage.size_in_bytes()} bytes but smem_bytes predicted {predicted}: "
+                             f"stage_extras() and the extras passed here disagree")
+        return storage
 
     def make_ab_atoms(self, mA: cute.Tensor, mB: cute.Tensor, sA_layout, sB_layout):
         """(tma_a, gA_tma, tma_b, gB_tma): A is shared by the CTAs of a cluster row (same M, different N)

@@ -161,15 +161,7 @@ class HopperGemm(Sm90GemmBase):
         tma_a, gA_tma, tma_b, gB_tma = self.make_ab_atoms(mA, mB, sA_layout, sB_layout)
         tma_d, gD_tma = self.make_d_atom(mD, sD_layout)
         scheduler_params, grid = self.make_scheduler_params(mD, max_active_clusters)
-
-        @cute.struct
-        class SharedStorage:
-            ab_barriers: cute.struct.MemRange[cutlass.Int64, self.stages * 2]
-            sA: cute.struct.Align[cute.struct.MemRange[self.ab_dtype, cute.cosize(sA_layout)], 1024]
-            sB: cute.struct.Align[cute.struct.MemRange[self.ab_dtype, cute.cosize(sB_layout)], 1024]
-            sD: cute.struct.Align[cute.struct.MemRange[self.d_dtype, cute.cosize(sD_layout)], 1024]
-
-        self.shared_storage = SharedStorage
+        self.shared_storage = self.make_shared_storage(sA_layout, sB_layout, sD_layout)
         self.launch(self.kernel(tiled_mma, tma_a, gA_tma, tma_b, gB_tma, tma_d, gD_tma, sA_layout, sB_layout, sD_layout,
                                 scheduler_params, alpha, split_k), grid, stream)
 
