@@ -39,6 +39,8 @@ What it does
                    stages leave room for; a store is waited for only when its buffer comes round
                    again. whole_tile_epilogue (the default for 256-row tiles) gives every slice of
                    a tile a buffer (DeepGEMM's smem_d) at the cost of a stage.
+    Everything but the mainloops and the scales is the skeleton shared with the bf16 GEMM
+    (../hopper_gemm/gemm_base.py), whose barrier counts pipeline_checks.py checks at compile time.
     `choose_tiling` picks the tile by waves of tiles on the GPU times a cost per tile fitted to H200
     timings (TILE_COST), and a 1x2 cluster (A multicast) from 129 rows on: 256x128 or 128-row tiles
     at large M (256 rows in the normal layout only), tiles with K tiles in flight and no cluster for
@@ -432,7 +434,7 @@ class Fp8BlockScaleGemm(Sm90GemmBase):
                             for v in cutlass.range_constexpr(slice_size):
                                 rSlice_out[v] = tRS_accs[h][s * slice_size + v].to(self.d_dtype)
                             # the ring advances by stores made: a buffer comes round only after the
-                            # epi_stages - 1 stores the acquire below leaves in flight
+                            # epi_stages - 1 stores store_slice's acquire leaves in flight
                             self.store_slice(epilogue, rSlice_out, slices_done % self.epi_stages, tma_d, bSG_sD,
                                              bSG_gD, (h, s), warp)
                             slices_done += 1

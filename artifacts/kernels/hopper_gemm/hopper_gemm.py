@@ -17,6 +17,8 @@ What it does
                    (epi_tile slices, a small ring), and one warp TMA-stores each slice.
     A static persistent scheduler walks the output tiles (m, n, l x split_k) cluster by cluster, so
     the producer starts the next tile's loads while the consumers finish the current one.
+    Everything but the mainloop is gemm_base.Sm90GemmBase's, shared with the FP8 GEMM; pipeline_checks
+    checks the ring's arrive counts and transaction bytes while the kernel is traced.
 
 Shapes are dynamic: M, N, K, L and every stride are run-time values of one compiled kernel, so a new
     shape costs a launch, not a compile (and a size-1 mode stays a real mode of the TMA descriptor:
