@@ -81,3 +81,12 @@ def test_a_wrong_transaction_count_fails_the_compile():
 def test_the_counts_as_built_pass():
     """Without a cluster the peers' term is 1, so the footgun's count is right there: the check must not fire."""
     _compile_hopper(ForgetsTheMulticastPeers(cluster_mn=(1, 1)))
+
+
+@pytest.mark.parametrize("module", [hopper_gemm, fp8], ids=["hopper_gemm", "fp8_blockscale_gemm"])
+def test_the_disk_cache_key_reads_the_skeleton(module):
+    """The compiled-kernel cache is keyed by the kernel's source files: each must exist (a missing one
+    fails every cached compile) and the skeleton's must be among them (a change there is a new kernel)."""
+    names = {path.name for path in module.KERNEL_SOURCES}
+    assert all(path.is_file() for path in module.KERNEL_SOURCES), module.KERNEL_SOURCES
+    assert {"gemm_base.py", "pipeline_checks.py", "sm90_common.py"} <= names
