@@ -224,3 +224,57 @@ def test_naive_variant_checks_and_compiles():
         naive.NaiveBlockScaleGemm.can_implement(256, 200, 256)
     emitted = compile_mod.from_cute(naive.compile_for("sm_90a"), "sm_90a")
     assert "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3" in emitted.ptx
+
+
+# --- the negative controls are subtle: each fails the rounding gate by 1-10x, not by orders ---------
+def _bf16(x):
+    import numpy as np
+
+    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    rounded = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
+    return rounded.astype(np.uint32).view(np.float32).astype(np.float64)
+
+
+@pytest.mark.parametrize("rows_total, rows_bad", [(512, 128), (640, 128), (512, 128)],
+                         ids=["normal", "contiguous", "masked"])
+def test_each_control_lands_within_ten_times_the_rounding_gate(rows_total, rows_bad):
+    """A NumPy simulation of each control's bug (one tile's A scale CONTROL_SCALE_FACTOR high in one
+    K block; rows_bad of rows_total checked rows affected, K = 1024) against the probe's rounding gate:
+    the relative error must exceed the gate and stay under gates.CONTROL_BLUNT_FACTOR times it."""
+    import numpy as np
+
+    from kernelwiki.harness import gates
+
+    probe = _probe_module()
+    rng = np.random.default_rng(0)
+    k, n = 1024, 1024
+    x, w = rng.standard_normal((rows_total, k)), rng.standard_normal((n, k))
+    ref = x @ w.T
+    kb = slice(probe.CONTROL_K_BLOCK * 128, (probe.CONTROL_K_BLOCK + 1) * 128)
+    bug = ref.copy()
+    bug[:rows_bad] += (probe.CONTROL_SCALE_FACTOR - 1) * x[:rows_bad, kb] @ w[:, kb].T
+    tol = probe.ROUNDING_FACTOR * gates.relative_error(_bf16(ref), ref)
+    correct = gates.check(_bf16(ref), ref, probe.GATE, tol=tol)
+    control = gates.check(_bf16(bug), ref, probe.GATE, tol=tol)
+    assert correct["passed"] and not control["passed"]
+    assert 1 < gates.error_over_gate(control) < gates.CONTROL_BLUNT_FACTOR
+    assert set(probe.NEGATIVE_CONTROLS) == set(probe.PROBE.spec["negative_control"])
+
+
+def test_the_headline_is_the_fastest_correct_baseline_and_bf16_is_never_the_fallback():
+    from kernelwiki.harness.probe import Context
+
+    probe = _probe_module()
+    ctx = Context(seed=1, gpu_short="H200", gpu_name="NVIDIA H200", ceilings={})
+    tiling = {"tile_m": 128, "tile_n": 128, "cluster_mn": (1, 1)}
+    masked = probe._result(ctx, {"passed": True, "deepgemm_passed": True, "cublas_blockwise_passed": True}, {},
+                           {"ours": 600.0, probe.CUBLAS_GROUPS: 375.0, probe.deepgemm.NAME: 700.0}, tiling)
+    assert masked["headline"]["baseline"] == probe.deepgemm.NAME and masked["headline"]["ratio"] == 0.8571
+    contiguous = probe._result(ctx, {"passed": True, "deepgemm_passed": True}, {},
+                               {"ours": 600.0, "ours, normal layout": 605.0, probe.deepgemm.NAME: 690.0}, tiling)
+    assert contiguous["headline"]["baseline"] == probe.deepgemm.NAME
+    refused = probe._result(ctx, {"passed": True}, {}, {"ours": 600.0, "cuBLAS bf16": 500.0}, tiling,
+                            [{"name": probe.CUBLAS, "value": None, "skipped": "refused"}])
+    assert "baseline" not in refused["headline"]
+    assert {b["name"]: b.get("headline_candidate", True) for b in refused["baselines"]} == {
+        probe.CUBLAS: True, "cuBLAS bf16": False}

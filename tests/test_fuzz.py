@@ -1,6 +1,9 @@
-"""Property-based fuzzing of page frontmatter: whatever a page holds - random YAML values, keys and
-nesting, broken syntax, other encodings, odd fences - every command exits 0 or 1, validate speaks
-only in `path:line: field: message` lines, and nothing raises.
+"""Property-based fuzzing of what a contribution brings: page frontmatter (random YAML values, keys
+and nesting, broken syntax, other encodings, odd fences), run records, probe specs and PROVENANCE
+files (valid ones mutated with random and hostile values: paths that climb out, markup, escape
+sequences, YAML syntax as names). Every command exits 0 or 1, validate speaks only in
+`path:line: field: message` lines, nothing raises, nothing prints an escape sequence, and what the
+runner would act on (entry, timeout) stays inside the repository and finite.
 
 CI runs a fixed, derandomized budget (KERNELWIKI_FUZZ_EXAMPLES, default 150). A longer run, and
 one that explores other examples (any seed):
@@ -136,3 +139,156 @@ def test_yamlio_reads_and_writes_like_pyyaml(data: dict, extra: str):
             expected = yaml.dump(ours, Dumper=yamlio.Dumper, sort_keys=False, allow_unicode=True,
                                  default_flow_style=False, width=yamlio.UNWRAPPED)
             assert yamlio.dump(ours) == expected
+
+
+# --- records, probe specs and provenance -----------------------------------------------------------
+# The other files a contribution brings: each is mutated from a valid one (fields replaced with
+# random values, or raw text spliced in), and every command that reads it must answer cleanly.
+VALID_RECORD = {
+    "schema_version": 1, "probe": "probe-fuzz", "run_id": "20261129T100000Z-h200-run", "mode": "run",
+    "status": "passed", "started_at": "2026-11-29T10:00:00Z", "finished_at": "2026-11-29T10:00:05Z",
+    "environment": {"gpu": "NVIDIA H200", "arch": "sm_90a", "cuda_runtime": "13.0", "driver": "580"},
+    "cases": [{"id": "c1", "status": "passed", "params": {"dtype": "bf16", "shape": "64x64x64"},
+               "headline": {"metric": "tflops", "value": 110.0, "unit": "TFLOP/s", "baseline": "cuBLAS",
+                            "baseline_value": 100.0, "ratio": 1.1}}],
+}
+RECORD_FIELDS = [*VALID_RECORD, "reason", "seed", "protocol", "ceilings", "negative_control", "instructions", "log_tail"]
+VALID_PROBE = {
+    "id": "probe-fuzz", "title": "Fuzzed probe", "kind": "kernel", "pages": ["hw-example"], "archs": ["sm_90a"],
+    "requires": [], "entry": "run.py", "timeout_s": 30,
+    "cases": [{"id": "c1", "params": {"dtype": "bf16"}, "claim": "peak"}],
+    "expected_instructions": {"sm_90a": ["wgmma.mma_async"]}, "negative_control": "corrupt one element",
+}
+PROBE_FIELDS = [*VALID_PROBE, "description", "claims", "compile_requires", "tools", "baselines"]
+VALID_PROVENANCE = {
+    "artifact": "hw-example", "origin": "mixed", "upstream": {"package": "PyYAML", "version": "0.0"},
+    "files": [{"path": "kernel.py", "sha256": "0" * 64, "origin": "own"},
+              {"path": "yaml/__init__.py", "sha256": "0" * 64, "origin": "upstream"}],
+}
+PROVENANCE_FIELDS = [*VALID_PROVENANCE, "summary", "license", "references"]
+hostile_text = st.sampled_from(["../../../../etc/passwd", "/etc/passwd", "..", "a/../../b", "<script>x</script>",
+                                "\x1b[2J", "x: [y", "{oops}", "", " ", "c 1", "C1", "probe-fuzz/../x", "\u202e"])
+fuzz_values = st.one_of(values, hostile_text, st.lists(hostile_text, max_size=3))
+
+
+def mutated_mapping(valid: dict, fields: list[str]):
+    """A valid mapping with some fields replaced (also inside its lists' first item)."""
+    def build(top: dict, inner: dict) -> dict:
+        data = json_safe({**valid, **top})
+        for key, value in inner.items():
+            for container in ("cases", "files"):
+                if isinstance(data.get(container), list) and data[container] and isinstance(data[container][0], dict):
+                    data[container][0] = {**data[container][0], key: value}
+        return data
+    inner_keys = st.sampled_from(["id", "status", "params", "path", "sha256", "origin", "headline", "claim", "metric"])
+    return st.builds(build, st.dictionaries(st.sampled_from(fields), fuzz_values, max_size=3),
+                     st.dictionaries(inner_keys, fuzz_values, max_size=2))
+
+
+def json_safe(data):
+    import copy
+
+    return copy.deepcopy(data)
+
+
+def as_json(data) -> str:
+    import json
+
+    try:
+        return json.dumps(data, default=str)
+    except (ValueError, TypeError, RecursionError):
+        return "{}"
+
+
+def run_sub(root: Path, *argv: str) -> tuple[int, str, str]:
+    """A subcommand of `probe` or `site` takes --root after the second word."""
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        code = main([argv[0], argv[1], "--root", str(root), *argv[2:]])
+    return code, out.getvalue(), err.getvalue()
+
+
+def clean(argv, result) -> None:
+    code, out, err = result
+    assert code in (0, 1), (argv, code, out, err)
+    assert "Traceback" not in out + err
+    assert "\x1b" not in out + err, (argv, out, err)
+    if argv[0] == "validate":
+        for line in out.splitlines():
+            assert PROBLEM_LINE.match(line), f"malformed problem line: {line!r}"
+
+
+def _fuzz_settings(test):
+    return seed(int(SEED or 0))(settings(max_examples=max(EXAMPLES // 3, 20), derandomize=SEED is None, deadline=None,
+                                         database=None, suppress_health_check=list(HealthCheck))(test))
+
+
+def fuzz_repo() -> MiniRepo:
+    mini = repo()
+    probe = mini.root / "probes/probe-fuzz"
+    if not probe.is_dir():
+        mini.write("probes/probe-fuzz/probe.yaml", yaml.safe_dump(VALID_PROBE, sort_keys=False))
+        mini.write("probes/probe-fuzz/run.py", "raise SystemExit(0)\n")
+        page = mini.root / "wiki/hardware/example.md"
+        page.write_text(page.read_text().replace("summary:", "probes:\n- probe-fuzz\nsummary:", 1))
+    return mini
+
+
+@_fuzz_settings
+@given(record=st.one_of(mutated_mapping(VALID_RECORD, RECORD_FIELDS).map(as_json), raw_lines,
+                        st.tuples(mutated_mapping(VALID_RECORD, RECORD_FIELDS).map(as_json), raw_lines).map("".join)),
+       name=st.sampled_from(["20261129T100000Z-h200-run", "x", "x: [y", "20261129T100000Z-h200-run-2"]))
+def test_any_record_gets_clean_answers(record: str, name: str):
+    mini = fuzz_repo()
+    path = mini.write(f"artifacts/evidence/probe-fuzz/{name}.json", record)
+    try:
+        for argv in (("validate",), ("get", "hw-example", "--include-code"), ("get", "hw-example", "--format", "json"),
+                     ("refresh", "--check")):
+            clean(argv, run(mini.root, *argv))
+        for argv in (("probe", "list"), ("probe", "show", "probe-fuzz", "--json")):
+            clean(argv, run_sub(mini.root, *argv))
+    finally:
+        path.unlink()
+
+
+@_fuzz_settings
+@given(spec=st.one_of(mutated_mapping(VALID_PROBE, PROBE_FIELDS).map(dumped), raw_lines))
+def test_any_probe_spec_gets_clean_answers(spec: str):
+    from kernelwiki.probing.specs import load_probes
+    from kernelwiki.storage.repo import Repo
+
+    mini = fuzz_repo()
+    path = mini.root / "probes/probe-fuzz/probe.yaml"
+    original = path.read_bytes()
+    path.write_text(spec, encoding="utf-8", errors="surrogatepass")
+    try:
+        for argv in (("validate",), ("get", "hw-example", "--include-code"), ("refresh", "--check")):
+            clean(argv, run(mini.root, *argv))
+        for argv in (("probe", "list"), ("probe", "show", "probe-fuzz")):
+            clean(argv, run_sub(mini.root, *argv))
+        for probe in load_probes(Repo(mini.root)).values():  # what the runner sees: safe to act on
+            assert 0 < probe.timeout_s < float("inf")
+            assert mini.root / "probes" in probe.entry.resolve().parents
+            probe.skip_reason("compile-only", None)
+    finally:
+        path.write_bytes(original)
+
+
+@_fuzz_settings
+@given(provenance=st.one_of(mutated_mapping(VALID_PROVENANCE, PROVENANCE_FIELDS).map(dumped), raw_lines))
+def test_any_provenance_gets_clean_answers(provenance: str):
+    mini = fuzz_repo()
+    mini.write("artifacts/kernels/fuzz/kernel.py", "print('ours')\n")
+    path = mini.write("artifacts/kernels/fuzz/PROVENANCE.yaml", provenance)
+    page = mini.root / "wiki/hardware/example.md"
+    original = page.read_text()
+    page.write_text(original.replace("summary:", "artifact_dir: artifacts/kernels/fuzz\nsummary:", 1))
+    try:
+        for argv in (("validate",), ("get", "hw-example", "--include-code"),
+                     ("get", "hw-example", "--include-code", "--format", "json")):
+            code, out, err = run(mini.root, *argv)
+            clean(argv, (code, out, err))
+            assert "root:" not in out  # /etc/passwd is never printed
+    finally:
+        page.write_text(original)
+        path.unlink()

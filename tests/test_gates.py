@@ -182,3 +182,12 @@ def test_untouched_means_the_poison_is_still_everywhere():
     assert not gates.untouched(skipped)
     assert gates.untouched(np.full(5, -1, dtype=np.int32))
     assert not gates.untouched(np.array([-1, 0], dtype=np.int32))
+
+
+def test_metrics_become_scalars_the_record_schema_accepts():
+    """A probe that reports a mapping or a list in its metrics (seen on the H200: three new probes
+    failed the record schema) gets dotted keys and JSON text instead of a failed run."""
+    from kernelwiki.harness.probe import scalar_metrics
+
+    flat = scalar_metrics({"support": {"fa4": "supported", "cudnn": {"fp8": False}}, "sizes": [1, 2], "n": 3})
+    assert flat == {"support.fa4": "supported", "support.cudnn.fp8": False, "sizes": "[1, 2]", "n": 3}

@@ -102,9 +102,12 @@ def test_naive_can_implement():
     (hopper_gemm.compile_for, {"ab_dtype": cutlass.TFloat32, "d_dtype": cutlass.Float32}, "HGMMA.64x256x8.F32.TF32"),
     (hopper_gemm.compile_for, {"m": 1, "tile_m": 64, "tile_n": 192, "cluster_mn": (1, 1),
                                "d_dtype": cutlass.Float32}, "HGMMA.64x192x16"),
+    (hopper_gemm.compile_for, {"tile_n": 256, "skip_last_k_tile": True}, "HGMMA"),
+    (hopper_gemm.compile_for, {"tile_n": 128, "cluster_mn": (1, 1), "d_dtype": cutlass.Float32,
+                               "skip_last_k_tile": True}, "HGMMA"),
     (naive.compile_for, {}, "HGMMA"),
 ], ids=["persistent-bf16", "persistent-fp8", "persistent-partial-tiles", "persistent-mn-major", "persistent-tf32",
-        "persistent-decode-split-k", "naive"])
+        "persistent-decode-split-k", "control-one-tile", "control-split-k", "naive"])
 def test_compiles_to_tensor_core_sass_without_spills(compile_for, kwargs, sass):
     from kernelwiki.harness import compile as compile_mod
 
@@ -129,3 +132,26 @@ def test_host_checks_name_the_value():
     with pytest.raises(ValueError, match="neither M nor K is contiguous"):
         hopper_gemm._as_mkl("a", x[:, ::2], "M")
     assert hopper_gemm._overlap(x, x[3:5]) and not hopper_gemm._overlap(x[:16], x[16:])
+
+
+@pytest.mark.parametrize("m, n, k, tile_m, tile_n, k_tile", [(2048, 1024, 1024, 128, 256, 64),
+                                                              (128, 1024, 8192, 128, 128, 64)],
+                         ids=["one-tile-last-k", "split-k-last-range"])
+def test_each_control_misses_by_a_few_times_the_gate(m, n, k, tile_m, tile_n, k_tile):
+    """The controls' bug (output tile (0, 0) without one K tile) in NumPy, at a smaller scale with the
+    same fractions (one tile of (m/tile_m)(n/tile_n), one K tile of k/k_tile), against a gate of
+    DERIVED_FACTOR x the bf16 output rounding (what cuBLAS's error is): between 1 and 10 times it."""
+    import numpy as np
+
+    from kernelwiki.harness import gates
+
+    tiles = (m // tile_m) * (n // tile_n)
+    k_tiles = k // k_tile
+    rng = np.random.default_rng(0)
+    # one output tile's worth of rows and columns per tile is enough: the error is in one tile of `tiles`
+    x, w = rng.standard_normal((64, 16 * k_tiles)), rng.standard_normal((64 * tiles, 16 * k_tiles))
+    ref = x @ w.T
+    bug = ref.copy()
+    bug[:, :64] -= x[:, -16:] @ w[:64, -16:].T
+    ratio = gates.relative_error(bug, ref) / (gates.DERIVED_FACTOR * 1.6e-3)   # cuBLAS bf16: ~1.6e-3
+    assert 1 < ratio < gates.CONTROL_BLUNT_FACTOR

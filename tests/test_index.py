@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import os
 
-from kernelwiki.storage.index import CACHE_FILE, Wiki
+from kernelwiki.storage import cache
+from kernelwiki.storage.index import Wiki
 from kernelwiki.storage.repo import Repo
 
 
 def test_cache_is_reused_and_refreshed(mini):
     repo = Repo(mini.root)
     first = Wiki.load(repo)
-    assert len(first.fresh) == 2 and (repo.cache / CACHE_FILE).is_file()
+    assert len(first.fresh) == 2 and (repo.cache / cache.INDEX).is_file()
     second = Wiki.load(repo)
     assert second.fresh == {} and second.by_id()["hw-example"].get("title") == "An example hardware feature"
     page = mini.root / "wiki/hardware/example.md"
@@ -31,7 +32,7 @@ def test_deleted_page_leaves_the_index(mini):
 def test_damaged_cache_is_ignored(mini):
     repo = Repo(mini.root)
     Wiki.load(repo)
-    (repo.cache / CACHE_FILE).write_bytes(b"\x80broken")
+    (repo.cache / cache.INDEX).write_bytes(b"\x80broken")
     assert "hw-example" in Wiki.load(repo).by_id()
 
 
@@ -50,17 +51,16 @@ def test_read_only_checkout_works_without_cache(mini):
 
 
 def test_frontmatter_file_of_another_save_is_not_trusted(tmp_path):
-    import pickle
+    import json
 
     from conftest import MiniRepo
-    from kernelwiki.storage.index import META_FILE
 
     mini = MiniRepo(tmp_path / "repo")
     repo = Repo(mini.root)
     Wiki.load(repo)
-    path = mini.root / ".kernelwiki-cache" / META_FILE
-    data = pickle.loads(path.read_bytes())
-    data["blobs"] = {rel: ("0" * 64, pickle.dumps({"id": "hw-wrong"})) for rel in data["blobs"]}
-    path.write_bytes(pickle.dumps(data))
+    path = mini.root / ".kernelwiki-cache" / cache.META
+    document = json.loads(path.read_text(encoding="utf-8"))
+    document["data"] = {rel: ["0" * 64, json.dumps({"id": "hw-wrong"})] for rel in document["data"]}
+    path.write_text(json.dumps(document), encoding="utf-8")
     entry = Wiki.load(repo).by_id()["hw-example"]
     assert entry.meta["id"] == "hw-example" and entry.meta["claims"][0]["value"] == 100

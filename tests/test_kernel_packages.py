@@ -64,3 +64,14 @@ def test_a_copied_bundle_imports_where_it_lands(tmp_path):
                              "print(k.__file__)"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert str(tmp_path) in result.stdout
+
+
+def test_the_kernel_cache_keys_name_files_that_exist():
+    """Each GEMM keys its on-disk kernel cache by the bytes of its source files: every one must exist
+    (a path written with the old folder name only failed on the GPU, at the first compile)."""
+    pytest.importorskip("cutlass")
+    from artifacts.kernels.fp8_blockscale_gemm import fp8_blockscale_gemm
+    from artifacts.kernels.hopper_gemm import hopper_gemm
+
+    for module in (hopper_gemm, fp8_blockscale_gemm):
+        assert module.KERNEL_SOURCES and all(path.is_file() for path in module.KERNEL_SOURCES), module.KERNEL_SOURCES

@@ -145,7 +145,8 @@ def _case(value, ratio=None, median_ms=1.0):
     ([_case(500.0, ratio=0.76), _case(550.0, ratio=0.83)], _case(520.0, ratio=0.60), True),   # a lasting drop
 ])
 def test_regression_compares_with_the_median_of_earlier_runs(history, new, dropped):
-    from kernelwiki.commands.refresh import Record, _dropped
+    from kernelwiki.commands.refresh.status import dropped as _dropped
+    from kernelwiki.storage.records import Record
 
     cases = [*history, new]
     runs = [Record(f"r{i}.json", {**RECORD, "run_id": f"r{i}", "cases": [case]}) for i, case in enumerate(cases)]
@@ -153,7 +154,8 @@ def test_regression_compares_with_the_median_of_earlier_runs(history, new, dropp
 
 
 def test_regression_ignores_a_case_whose_parameters_changed():
-    from kernelwiki.commands.refresh import Record, _dropped
+    from kernelwiki.commands.refresh.status import dropped as _dropped
+    from kernelwiki.storage.records import Record
 
     old, new = _case(780.0, ratio=1.0), _case(780.0, ratio=0.5)
     old["params"], new["params"] = {"tile_n": 64}, {"tile_n": 256}
@@ -164,7 +166,7 @@ def test_regression_ignores_a_case_whose_parameters_changed():
 def test_candidate_claim_is_the_baselines_value_and_the_reproduction():
     """A case whose reported claim is another kernel's (reproduced_by): that kernel's value from the
     same run becomes the comparable reproduction; ours stays beside it without a ratio to it."""
-    from kernelwiki.commands.refresh import _candidate_claim
+    from kernelwiki.commands.refresh.claims import candidate_claim as _candidate_claim
 
     ours = {"id": "measured.p.c", "metric": "tflops", "value": 900.0, "unit": "TFLOP/s", "gpu": "H200",
             "arch": "sm_90a", "evidence": "measured", "record": "artifacts/evidence/p/r.json", "case": "c",

@@ -53,6 +53,10 @@ BODIES = {
     "incorrect": "Probe(__file__).main(run_case=lambda c, x: {'correctness': {'passed': False, 'rel_err': 0.4}}, "
                  "negative_control=control_fails)",
     "control-passes": "Probe(__file__).main(run_case=good, negative_control=lambda x: {'passed': True})",
+    "control-blunt": "Probe(__file__).main(run_case=good, negative_control={'subtle': control_fails, "
+                     "'blunt': lambda x: {'passed': False, 'rel_err': 4.6, 'tolerance': 0.02}})",
+    "impossible": "Probe(__file__).main(run_case=lambda c, x: {**good(c, x), 'headline': x.headline('tflops', 91661.0, "
+                  "'TFLOP/s', peak_key='bf16')}, negative_control=control_fails)",
     "raises": "def boom(case, ctx):\n    raise RuntimeError('illegal memory access (simulated)')\n"
               "Probe(__file__).main(run_case=boom, negative_control=control_fails)",
     "bad-schema": "Probe(__file__).main(run_case=lambda c, x: {'correctness': {'passed': True}, 'surprise': 1}, "
@@ -119,6 +123,8 @@ def test_passing_probe_writes_a_valid_record_and_refreshes_the_page(mini, gpu):
     ("crash", "crashed", "killed by signal SIGABRT"),
     ("incorrect", "incorrect", "failed the correctness gate: c1"),
     ("control-passes", "control-passed", "passed the gate, so the gate proves nothing"),
+    ("control-blunt", "control-too-blunt", "negative control(s) blunt=230 failed the gate by more than 10x"),
+    ("impossible", "failed", "case c1: headline 91661 TFLOP/s is 92.68x the datasheet peak"),
     ("raises", "failed", "illegal memory access (simulated)"),
     ("bad-schema", "failed", "fails the record schema"),
     ("no-control", "failed", "the negative control did not run"),

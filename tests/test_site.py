@@ -204,7 +204,7 @@ KERNEL_PAGES = [_url(p["rel"]) for p in _pages_with(type="kernel")]
 def _has_a_measured_probe(url: str) -> bool:
     """Whether a probe of the page has a passing run on a GPU (FA4 is `compiled` for its primary
     arch, sm_100a, yet measured on the H200)."""
-    from kernelwiki.commands.refresh import load_records
+    from kernelwiki.storage.records import load_records
     from kernelwiki.storage.repo import Repo
 
     records = load_records(Repo.find(ROOT))

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from kernelwiki.probing.specs import ProbeSpec
-from kernelwiki.commands.refresh import Record
+from kernelwiki.storage.records import Record
 from kernelwiki.docsite import charts, render
 from kernelwiki.docsite.records import record_page
 
@@ -153,7 +153,7 @@ def test_an_alias_of_two_pages_links_nowhere():
 
 def test_refresh_copies_comparable_from_the_case_into_the_measured_claim():
     from conftest import ROOT
-    from kernelwiki.commands.refresh import _measured_claims
+    from kernelwiki.commands.refresh.claims import measured_claims as _measured_claims
     from kernelwiki.model.vocab import Vocabulary
 
     vocab = Vocabulary.load(ROOT / "schemas")

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from kernelwiki.model.pages import read_page
 from kernelwiki.model.problems import Problem
 from kernelwiki.storage.repo import Repo
-from kernelwiki.model.spans import SPAN, body_first_line, prose_lines
+from kernelwiki.model.fences import prose_lines
+from kernelwiki.model.spans import SPAN, body_first_line
 
 NUMBER = r"(?<![\w.])~?\d+(?:[.,]\d+)*"
 UNITS = (r"(?:\s?(?:TFLOP/s|TFLOPS|PFLOP/s|PFLOPS|GFLOP/s|GB/s|TB/s|FLOP/clk(?:/SM)?|MHz|GHz|µs|us|ms|ns|"

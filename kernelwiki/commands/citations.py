@@ -24,12 +24,14 @@ import importlib.metadata
 import re
 import zipfile
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from kernelwiki.commands import mirrors
 
 from kernelwiki.model.pages import read_page
+from kernelwiki.model.files import stays_below
 from kernelwiki.model.problems import Problem
+from kernelwiki.model.schema import check as schema_check
 from kernelwiki.storage.repo import Repo
 
 CITED_LEVELS = ("spec", "source-reported")
@@ -83,6 +85,8 @@ class Texts:
         return self._git_dir(str(origin["repo"]), str(origin["commit"])) is not None
 
     def _reference(self, name: str) -> Path | None:
+        if not stays_below(name):
+            return None
         return next((d / name for d in self.references if (d / name).is_file()), None)
 
     def _installed(self, name: str, version: str):
@@ -105,7 +109,7 @@ class Texts:
         dist = self._installed(name, version)
         if dist is not None:
             target = Path(dist.locate_file(path))
-            if target.is_file():
+            if target.is_file() and Path(str(dist.locate_file(""))).resolve() in target.resolve().parents:
                 return target.read_text(encoding="utf-8", errors="replace")
         wheel = self._wheel(name, version)
         if wheel is not None:
@@ -123,6 +127,22 @@ class Texts:
         return shown.decode("utf-8", errors="replace") if shown is not None else None
 
 
+def locator_file(locator: str) -> str:
+    """The file a locator names: the text up to its first ':' or ','."""
+    return re.split(r"[:,]", locator, maxsplit=1)[0].strip()
+
+
+def locator_problem(locator: object) -> str | None:
+    """Why a locator may not be read as a path, or None: an absolute path or one with '..' would
+    let a page test whether any file on the machine holds its quote."""
+    if not isinstance(locator, str):
+        return None
+    file = locator_file(locator)
+    if file and (file.startswith("/") or ".." in PurePosixPath(file).parts or "\0" in file):
+        return f"{file!r} leaves the pinned package or repository; give a path relative to its root"
+    return None
+
+
 def default_dirs(variable: str) -> list[Path]:
     return mirrors.directories(variable)
 
@@ -132,7 +152,9 @@ def check_citations(repo: Repo, wheels: list[Path], mirrors: list[Path], referen
     pages = {}
     for path in sorted(repo.wiki.rglob("*.md")):
         page = read_page(path, repo.rel(path))
-        if page.meta is not None:
+        # Only pages that pass their schema (an origin without a version, a claim that is not a
+        # mapping: validate reports them), so that what is read here has the shape it promises.
+        if page.meta is not None and not schema_check(repo.schemas, "page", page.meta, page.rel, page.line):
             pages[page.rel] = page
     origins = {p.meta.get("id"): p.meta.get("origin") for p in pages.values()
                if p.meta.get("type") == "source" and isinstance(p.meta.get("origin"), dict)}
@@ -150,8 +172,13 @@ def check_citations(repo: Repo, wheels: list[Path], mirrors: list[Path], referen
             origin = origins.get(claim.get("source"))
             if origin is None or not isinstance(locator, str) or not texts.available(origin):
                 continue
+            file = str(origin["file"]) if "file" in origin else locator_file(locator)
+            if not stays_below(file):
+                result.problems.append(Problem(page.rel, page.line(("claims", index, "locator")),
+                                               f"claims[{index}].locator",
+                                               f"{file!r} leaves the pinned package or repository; not read"))
+                continue
             result.checkable += 1
-            file = str(origin["file"]) if "file" in origin else re.split(r"[:,]", locator, maxsplit=1)[0].strip()
             text = texts.read(origin, file)
             where = origin.get("file") or \
                 f"{origin.get('package') or origin.get('repo')}@{origin.get('version') or origin.get('commit', '')[:12]}"

@@ -3,6 +3,7 @@ sources, claims, artifact code, probe code and the latest run record of each pro
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from fnmatch import fnmatch
@@ -10,9 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from kernelwiki.storage.index import Entry, Wiki
-from kernelwiki.storage.records import order_key, probe_ids
-from kernelwiki.storage.records import scan as scan_records
-from kernelwiki.model.files import UnsafeFile, read_regular, sha256_file
+from kernelwiki.storage.records import latest, load_records
+from kernelwiki.model.claims import Style, markdown_rows, page_claims
+from kernelwiki.model.files import UnsafeFile, read_regular, stays_below
+from kernelwiki.model.terminal import printable
 
 LANGUAGES = {".py": "python", ".cu": "cuda", ".cuh": "cuda", ".cpp": "cpp", ".h": "cpp", ".hpp": "cpp",
              ".yaml": "yaml", ".yml": "yaml", ".json": "json", ".sh": "bash", ".md": "markdown", ".ptx": "ptx"}
@@ -53,7 +55,9 @@ class Result:
         return [item["note"] for item in files if item.get("error")]
 
     def markdown(self) -> str:
-        return _markdown(self.frontmatter_text, self.body, self.document, self.options)
+        """The page for a terminal or an agent: control characters in any part of it (a page body,
+        a probe file, a record's reason) shown as escapes, never obeyed."""
+        return printable(_markdown(self.frontmatter_text, self.body, self.document, self.options))
 
 
 def get_page(wiki: Wiki, entry: Entry, options: Options) -> str:
@@ -74,7 +78,7 @@ def build(wiki: Wiki, entry: Entry, options: Options) -> Result:
     if options.part == "prose":
         result["body"] = prose(body)
     if options.part == "claims":
-        result["claims"] = all_claims(meta)
+        result["claims"] = page_claims(meta)
     if options.follow_sources:
         ids = wiki.by_id()
         result["sources"] = [_source_summary(ids[s]) if s in ids else {"id": s, "missing": True}
@@ -89,17 +93,6 @@ def _split(wiki: Wiki, entry: Entry) -> tuple[str, str]:
     """Frontmatter text and body as read (LF line endings); the parsed frontmatter is in the index."""
     page = wiki.page(entry.rel)
     return page.frontmatter_text, page.body
-
-
-def all_claims(meta: dict) -> list[dict]:
-    """Claims in our format, with legacy performance_claims read as source-reported ones."""
-    claims = [dict(c) for c in meta.get("claims") or [] if isinstance(c, dict)]
-    for index, legacy in enumerate(meta.get("performance_claims") or []):
-        if isinstance(legacy, dict):
-            claim = {k: v for k, v in legacy.items() if k != "source_id"}
-            claim.update(id=f"performance-claim-{index}", evidence="source-reported", source=legacy.get("source_id"))
-            claims.append(claim)
-    return claims
 
 
 def _source_summary(entry: Entry) -> dict:
@@ -130,14 +123,14 @@ def artifact_bundle(wiki: Wiki, meta: dict, fetch_upstream: bool = False, wants=
         return {"dir": directory, "files": [], "note": f"{directory} does not exist"}
     provenance_path = root / "PROVENANCE.yaml"
     provenance: dict = {}
-    if provenance_path.is_file():
+    if provenance_path.is_file() or provenance_path.is_symlink():
         from kernelwiki.model import yamlio
+        from kernelwiki.model.schema import check as schema_check
 
-        try:
-            provenance, _ = yamlio.load(read_regular(provenance_path, MAX_FILE_BYTES).decode("utf-8"))
-        except (yamlio.YamlProblem, UnicodeDecodeError, UnsafeFile):
-            provenance = {}
-        provenance = provenance if isinstance(provenance, dict) else {}
+        data, _, problem = yamlio.read_mapping(provenance_path)
+        # Used only when validate would accept it: its paths and pins are what the bundle acts on.
+        if problem is None and not schema_check(wiki.repo.schemas, "provenance", data, "PROVENANCE.yaml", lambda p: 1):
+            provenance = data
     files = [_file_item(wiki, path, wants) for path in _listing(root)]
     files += _shared_items(wiki, root, provenance, wants)
     upstream = provenance.get("upstream") or {}
@@ -215,16 +208,26 @@ def _from_installed(out: dict, item: dict, package: str, version: Any, install: 
     except metadata.PackageNotFoundError:
         out["note"] = f"not installed; get it with: {install}"
         return
-    located = Path(str(dist.locate_file(item.get("path", ""))))
+    path = item.get("path")
+    base = Path(str(dist.locate_file(""))).resolve()
+    located = Path(str(dist.locate_file(path))) if stays_below(path) else None
+    if located is None or base not in located.resolve().parents:
+        out["note"] = f"{path!r} is not a path inside the {package} distribution; not read (validate reports it)"
+        return
     if not located.is_file():
         out["note"] = f"{package} {dist.version} is installed but has no {item.get('path')}; the pin is {version}: {install}"
         return
-    actual = sha256_file(located)
+    try:
+        data = read_regular(located, MAX_FILE_BYTES * 16)
+        actual, text = hashlib.sha256(data).hexdigest(), data.decode("utf-8")
+    except (UnsafeFile, UnicodeDecodeError) as err:
+        out["note"] = f"{located} cannot be shown ({err}); not printed"
+        return
     if actual != item.get("sha256"):
         out["note"] = (f"{located} has SHA-256 {actual}, not the pinned {item.get('sha256')} "
                        f"(installed {package} {dist.version}, pinned {version}); not printed. Pin: {install}")
         return
-    out["text"] = located.read_text(encoding="utf-8")
+    out["text"] = text
     out["installed_at"] = str(located)
 
 
@@ -253,18 +256,14 @@ def probe_bundle(wiki: Wiki, probe_id: str, wants=_everything) -> dict:
 
 
 def latest_record(wiki: Wiki, probe_id: str) -> dict | None:
-    """Summary of the newest run record of a probe that validate accepts, or None."""
-    newest: tuple[tuple, Path, dict] | None = None
-    for record in scan_records(wiki.repo, probe_ids(wiki.repo), probe=probe_id):
-        key = order_key(record.data.get("started_at"), record.rel) if record.ok else None
-        if key and (newest is None or key > newest[0]):
-            newest = (key, record.path, record.data)
-    if newest is None:
+    """Summary of the newest run record of a probe that validate accepts (any mode, any status), or None."""
+    record = latest(load_records(wiki.repo, probe=probe_id, quiet=True).get(probe_id, []))
+    if record is None:
         return None
-    _, path, data = newest
+    data = record.data
     env = data.get("environment") or {}
     return {
-        "path": wiki.repo.rel(path), "status": data.get("status"), "mode": data.get("mode"),
+        "path": record.path, "status": data.get("status"), "mode": data.get("mode"),
         "started_at": data.get("started_at"), "reason": data.get("reason"),
         "environment": {k: env.get(k) for k in ("gpu", "arch", "driver", "cuda_runtime", "cutlass_dsl", "torch")},
         "cases": [
@@ -296,9 +295,10 @@ def _markdown(frontmatter_text: str, body: str, result: dict, options: Options) 
             out.append(f"### {source['id']}: {source.get('title', '')}\n")
             for key in ("kind", "url", "authors", "published", "retrieved", "pin"):
                 if key in source:
-                    value = ", ".join(source[key]) if isinstance(source[key], list) else source[key]
+                    value = ", ".join(map(str, source[key])) if isinstance(source[key], list) else source[key]
                     out.append(f"- {key}: {value}")
-            for fact in source.get("facts") or []:
+            facts = source.get("facts")  # a list of text by the schema; validate reports anything else
+            for fact in facts if isinstance(facts, list) else [facts] if facts is not None else []:
                 out.append(f"- fact: {fact}")
             out.append("")
     if options.include_code:
@@ -352,7 +352,7 @@ def _code_block(item: dict) -> str:
     header += ")\n"
     if "text" not in item:
         return header + f"\n{item.get('note', '')}\n"
-    text = item["text"]
+    text = item["text"].replace("\r\n", "\n")
     fence = "`" * max(3, _longest_backtick_run(text) + 1)
     language = LANGUAGES.get(Path(str(item["path"])).suffix, "")
     return f"{header}\n{fence}{language}\n{text.rstrip()}\n{fence}\n"
@@ -380,31 +380,15 @@ def _record_summary(record: dict | None) -> str:
     return "\n".join(lines) + "\n"
 
 
+CLAIMS_STYLE = Style(columns=("claim (metric)", "value", "gpu", "arch", "dtype", "shape", "conditions (cell)",
+                              "evidence", "cites"), grouped=False, ratio_digits=4)
+"""`get --claims`: every claim in page order, with its metric, and the record and case it cites."""
+
+
 def claims_table(claims: list[dict]) -> str:
     if not claims:
         return "No claims on this page.\n"
-    rows = ["| claim | value | gpu | arch | dtype | shape | conditions | evidence | cites |",
-            "|---|---|---|---|---|---|---|---|---|"]
-    for claim in claims:
-        value = f"{claim.get('value')} {claim.get('unit', '')}".strip()
-        if claim.get("ratio") is not None and claim.get("baseline"):
-            value += f" ({_num(claim['ratio'])}× {claim['baseline'].get('name')})"
-        cites = claim.get("record") or claim.get("source") or ""
-        if claim.get("case"):
-            cites += f"#{claim['case']}"
-        rows.append(f"| {claim.get('id')} ({claim.get('metric')}) | {value} | {claim.get('gpu', '')} | "
-                    f"{claim.get('arch', '')} | {claim.get('dtype', '')} | {claim.get('shape', '')} | "
-                    f"{_cell(claim.get('conditions'))} | {claim.get('evidence')} | {cites} |")
-    return "\n".join(rows) + "\n"
-
-
-def _cell(value: Any) -> str:
-    """A claim's conditions in one table cell (a mapping as key=value pairs)."""
-    if value is None:
-        return ""
-    if isinstance(value, dict):
-        value = ", ".join(f"{k}={v}" for k, v in value.items())
-    return str(value).replace("|", "\\|").replace("\n", " ")
+    return "\n".join(markdown_rows(claims, CLAIMS_STYLE)) + "\n"
 
 
 def _num(value: Any) -> str:

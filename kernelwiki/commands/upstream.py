@@ -15,16 +15,25 @@ import hashlib
 import os
 import re
 import tempfile
+import threading
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 from kernelwiki.commands import mirrors
+from kernelwiki.model.files import UnsafeFile, read_regular, stays_below
+from kernelwiki.model.terminal import printable
 
 DEFAULT_URL = "https://raw.githubusercontent.com/{repo}/{commit}/{path}"
 MAX_BYTES = 8 * 1024 * 1024
 TIMEOUT_S = 30.0
-_REPO = re.compile(r"(?:https?://github\.com/)?([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+?)(?:\.git)?/?")
+"""Per read: how long the server may stay silent."""
+DEADLINE_S = 120.0
+"""The whole download, headers to last byte."""
+# owner: letters, digits and inner hyphens (GitHub's rule); name: no '.' or '..', which would climb
+# out of the cache directory the name becomes part of.
+_REPO = re.compile(r"(?:https?://github\.com/)?([A-Za-z0-9][A-Za-z0-9-]*/(?!\.\.?(?:\.git)?/?$)[A-Za-z0-9_.-]+?)(?:\.git)?/?")
 _COMMIT = re.compile(r"[0-9a-f]{7,40}")
 
 
@@ -65,19 +74,19 @@ def fetch(repo: str, commit: str, path: str, sha256: str, repo_root: Path) -> tu
         raise UpstreamError(f"{where}: cannot fetch: the repository is not owner/name or a GitHub URL")
     if not _COMMIT.fullmatch(str(commit)):
         raise UpstreamError(f"{where}: cannot fetch: the commit is not a hexadecimal git commit")
-    parts = Path(path).parts
-    if not parts or Path(path).is_absolute() or ".." in parts or "\\" in path:
+    if not stays_below(path):
         raise UpstreamError(f"{where}: cannot fetch: the path must stay inside the repository")
     local = _from_mirror(name, str(commit), path, sha256, where)
     if local is not None:
         return local
-    template = os.environ.get("KERNELWIKI_UPSTREAM_URL") or DEFAULT_URL
-    url = template.format(repo=name, commit=commit, path=path)
+    url = _url(os.environ.get("KERNELWIKI_UPSTREAM_URL") or DEFAULT_URL, name, commit, path, where)
     cached = cache_dir(repo_root) / name / commit / path
-    if cached.is_file():
-        data = cached.read_bytes()
-        if hashlib.sha256(data).hexdigest() == sha256:
-            return _text(data, where), url, cached
+    try:  # never through a link, never blocking on a FIFO; anything else is downloaded again
+        data = read_regular(cached, MAX_BYTES)
+    except UnsafeFile:
+        data = None
+    if data is not None and hashlib.sha256(data).hexdigest() == sha256:
+        return _text(data, where), url, cached
     data = _download(url, where)
     received = hashlib.sha256(data).hexdigest()
     if received != sha256:
@@ -103,20 +112,55 @@ def _from_mirror(name: str, commit: str, path: str, sha256: str, where: str) -> 
         raise UpstreamError(f"{where}: SHA-256 mismatch: expected {sha256}, the mirror {source} has {received}; "
                             "not printed")
     return _text(data, where), source, None
+def _url(template: str, name: str, commit: str, path: str, where: str) -> str:
+    """The template with {repo}, {commit} and {path} filled in. Plain replacement, not str.format:
+    the template comes from the environment, and `{oops}`, a lone `{` or `{repo.__class__}` must not
+    raise or reach into objects."""
+    url = template.replace("{repo}", name).replace("{commit}", commit).replace("{path}", path)
+    if not re.match(r"(?:https?|file)://", url):
+        raise UpstreamError(f"{where}: $KERNELWIKI_UPSTREAM_URL {printable(template)!r} is not an http(s) or file URL "
+                            "template with {repo}, {commit} and {path}")
+    return url
 
 
 def _download(url: str, where: str) -> bytes:
-    try:
-        with urllib.request.urlopen(url, timeout=TIMEOUT_S) as response:
-            data = response.read(MAX_BYTES + 1)
-    except urllib.error.HTTPError as err:
-        raise UpstreamError(f"{where}: download failed: HTTP {err.code} {err.reason} from {url}") from None
-    except (urllib.error.URLError, OSError, ValueError) as err:
-        reason = getattr(err, "reason", err)
-        raise UpstreamError(f"{where}: download failed: {reason} ({url})") from None
-    if len(data) > MAX_BYTES:
-        raise UpstreamError(f"{where}: download refused: larger than {MAX_BYTES} bytes ({url})")
-    return data
+    """The body at `url`, within DEADLINE_S in all: a per-read socket timeout alone never trips on a
+    server that sends a byte every few seconds. The download runs in a daemon thread that stops
+    reading once the deadline has passed."""
+    outcome: dict = {}
+    deadline = time.monotonic() + DEADLINE_S
+
+    def work() -> None:
+        try:
+            with urllib.request.urlopen(url, timeout=TIMEOUT_S) as response:
+                chunks, size = [], 0
+                while size <= MAX_BYTES and time.monotonic() < deadline:
+                    chunk = response.read1(1 << 16)
+                    if not chunk:
+                        outcome["data"] = b"".join(chunks)
+                        return
+                    chunks.append(chunk)
+                    size += len(chunk)
+                outcome["error"] = (f"download refused: larger than {MAX_BYTES} bytes" if size > MAX_BYTES
+                                    else f"download failed: not complete within {DEADLINE_S:.0f} s")
+        except urllib.error.HTTPError as err:  # the server's words: one line, escapes shown, not obeyed
+            outcome["error"] = f"download failed: HTTP {err.code} {_words(err.reason)}"
+        except (urllib.error.URLError, OSError, ValueError) as err:
+            outcome["error"] = f"download failed: {_words(getattr(err, 'reason', err))}"
+
+    thread = threading.Thread(target=work, daemon=True)
+    thread.start()
+    thread.join(max(deadline - time.monotonic(), 0) + 1)
+    if "data" in outcome:
+        return outcome["data"]
+    raise UpstreamError(f"{where}: {outcome.get('error') or f'download failed: not complete within {DEADLINE_S:.0f} s'} "
+                        f"({printable(url)})")
+
+
+def _words(reason: object) -> str:
+    """An error's text as one printable line (a redirect loop's message spans three lines; a
+    server's reason phrase may carry escape sequences)."""
+    return printable(" ".join(str(reason).split()))[:300]
 
 
 def _text(data: bytes, where: str) -> str:

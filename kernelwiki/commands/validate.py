@@ -7,6 +7,8 @@ Per-page checks are cached with the index (by mtime and size); cross-file checks
 from __future__ import annotations
 
 import math
+import re
+import unicodedata
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,8 +20,12 @@ from kernelwiki.storage.index import Entry, Wiki
 from kernelwiki.model.pages import Page, line_of, read_page_bytes, render_page
 from kernelwiki.model.yamlio import LineMap
 from kernelwiki.model.problems import Problem, field_path
+from kernelwiki.model.terminal import CONTROL
 from kernelwiki.storage.records import probe_ids, scan
-from kernelwiki.model.files import replace_file, sha256_file
+from kernelwiki.probing.specs import entry_problem, link_problem
+from kernelwiki.model.files import UnsafeFile, replace_file, sha256_file, stays_below
+from kernelwiki.commands.upstream import repo_name
+from kernelwiki.commands.citations import locator_problem
 from kernelwiki.model.schema import check as schema_check
 from kernelwiki.model.spans import body_first_line, span_problems
 from kernelwiki.model.vocab import did_you_mean
@@ -116,10 +122,27 @@ def page_problems(wiki: Wiki, page: Page) -> list[Problem]:
             add(("claims", index, "arch"), f"unknown architecture {arch!r}{did_you_mean(arch, vocab.archs)}")
         if isinstance(dtype, str) and dtype not in vocab.dtypes:
             add(("claims", index, "dtype"), f"unknown dtype {dtype!r}{did_you_mean(dtype, vocab.dtypes)}")
+        leaves = locator_problem(claim.get("locator"))
+        if leaves:
+            add(("claims", index, "locator"), leaves)
 
+    for index, alias in _strings(meta.get("aliases")):
+        wrong = alias_problem(alias)
+        if wrong:
+            add(("aliases", index), wrong)
+    for path, value in _texts(meta):
+        if not unicodedata.is_normalized("NFC", value):
+            add(path, "text is not in Unicode NFC (composed) form, so a lookup typed the usual way would not "
+                      "match it; write composed characters (validate --fix does not change text)")
     problems += _evidence_problems(meta, add)
     for path, value in _non_finite(meta):
         add(path, f"{value} is not a finite number; write the value, or leave the field out")
+    first_body_line = body_first_line(page.frontmatter_text)
+    for offset, text in enumerate(page.body.split("\n")):
+        control = CONTROL.search(text.removesuffix("\r"))
+        if control:
+            problems.append(Problem(rel, first_body_line + offset, "-", f"control character U+{ord(control.group()):04X} "
+                                    "in the prose; commands would print it to terminals; remove it"))
     claims = [claim for _, claim in _dicts(meta.get("claims"))]  # a non-list is the schema's problem
     problems += span_problems(rel, page.body, claims, body_first_line(page.frontmatter_text))
     comment = yamlio.comment_line(page.frontmatter_text)
@@ -200,7 +223,7 @@ def _check_cross_references(wiki: Wiki, report: Report, probes: dict[str, Any], 
         for index, ref in _strings(entry.get("probes")):
             if ref not in probes:
                 add(("probes", index), f"no probe probes/{ref}/probe.yaml{did_you_mean(ref, probes)}")
-            elif probes[ref] is not None and entry.id not in probes[ref].get("pages", []):
+            elif probes[ref] is not None and entry.id not in [p for _, p in _strings(probes[ref].get("pages"))]:
                 add(("probes", index), f"probe {ref} does not list this page in its pages")
         cited = set(s for _, s in _strings(entry.get("sources")))
         for index, claim in _dicts(entry.get("claims")):
@@ -219,7 +242,7 @@ def _check_cross_references(wiki: Wiki, report: Report, probes: dict[str, Any], 
                     if claim["case"] not in cases:
                         add(("claims", index, "case"), f"record {record} has no case {claim['case']!r}")
             if claim.get("evidence") == "measured" and isinstance(record, str) and isinstance(records.get(record), dict):
-                for path, message in measured_claim_problems(claim, records[record], entry.get("probes") or []):
+                for path, message in measured_claim_problems(claim, records[record], [p for _, p in _strings(entry.get("probes"))]):
                     add(("claims", index, *path), message)
         for index, claim in _dicts(entry.get("performance_claims")):
             source = claim.get("source_id")
@@ -240,7 +263,7 @@ def _check_cross_references(wiki: Wiki, report: Report, probes: dict[str, Any], 
         for index, page_id in _strings(spec.get("pages")):
             if page_id not in ids:
                 report.problems.append(Problem(rel, 1, f"pages[{index}]", f"no page with id {page_id!r}{did_you_mean(page_id, ids)}"))
-            elif not any(probe_id in (e.get("probes") or []) for e in by_id_files[page_id]):
+            elif not any(probe_id in [p for _, p in _strings(e.get("probes"))] for e in by_id_files[page_id]):
                 # any file with that id: a duplicated id is reported once, on the duplicates
                 report.problems.append(Problem(rel, 1, f"pages[{index}]", f"page {page_id} does not list {probe_id} in its probes"))
 
@@ -296,21 +319,38 @@ def _check_probes(wiki: Wiki, report: Report) -> dict[str, Any]:
     probes: dict[str, Any] = {}
     if not wiki.repo.probes.is_dir():
         return probes
+    linked = link_problem(wiki.repo)
+    if linked:
+        report.problems.append(Problem("probes", 1, "-", linked))
+        return probes
     for directory in sorted(p for p in wiki.repo.probes.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))):
         path = directory / "probe.yaml"
-        rel = wiki.repo.rel(path)
+        rel = f"probes/{directory.name}/probe.yaml"
         report.probes += 1
+        if not re.fullmatch(r"[a-z0-9][a-z0-9-]*", directory.name):
+            report.problems.append(Problem("probes", 1, "-", f"directory {directory.name!r} is not a probe id "
+                                                             "(probe-, then lower-case letters, digits and '-')"))
+            probes[directory.name] = None
+            continue
+        if directory.is_symlink():
+            report.problems.append(Problem(rel, 1, "-", "its probe directory is a symbolic link; probe code must "
+                                                        "live inside the repository, so the runner ignores it"))
+            probes[directory.name] = None
+            continue
         data, lines = _read_yaml(path, rel, report)
         probes[directory.name] = data
         if data is None:
             continue
         line = lambda p, lines=lines: line_of(lines, p) + 1  # noqa: E731
         report.problems += schema_check(wiki.repo.schemas, "probe", data, rel, line)
+        for path, value in _non_finite(data):
+            report.problems.append(Problem(rel, line(path), field_path(path), f"{value} is not a finite number"))
         if data.get("id") != directory.name:
             report.problems.append(Problem(rel, line(("id",)), "id", f"must equal the directory name {directory.name!r}"))
         entry_file = data.get("entry")
-        if isinstance(entry_file, str) and not (directory / entry_file).is_file():
-            report.problems.append(Problem(rel, line(("entry",)), "entry", f"file {entry_file} not found in {wiki.repo.rel(directory)}"))
+        why = entry_problem(directory, entry_file) if isinstance(entry_file, str) else None
+        if why:
+            report.problems.append(Problem(rel, line(("entry",)), "entry", why))
         for index, arch in _strings(data.get("archs")):
             if arch not in wiki.vocab.archs:
                 report.problems.append(Problem(rel, line(("archs", index)), f"archs[{index}]", f"unknown architecture {arch!r}"))
@@ -341,7 +381,15 @@ def _check_provenance(wiki: Wiki, report: Report) -> None:
         artifact = data.get("artifact")
         if isinstance(artifact, str) and artifact not in ids:
             report.problems.append(Problem(rel, line(("artifact",)), "artifact", f"no page with id {artifact!r}"))
+        upstream = data.get("upstream") if isinstance(data.get("upstream"), dict) else {}
+        if isinstance(upstream.get("repo"), str) and repo_name(upstream["repo"]) is None:
+            report.problems.append(Problem(rel, line(("upstream", "repo")), "upstream.repo",
+                                           f"{upstream['repo']!r} is not owner/name or a GitHub repository URL"))
         for index, item in _dicts(data.get("files")):
+            if item.get("origin") == "upstream" and not stays_below(item.get("path")):
+                report.problems.append(Problem(rel, line(("files", index, "path")), f"files[{index}].path",
+                                               f"{item.get('path')!r} leaves the upstream package or repository; "
+                                               "give a path relative to its root, without '..'"))
             if item.get("origin") != "own" or not isinstance(item.get("path"), str):
                 continue
             try:
@@ -351,9 +399,15 @@ def _check_provenance(wiki: Wiki, report: Report) -> None:
                 continue
             if not target.is_file():
                 report.problems.append(Problem(rel, line(("files", index, "path")), f"files[{index}].path", f"file {item['path']} does not exist"))
-            elif sha256_file(target) != item.get("sha256"):
+                continue
+            try:
+                actual = sha256_file(target)
+            except UnsafeFile as err:
+                report.problems.append(Problem(rel, line(("files", index, "path")), f"files[{index}].path", f"{item['path']} {err}"))
+                continue
+            if actual != item.get("sha256"):
                 report.problems.append(Problem(rel, line(("files", index, "sha256")), f"files[{index}].sha256",
-                                               f"does not match {item['path']} (now {sha256_file(target)})"))
+                                               f"does not match {item['path']} (now {actual})"))
 
 
 # --- helpers -------------------------------------------------------------------------------------
@@ -378,6 +432,38 @@ def _non_finite(value: Any, path: tuple = ()) -> Iterable[tuple[tuple, float]]:
     elif isinstance(value, list):
         for index, item in enumerate(value):
             yield from _non_finite(item, path + (index,))
+
+
+# Letters of other scripts that look like Latin ones: an alias spelt with them answers to a name
+# nobody types, and hides from the one they do.
+LOOKALIKES = str.maketrans("аеорсухіјѕԁӏкмтвнΑΒΕΗΙΚΜΝΟΡΤΧΥΖαβεικνορτυχ",
+                           "aeopcyxijsdlkmtbhABEHIKMNOPTXYZabeikvoptux")
+
+
+def alias_problem(alias: str) -> str | None:
+    """Why `alias` may not name a page, or None: a repository path (get would read a file by that
+    name, MCP would look up the alias), or letters that only look Latin."""
+    if "/" in alias or "\\" in alias or alias.endswith(".md"):
+        return f"alias {alias!r} looks like a path; an alias is a name people type (no '/', no .md)"
+    scripts = {unicodedata.name(ch, "?").split()[0] for ch in alias if ch.isalpha()}
+    if len(scripts) > 1 and "LATIN" in scripts:
+        return f"alias {alias!r} mixes Latin letters with {', '.join(sorted(scripts - {'LATIN'}))} ones that look alike"
+    lookalike = alias.translate(LOOKALIKES)
+    if lookalike != alias and lookalike.isascii():
+        return f"alias {alias!r} is spelt with letters that only look like {lookalike!r}; write it in Latin letters"
+    return None
+
+
+def _texts(value: Any, path: tuple = ()) -> Iterable[tuple[tuple, str]]:
+    """Every string in the frontmatter, with its field path."""
+    if isinstance(value, str):
+        yield path, value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _texts(item, path + (key,))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _texts(item, path + (index,))
 
 
 def _strings(value: Any) -> Iterable[tuple[int, str]]:

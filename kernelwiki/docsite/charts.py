@@ -20,12 +20,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kernelwiki.model.files import UnsafeFile, read_regular, replace_file
 from kernelwiki.probing.specs import ProbeSpec
-from kernelwiki.commands.refresh import Record
+from kernelwiki.storage.records import Record, latest
 
 MAX_LINES = 6
 _SHAPE = re.compile(r"^(\d+)x(\d+)x(\d+)$")  # MxNxK
 _IGNORED = {"set", "shape", "dtype", "ablation"}
+MAX_SVG_BYTES = 8 << 20
 STYLE_VERSION = "1"  # bump when the drawing code changes, so cached SVGs are redrawn
 
 
@@ -55,11 +57,6 @@ class Point:
     params: dict
     ratio: float
     baseline: str
-
-
-def latest_run(records: list[Record]) -> Record | None:
-    runs = [r for r in records if r.data.get("mode") == "run" and r.data.get("cases")]
-    return runs[-1] if runs else None
 
 
 def _points(record: Record, cases: set[str] | None) -> list[Point]:
@@ -167,14 +164,34 @@ def history_chart(spec: ProbeSpec, records: list[Record], cases: set[str] | None
 def draw(chart: Chart, cache: Path) -> str:
     """The chart as SVG text, from the cache when it was drawn before."""
     cached = cache / chart.name
-    if cached.is_file():
-        return cached.read_text(encoding="utf-8")
+    usable = _usable(cache)
+    if usable:
+        try:
+            return read_regular(cached, MAX_SVG_BYTES).decode("utf-8")
+        except (UnsafeFile, UnicodeDecodeError):
+            pass  # absent, a link, a FIFO or garbage: drawn again and replaced
     svg = _draw(chart)
-    cache.mkdir(parents=True, exist_ok=True)
-    tmp = cached.with_suffix(".tmp")
-    tmp.write_text(svg, encoding="utf-8")
-    tmp.replace(cached)
+    if usable:
+        try:
+            replace_file(cached, svg.encode("utf-8"))
+        except OSError:
+            pass  # a cache that cannot be written costs only a redraw next time
     return svg
+
+
+def _usable(cache: Path) -> bool:
+    """Whether the chart cache is a real directory of this checkout's cache (made if absent): never
+    a symbolic link, at either level, that would make the build read or write files elsewhere."""
+    for directory in (cache.parent, cache):
+        if directory.is_symlink():
+            return False
+        try:
+            directory.mkdir(exist_ok=True)
+        except OSError:
+            return False
+        if not directory.is_dir():
+            return False
+    return True
 
 
 def _draw(chart: Chart) -> str:
@@ -188,7 +205,8 @@ def _draw(chart: Chart) -> str:
     grey = "#808080"
     plt.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "kernelwiki", "font.size": 9,
                          "text.color": grey, "axes.labelcolor": grey, "xtick.color": grey, "ytick.color": grey,
-                         "axes.edgecolor": grey, "font.family": "sans-serif"})
+                         "axes.edgecolor": grey, "font.family": "sans-serif",
+                         "text.parse_math": False})  # labels come from records: `$x$` is text, not TeX
     panels = chart.panels
     if chart.kind == "bars":
         labels = [(group, case, ratio) for group, pts in panels[""].items() for case, ratio in pts]
@@ -254,7 +272,7 @@ def page_charts(page_id: str, probes: dict[str, ProbeSpec], records: dict[str, l
             continue
         cases = {str(c.get("id")) for c in spec.data.get("cases") or []
                  if isinstance(c, dict) and (not c.get("pages") or page_id in c["pages"])}
-        record = latest_run(records[spec.id])
+        record = latest(records[spec.id], mode="run", with_cases=True)
         if record is not None:
             charts += case_charts(spec, record, cases)
         history = history_chart(spec, records[spec.id], cases)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from kernelwiki.storage.index import Entry
 from kernelwiki.probing.specs import ProbeSpec
-from kernelwiki.commands.refresh import Record
-from kernelwiki.docsite.charts import latest_run
-from kernelwiki.docsite.render import LEVEL_TEXT, STATUS_TEXT, badge, fmt, fmt_ratio, is_number, record_uri, rel_link
+from kernelwiki.storage.records import Record, latest, latest_by
+from kernelwiki.docsite.render import (LEVEL_TEXT, STATUS_TEXT, badge, cell, code, fmt, fmt_ratio, is_number,
+                                       prose, record_uri, rel_link, text)
 from kernelwiki.harness.env import short_gpu_name
 
 SECTION_TITLES = {"hardware": "Hardware", "kernels": "Kernels", "techniques": "Techniques",
@@ -24,7 +24,7 @@ def headline_rows(probes: dict[str, ProbeSpec], records: dict[str, list[Record]]
     uri = "index.md"
     rows = []
     for spec in probes.values():
-        record = latest_run(records.get(spec.id, []))
+        record = latest(records.get(spec.id, []), mode="run", with_cases=True)
         if spec.kind != "kernel" or record is None:
             continue
         pages = [p for p in spec.pages if p in ids]
@@ -41,12 +41,12 @@ def headline_rows(probes: dict[str, ProbeSpec], records: dict[str, list[Record]]
         env = record.data.get("environment") or {}
         for dtype, case in sorted(best.items()):
             head = case["headline"]
-            name = (f"[{titles.get(page) or ids[page].get('title')}]({rel_link(uri, page_uri(ids[page]))}#measurements)"
+            name = (f"[{cell(titles.get(page) or ids[page].get('title'))}]({rel_link(uri, page_uri(ids[page]))}#measurements)"
                     if page else spec.id)
-            rows.append(f"| {name} | {dtype} {(case.get('params') or {}).get('shape', case.get('id'))} | "
-                        f"{fmt(head['value'])} {head.get('unit', '')} | {head.get('baseline')} "
+            rows.append(f"| {name} | {cell(dtype)} {cell((case.get('params') or {}).get('shape', case.get('id')))} | "
+                        f"{fmt(head['value'])} {cell(head.get('unit', ''))} | {cell(head.get('baseline'))} "
                         f"{fmt(head['baseline_value'])} | {fmt_ratio(head.get('ratio'))} | "
-                        f"{short_gpu_name(env.get('gpu'))} | [{record.started[:10]}]({rel_link(uri, record_uri(record.path))}) |")
+                        f"{cell(short_gpu_name(env.get('gpu')))} | [{cell(record.started[:10])}]({rel_link(uri, record_uri(record.path))}) |")
     return rows
 
 
@@ -57,7 +57,7 @@ def home(entries: list[Entry], records: dict[str, list[Record]], probes: dict[st
     levels = "\n".join(f"| {badge('level', level)} | {text} |" for level, text in LEVEL_TEXT.items())
     statuses = "\n".join(f"| {badge('status', status)} | {text} |" for status, text in STATUS_TEXT.items())
     sections = "\n".join(
-        f"- **{title}** — " + ", ".join(f"[{e.get('title')}]({page_uri(e)})" for e in entries
+        f"- **{title}** — " + ", ".join(f"[{text(e.get('title'))}]({page_uri(e)})" for e in entries
                                         if page_uri(e).startswith(section + "/"))
         for section, title in SECTION_TITLES.items() if section != "sources")
     headlines = headline_rows(probes, records, ids, titles)
@@ -111,10 +111,11 @@ def dashboard(entries: list[Entry]) -> str:
             cites = claim.get("source") or ""
             if claim.get("record"):
                 cites = f"[record]({rel_link(uri, record_uri(claim['record']))})"
-            value = f"{claim.get('value')} {claim.get('unit', '')}".strip().replace("|", "\\|")
-            rows.append(f"| [{entry.id}]({rel_link(uri, page_uri(entry))}) | {claim.get('id')} | "
-                        f"{badge('level', claim.get('evidence'))} | {value} | {claim.get('gpu', '')} | "
-                        f"{claim.get('arch', '')} | {str(claim.get('measured_at', ''))[:10]} | {cites} |")
+            value = cell(f"{claim.get('value')} {claim.get('unit', '')}".strip())
+            cites = cites if claim.get("record") else cell(cites)
+            rows.append(f"| [{cell(entry.id)}]({rel_link(uri, page_uri(entry))}) | {cell(claim.get('id'))} | "
+                        f"{badge('level', claim.get('evidence'))} | {value} | {cell(claim.get('gpu', ''))} | "
+                        f"{cell(claim.get('arch', ''))} | {cell(str(claim.get('measured_at', ''))[:10])} | {cites} |")
     return "---\ntitle: Evidence dashboard\n---\n# Evidence dashboard\n\nEvery claim on every page, " \
            "with its evidence level and what it cites.\n\n" + "\n".join(rows) + "\n"
 
@@ -125,30 +126,27 @@ def probe_catalogue(probes: dict[str, ProbeSpec], records: dict[str, list[Record
            "Each probe is an executable experiment; its latest record per GPU decides the status of the "
            "pages it backs. Run them with `kernelwiki probe run`.\n"]
     for spec in probes.values():
-        pages = ", ".join(f"[{p}]({rel_link(uri, page_uri(ids[p]))})" if p in ids else p for p in spec.pages)
-        claims = ", ".join(f"`{c}`" for c in spec.data.get("claims") or [])
+        pages = ", ".join(f"[{text(p)}]({rel_link(uri, page_uri(ids[p]))})" if p in ids else text(p) for p in spec.pages)
+        claims = ", ".join(code(c) for c in spec.data.get("claims") or [])
         probe_records = records.get(spec.id, [])
         runs = [r for r in probe_records if r.data.get("mode") == "run"]
-        out.append(f"## {spec.id}\n\n**{spec.data.get('title')}** — kind `{spec.kind}`, targets "
-                   f"{', '.join(spec.archs)}.\n\n{spec.data.get('description', '')}\n\n"
+        out.append(f"## {spec.id}\n\n**{text(spec.data.get('title'))}** — kind {code(spec.kind)}, targets "
+                   f"{text(', '.join(spec.archs))}.\n\n{prose(spec.data.get('description', ''))}\n\n"
                    f"**Backs** {pages}" + (f" (claims {claims})" if claims else "") + ".  \n"
                    f"**Backed by** {len(runs)} run record{'s' if len(runs) != 1 else ''} on a GPU and "
                    f"{len(probe_records) - len(runs)} compile-only record{'s' if len(probe_records) - len(runs) != 1 else ''}.\n")
         headline = _headline_history(runs)
         if headline:
             out.append(headline)
-        latest: dict[tuple, Record] = {}
-        for record in probe_records:
-            env = record.data.get("environment") or {}
-            latest[(env.get("gpu") or "no GPU", record.data.get("mode"))] = record
-        if not latest:
+        newest = latest_by(probe_records, lambda r: [((r.data.get("environment") or {}).get("gpu") or "no GPU", r.mode)])
+        if not newest:
             out.append("Not run yet.\n")
             continue
         out.append("| GPU | mode | status | date | record |\n|---|---|---|---|---|")
-        for (gpu, mode), record in sorted(latest.items()):
+        for (gpu, mode), record in sorted(newest.items()):
             link = rel_link(uri, record_uri(record.path))
-            out.append(f"| {gpu} | {mode} | {badge('status-run', record.data.get('status'))} | "
-                       f"{record.started[:10]} | [{record.path.rsplit('/', 1)[-1]}]({link}) |")
+            out.append(f"| {cell(gpu)} | {cell(mode)} | {badge('status-run', record.data.get('status'))} | "
+                       f"{cell(record.started[:10])} | [{cell(record.path.rsplit('/', 1)[-1])}]({link}) |")
         out.append("")
     return "\n".join(out) + "\n"
 
@@ -166,18 +164,18 @@ def _headline_history(runs: list[Record]) -> str:
     if best is None:
         return ""
     head = best["headline"]
-    text = f"**Headline** `{best.get('id')}`: {fmt(head['value'])} {head.get('unit', '')}".rstrip()
+    line = f"**Headline** {code(best.get('id'))}: {fmt(head['value'])} {text(head.get('unit', ''))}".rstrip()
     if "baseline_value" in head:
-        text += f", {fmt_ratio(head.get('ratio'))} {head.get('baseline')}"
+        line += f", {fmt_ratio(head.get('ratio'))} {text(head.get('baseline'))}"
         ratios = []
         for record in runs[-5:]:
             case = next((c for c in record.data.get("cases") or [] if c.get("id") == best.get("id")), None)
             ratio = ((case or {}).get("headline") or {}).get("ratio")
             if is_number(ratio):
-                ratios.append(f"{fmt_ratio(ratio)} ({record.started[5:10]})")
+                ratios.append(f"{fmt_ratio(ratio)} ({text(record.started[5:10])})")
         if len(ratios) > 1:
-            text += f"; last {len(ratios)} runs: " + " → ".join(ratios)
-    return text + ".\n"
+            line += f"; last {len(ratios)} runs: " + " → ".join(ratios)
+    return line + ".\n"
 
 
 def coverage(entries: list[Entry], archs: list[str]) -> str:
@@ -189,7 +187,7 @@ def coverage(entries: list[Entry], archs: list[str]) -> str:
             continue
         by_arch = entry.get("evidence_by_arch") or {}
         cells = " | ".join(badge("level", by_arch[a]) if a in by_arch else "" for a in used)
-        rows.append(f"| [{entry.id}]({rel_link(uri, page_uri(entry))}) | {cells} |")
+        rows.append(f"| [{cell(entry.id)}]({rel_link(uri, page_uri(entry))}) | {cells} |")
     return "---\ntitle: Architecture coverage\n---\n# Architecture × page coverage\n\n" \
            "The evidence level of every page on every architecture it covers.\n\n" + "\n".join(rows) + "\n"
 
@@ -199,9 +197,9 @@ def footgun_index(entries: list[Entry]) -> str:
     rows = ["| footgun | symptom | architectures | evidence |", "|---|---|---|---|"]
     for entry in entries:
         if entry.get("type") == "footgun":
-            rows.append(f"| [{entry.get('title')}]({rel_link(uri, page_uri(entry))}) | "
-                        f"{str(entry.get('symptom') or entry.headline).replace('|', chr(92) + '|')} | "
-                        f"{', '.join(entry.get('architectures') or [])} | {badge('level', entry.get('evidence_level'))} |")
+            rows.append(f"| [{cell(entry.get('title'))}]({rel_link(uri, page_uri(entry))}) | "
+                        f"{prose(entry.get('symptom') or entry.headline).replace('|', '&#124;')} | "
+                        f"{cell(', '.join(map(str, entry.get('architectures') or [])))} | {badge('level', entry.get('evidence_level'))} |")
     return "---\ntitle: Footguns\n---\n# Footguns\n\nThings that crash, hang, give wrong results or " \
            "mislead benchmarks, each with a probe that shows it.\n\n" + "\n".join(rows) + "\n"
 

@@ -8,15 +8,19 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from urllib.parse import quote
 
 from mkdocs.plugins import CombinedEvent, event_priority
 from mkdocs.structure.files import File, Files
 
 from kernelwiki.storage.index import Wiki
 from kernelwiki.probing.specs import load_probes
-from kernelwiki.commands.refresh import load_records
+from kernelwiki.storage.records import load_records
 from kernelwiki.storage.repo import Repo
+from kernelwiki.commands.upstream import repo_name
 from kernelwiki.model import yamlio
+from kernelwiki.model.claims import page_claims
+from kernelwiki.model.fences import map_prose
 from kernelwiki.docsite import charts, generated, links, render
 from kernelwiki.docsite import records as records_page
 
@@ -33,6 +37,7 @@ _state: dict = {}
 def on_config(config):
     repo = Repo.find(Path(config.config_file_path).resolve().parent)
     wiki = Wiki.load(repo)
+    _refuse_unreadable_pages(wiki)
     ids = wiki.by_id()
     entries = sorted(ids.values(), key=lambda e: (SECTIONS.index(generated.page_uri(e).split("/")[0])
                                                  if generated.page_uri(e).split("/")[0] in SECTIONS else 99,
@@ -41,7 +46,7 @@ def on_config(config):
     cited_by: dict[str, list[str]] = {}
     for entry in entries:
         cites = {s for s in entry.get("sources") or [] if isinstance(s, str)}
-        cites |= {c.get("source") for c in render.page_claims(entry.meta or {}) if isinstance(c.get("source"), str)}
+        cites |= {c.get("source") for c in page_claims(entry.meta or {}) if isinstance(c.get("source"), str)}
         for source in sorted(cites):
             if source != entry.id:
                 cited_by.setdefault(source, []).append(entry.id)
@@ -66,6 +71,25 @@ def on_config(config):
     nav.append({"Evidence": [{title: uri} for uri, title in EVIDENCE_PAGES.items()]})
     config.nav = nav
     return config
+
+
+def _refuse_unreadable_pages(wiki: Wiki) -> None:
+    """The site is built only from pages whose frontmatter reads and passes its schema: the renderers
+    rely on the shapes the schema guarantees (a list where it says list), and mkdocs would parse a
+    page we refused with its own YAML reader (no limits on aliases or size)."""
+    from mkdocs.exceptions import PluginError
+
+    from kernelwiki.model.schema import check as schema_check
+
+    problems = []
+    for rel, entry in sorted(wiki.entries.items()):
+        if entry.meta is None:
+            problems += entry.read_problems or [f"{rel}: frontmatter cannot be read"]
+        else:
+            problems += schema_check(wiki.repo.schemas, "page", entry.meta, rel, lambda path: 1)[:1]
+    if problems:
+        raise PluginError(f"{len(problems)} page(s) cannot be published; first: {problems[0]} "
+                          "(run `kernelwiki validate`)")
 
 
 def _grouped(pages: list[dict], size: int = 50) -> list[dict]:
@@ -119,11 +143,11 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
         return markdown
     # The generated blocks serve readers of the raw Markdown; the site shows its own tables, after
     # the prose, and drops the heading a block stood under.
-    markdown = GENERATED_BLOCK.sub("", markdown)
+    markdown = map_prose(markdown, lambda prose: GENERATED_BLOCK.sub("", prose))
     # mkdocs prefers the frontmatter title over the nav's; the nav shows the page's own heading.
     meta["title"] = _state["titles"].get(meta["id"], meta.get("title"))
     title, body = _split_title(markdown)
-    claims = render.page_claims(meta)
+    claims = page_claims(meta)
     body = render.claim_spans(body, {str(c.get("id")) for c in claims}, uri)
     body = _state["linker"].link(body, uri, meta["id"])
     if meta.get("type") == "source":
@@ -149,8 +173,8 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
 def _page_list(heading_text: str, page_ids: list | None, uri: str) -> str:
     """A section listing pages by their heading, with each page's summary."""
     ids, uris = _state["ids"], _state["page_uris"]
-    items = [f"- [{_state['titles'][p]}]({render.rel_link(uri, uris[p])})"
-             + (f" — {ids[p].get('summary')}" if ids[p].get("summary") and ids[p].get("type") != "source" else "")
+    items = [f"- [{render.text(_state['titles'][p])}]({render.rel_link(uri, uris[p])})"
+             + (f" — {render.prose(ids[p].get('summary'))}" if ids[p].get("summary") and ids[p].get("type") != "source" else "")
              for p in page_ids or [] if isinstance(p, str) and p in uris]
     return f"\n\n## {heading_text}\n\n" + "\n".join(items) + "\n" if items else ""
 
@@ -190,7 +214,7 @@ def _code_section(meta: dict) -> str:
     own = sorted((p for p in (root / directory).rglob("*")
                   if p.is_file() and "__pycache__" not in p.parts and p.suffix in render.CODE_LANGUAGES),
                  key=_own_files_order(root / directory))
-    out = [f"\n\n## Code\n\nFrom `{directory}` in this repository.\n"]
+    out = [f"\n\n## Code\n\nFrom {render.code(directory)} in this repository.\n"]
     out.append(render.code_tabs([(p.relative_to(root / directory).as_posix(), p.relative_to(root).as_posix())
                                  for p in own]))
     provenance = root / directory / "PROVENANCE.yaml"
@@ -199,20 +223,21 @@ def _code_section(meta: dict) -> str:
         upstream = [f for f in (data or {}).get("files") or [] if isinstance(f, dict) and f.get("origin") == "upstream"]
         if upstream:
             pin = (data or {}).get("upstream") or {}
-            out.append(f"\nPinned upstream files ({pin.get('package') or pin.get('repo')} "
-                       f"{pin.get('version') or str(pin.get('commit') or '')[:12]}; shown by "
+            out.append(f"\nPinned upstream files ({render.text(pin.get('package') or pin.get('repo'))} "
+                       f"{render.text(pin.get('version') or str(pin.get('commit') or '')[:12])}; shown by "
                        f"`get_page.py --include-code` from the installed package, never copied here):\n")
-            out += [f"- {_upstream_link(pin, f)} — sha256 `{str(f.get('sha256'))[:16]}…`"
-                    + (f" — {f['role']}" if f.get("role") else "") for f in upstream]
+            out += [f"- {_upstream_link(pin, f)} — sha256 {render.code(str(f.get('sha256'))[:16] + '…')}"
+                    + (f" — {render.prose(f['role'])}" if f.get("role") else "") for f in upstream]
     return "\n".join(out) + "\n"
 
 
 def _upstream_link(pin: dict, file: dict) -> str:
     """The file at the pinned commit on GitHub (a link; nothing is requested at build time)."""
     repo, commit, path = str(pin.get("repo") or ""), pin.get("commit"), str(file.get("path"))
-    if commit and repo.startswith("https://github.com/"):
-        return f"[`{path}`]({repo.removesuffix('.git').rstrip('/')}/blob/{commit}/{path})"
-    return f"`{path}`"
+    name = repo_name(repo) if repo.startswith("https://github.com/") else None
+    if name and isinstance(commit, str) and re.fullmatch(r"[0-9a-f]{7,40}", commit):
+        return f'<a href="https://github.com/{name}/blob/{commit}/{quote(path)}">{render.code(path)}</a>'
+    return render.code(path)
 
 
 def _probe_section(meta: dict) -> str:
@@ -224,7 +249,7 @@ def _probe_section(meta: dict) -> str:
     for spec in probes:
         files = [(spec.entry.name, spec.entry.relative_to(root).as_posix()),
                  ("probe.yaml", (spec.directory / "probe.yaml").relative_to(root).as_posix())]
-        out.append(f"### {spec.id}\n\n{spec.data.get('description', spec.data.get('title', ''))}\n")
+        out.append(f"### {spec.id}\n\n{render.prose(spec.data.get('description', spec.data.get('title', '')))}\n")
         out.append(render.code_tabs(files))
     return "\n".join(out) + "\n"
 

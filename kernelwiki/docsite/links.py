@@ -18,11 +18,11 @@ from __future__ import annotations
 import re
 
 from kernelwiki.docsite.render import rel_link
+from kernelwiki.model.fences import code_mask
 
 _PROTECTED = re.compile(r"(<a\b[^>]*>.*?</a>|!?\[[^\]]*\]\([^)]*\)|!?\[[^\]]*\]\[[^\]]*\]|<[^>\n]+>"
                         r"|(?<!`)`[^`\n]+`(?!`)|``[^\n]*?``|https?://\S+|\{[^}\n]*\})")
 _TOKEN = re.compile(r"(?<![\w.\-/#])[A-Za-z0-9][\w.\-]*\w(?![\w\-/]|\.\w)")
-_FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
 _SHAPE = re.compile(r"^\d+x\d+(x\d+)?$")
 
 
@@ -42,17 +42,10 @@ class Linker:
         return word if word in self.page_uris else self.aliases.get(word)
 
     def link(self, markdown: str, src_uri: str, own_id: str | None) -> str:
-        out, fence, seen = [], None, set()
-        for line in markdown.split("\n"):
-            marker = _FENCE.match(line)
-            if fence:
-                if marker and marker.group(1)[0] == fence[0] and len(marker.group(1)) >= len(fence):
-                    fence = None
-                out.append(line)
-            elif marker:
-                fence = marker.group(1)
-                out.append(line)
-            elif line.lstrip().startswith(("#", "<", "    ")) or "--8<--" in line:
+        out, seen = [], set()
+        lines = markdown.split("\n")
+        for line, code in zip(lines, code_mask(lines)):
+            if code or line.lstrip().startswith(("#", "<", "    ")) or "--8<--" in line:
                 out.append(line)
             else:
                 out.append(self._line(line, src_uri, own_id, seen))

@@ -13,6 +13,9 @@ import posixpath
 import re
 from typing import Any
 
+from kernelwiki.model.claims import ClaimRow, claim_rows, page_claims
+from kernelwiki.model.spans import find_spans
+
 LEVEL_TEXT = {
     "spec": "stated by vendor documentation",
     "source-reported": "reported by an upstream source under stated conditions",
@@ -25,8 +28,46 @@ STATUS_TEXT = {
     "regressed": "a linked probe's latest record failed, or fell more than 10% behind the previous one",
     "stale": "the newest evidence is old, or from another toolchain than the project pins",
 }
-CLAIM_SPAN = re.compile(r"<!-- claim:([A-Za-z0-9._-]+) -->(.*?)<!-- /claim -->", re.S)
 _FACT = re.compile(r"fact:([^:,]+):(.*?)(?=, fact:|$)")
+
+
+def text(value: Any) -> str:
+    """Untrusted text (anything from a page, spec or record) for HTML or Markdown: markup
+    characters as entities, so that no value ever becomes a tag or an attribute."""
+    return html.escape(str(value))
+
+
+def cell(value: Any) -> str:
+    """Untrusted text for a Markdown table cell: escaped, and a `|` cannot end the cell."""
+    return text(value).replace("|", "&#124;")
+
+
+def code(value: Any) -> str:
+    """Untrusted text as a Markdown code span (Markdown escapes what it holds), fenced with more
+    backticks than the value has in a row, so that a backtick in it cannot end the span early."""
+    value = " ".join(str(value).split())
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", value)), default=0) + 1)
+    pad = " " if value.startswith("`") or value.endswith("`") else ""
+    return f"{fence}{pad}{value}{pad}{fence}"
+
+
+_CODE_SPAN = re.compile(r"(`+)(?!`).*?(?<!`)\1(?!`)", re.S)
+
+
+def prose(value: Any) -> str:
+    """Untrusted prose (a summary, a fact, a description) for Markdown: markup characters outside
+    code spans as entities; code spans are left to Markdown, which escapes what they hold."""
+    value, out, start = str(value), [], 0
+    for match in _CODE_SPAN.finditer(value):
+        out += [html.escape(value[start:match.start()]), match.group()]
+        start = match.end()
+    return "".join(out + [html.escape(value[start:])])
+
+
+def web_url(value: Any) -> str | None:
+    """An http(s) URL, escaped for an attribute, or None (a javascript: or data: URL is never a link)."""
+    url = str(value or "")
+    return html.escape(url) if re.match(r"https?://[^\s]+$", url, re.I) else None
 
 
 def rel_link(from_uri: str, to_uri: str) -> str:
@@ -109,40 +150,36 @@ def evidence_card(meta: dict, src_uri: str) -> str:
     if meta.get("requires_sm"):
         rows.append(("Requires", html.escape(f"sm {meta['requires_sm']}")))
     if meta.get("probes"):
-        links = ", ".join(f'<a href="{href(src_uri, "evidence/probes.md", p)}">{p}</a>' for p in meta["probes"])
+        links = ", ".join(f'<a href="{href(src_uri, "evidence/probes.md", text(p))}">{text(p)}</a>' for p in meta["probes"])
         rows.append(("Probes", links))
     body = "\n".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows)
     return f'<div class="kw-card" markdown="0">\n<table class="kw-card-table">\n{body}\n</table>\n</div>\n'
 
 
 def source_card(meta: dict) -> str:
-    rows = [("Kind", meta.get("kind")), ("Where", f'<a href="{html.escape(meta.get("url", ""))}">'
-                                                 f'{html.escape(meta.get("url", ""))}</a>'),
-            ("Authors", ", ".join(meta.get("authors") or [])), ("Published", meta.get("published")),
+    url = web_url(meta.get("url"))
+    where = f'<a href="{url}">{url}</a>' if url else text(meta.get("url") or meta.get("location") or "")
+    rows = [("Kind", meta.get("kind")), ("Where", where),
+            ("Authors", ", ".join(text(a) for a in meta.get("authors") or [])), ("Published", meta.get("published")),
             ("Retrieved", meta.get("retrieved")), ("Pinned at", meta.get("pin"))]
-    body = "\n".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows if v)
-    facts = "\n".join(f"- {fact}" for fact in meta.get("facts") or [])
+    body = "\n".join(f"<tr><th>{k}</th><td>{v if k in ('Where', 'Authors') else text(v)}</td></tr>"
+                     for k, v in rows if v)
+    facts = "\n".join(f"- {prose(fact)}" for fact in meta.get("facts") or [])
     return (f'<div class="kw-card" markdown="0">\n<table class="kw-card-table">\n{body}\n</table>\n</div>\n\n'
             f"**Facts taken from it**\n\n{facts}\n")
 
 
-def page_claims(meta: dict) -> list[dict]:
-    """The page's claims, legacy performance_claims read as source-reported ones."""
-    claims = [c for c in meta.get("claims") or [] if isinstance(c, dict)]
-    claims += [{**c, "id": f"performance-claim-{i}", "evidence": "source-reported", "source": c.get("source_id")}
-               for i, c in enumerate(meta.get("performance_claims") or []) if isinstance(c, dict)]
-    return claims
-
-
 def claim_spans(markdown: str, claim_ids: set[str], src_uri: str) -> str:
     """Inline claim spans (`<!-- claim:ID -->text<!-- /claim -->`, filled by refresh) as their text,
-    linked to the claim's row of the claims table."""
-    def one(match: re.Match) -> str:
-        text = match.group(2)
-        if match.group(1) not in claim_ids:
-            return text
-        return f'<a class="kw-claim-ref" href="#{claim_anchor(match.group(1))}">{text}</a>'
-    return CLAIM_SPAN.sub(one, markdown)
+    linked to the claim's row of the claims table. Only the spans refresh and validate see as spans
+    (model.spans.find_spans): one inside a code block is an example and stays as written."""
+    lines = markdown.splitlines(keepends=True)
+    for span in sorted(find_spans(markdown), key=lambda s: (s.line, -s.start)):
+        line = lines[span.line]
+        shown = span.text if span.name not in claim_ids else \
+            f'<a class="kw-claim-ref" href="#{claim_anchor(span.name)}">{span.text}</a>'
+        lines[span.line] = line[:span.start] + shown + line[span.end:]
+    return "".join(lines)
 
 
 def claims_tables(meta: dict, src_uri: str, page_uris: dict[str, str]) -> str:
@@ -151,32 +188,21 @@ def claims_tables(meta: dict, src_uri: str, page_uris: dict[str, str]) -> str:
     claims = page_claims(meta)
     if not claims:
         return ""
-    by_id = {c.get("id"): c for c in claims}
-    reproductions: dict[str, list[dict]] = {}
-    for claim in claims:
-        if claim.get("reproduces") in by_id:
-            reproductions.setdefault(claim["reproduces"], []).append(claim)
-    groups: dict[str, list[tuple[dict, dict | None, dict | None]]] = {}
-    for claim in claims:
-        if claim.get("reproduces") in by_id:
-            continue
-        pairs = ([(claim, None, claim)] if claim.get("evidence") in ("measured", "compiled")
-                 else [(claim, claim, m) for m in reproductions.get(claim.get("id"), [None])])
-        for label, reported, measured in pairs:
-            numeric = all(c is None or is_number(c.get("value")) for c in (reported, measured))
-            groups.setdefault(str(label.get("unit") or "") if numeric else "\0facts", []).append(
-                (label, reported, measured))
+    groups: dict[str, list[ClaimRow]] = {}
+    for row in claim_rows(claims):
+        numeric = all(c is None or is_number(c.get("value")) for c in (row.reported, row.measured))
+        groups.setdefault(str(row.label.get("unit") or "") if numeric else "\0facts", []).append(row)
     out = []
     for unit in sorted(groups, key=lambda u: (u == "\0facts", -len(groups[u]), u)):
         rows = groups[unit]
         if unit == "\0facts":
             head = "<tr><th>claim</th><th>value</th><th>evidence</th></tr>"
-            body = [_fact_row(label, src_uri, page_uris) for label, _, _ in rows]
+            body = [_fact_row(row.label, src_uri, page_uris) for row in rows]
         else:
             suffix = f" ({html.escape(unit)})" if unit else ""
             head = (f"<tr><th>claim</th><th>reported{suffix}</th><th>measured here{suffix}</th>"
                     "<th>ratio</th><th>evidence</th></tr>")
-            body = [_row(label, reported, measured, src_uri, page_uris) for label, reported, measured in rows]
+            body = [_row(row.label, row.reported, row.measured, src_uri, page_uris) for row in rows]
         out.append(f'<div class="kw-claims" markdown="0">\n<table>\n<thead>{head}</thead>\n<tbody>\n'
                    + "\n".join(body) + "\n</tbody>\n</table>\n</div>\n")
     return "\n".join(out)
@@ -200,7 +226,7 @@ def _cites(claims: tuple[dict | None, ...], src_uri: str, page_uris: dict[str, s
     cites = []
     for claim in claims:
         if claim and claim.get("source") in page_uris:
-            cites.append(f'<a href="{href(src_uri, page_uris[claim["source"]])}" title="{claim["source"]}">'
+            cites.append(f'<a href="{href(src_uri, page_uris[claim["source"]])}" title="{text(claim["source"])}">'
                          f'{html.escape(claim["source"].removeprefix("src-"))}</a>')
         if claim and claim.get("record"):
             cites.append(f'<a href="{href(src_uri, record_uri(claim["record"]))}">record</a>')

@@ -26,14 +26,41 @@ class Gpu:
 
 def detect_gpu() -> Gpu | None:
     """The first GPU nvidia-smi reports, or None (no driver, no GPU). Does not import torch."""
-    if os.environ.get("KERNELWIKI_FAKE_GPU"):  # tests: "NAME,ARCH"
-        name, arch = os.environ["KERNELWIKI_FAKE_GPU"].split(",")
-        return Gpu(name, arch, FAKE_DRIVER)
+    if os.environ.get("KERNELWIKI_FAKE_GPU"):  # tests: "NAME,ARCH"; anything else is no GPU
+        fields = [part.strip() for part in os.environ["KERNELWIKI_FAKE_GPU"].split(",")]
+        if len(fields) != 2 or not fields[0] or not re.fullmatch(r"sm_[0-9]+[a-z]?", fields[1]):
+            return None
+        return Gpu(fields[0], fields[1], FAKE_DRIVER)
     out = _run(["nvidia-smi", "--query-gpu=name,compute_cap,driver_version", "--format=csv,noheader"])
-    if not out:
-        return None
-    name, cap, driver = [part.strip() for part in out.splitlines()[0].split(",")]
+    fields = [part.strip() for part in out.splitlines()[0].split(",")] if out else []
+    if len(fields) != 3 or not re.fullmatch(r"[0-9]+\.[0-9]+", fields[1]):
+        return None  # no driver, no GPU, or an nvidia-smi whose answer we cannot read
+    name, cap, driver = fields
     return Gpu(name, ARCH_SUFFIX.get(cap, "sm_" + cap.replace(".", "")), driver)
+
+
+@dataclass(frozen=True)
+class Device:
+    """One GPU of this host, as the runner places a probe on it (CUDA_VISIBLE_DEVICES=index)."""
+    index: int
+    uuid: str
+    gpu: Gpu
+
+
+def list_gpus() -> list[Device]:
+    """Every GPU of this host in nvidia-smi order; [] without a driver. Under KERNELWIKI_FAKE_GPU
+    (tests), KERNELWIKI_FAKE_GPU_COUNT fake GPUs of that model (default 1)."""
+    if os.environ.get("KERNELWIKI_FAKE_GPU"):
+        gpu = detect_gpu()
+        assert gpu is not None
+        count = int(os.environ.get("KERNELWIKI_FAKE_GPU_COUNT") or 1)
+        return [Device(i, f"GPU-fake-{i:04d}", gpu) for i in range(count)]
+    out = _run(["nvidia-smi", "--query-gpu=index,uuid,name,compute_cap,driver_version", "--format=csv,noheader"])
+    devices = []
+    for line in (out or "").splitlines():
+        index, uuid, name, cap, driver = [part.strip() for part in line.split(",")]
+        devices.append(Device(int(index), uuid, Gpu(name, ARCH_SUFFIX.get(cap, "sm_" + cap.replace(".", "")), driver)))
+    return devices
 
 
 FAKE_DRIVER = "fake"
@@ -58,9 +85,11 @@ def short_gpu_name(name: str | None) -> str:
     return re.sub(r"\s+", "-", name.replace("NVIDIA", "").strip())
 
 
-def clocks() -> dict:
-    """Current SM clock (MHz), power draw and power limit (W); empty where nvidia-smi is absent."""
-    out = _run(["nvidia-smi", "--query-gpu=clocks.sm,power.draw,power.limit,temperature.gpu",
+def clocks(index: int | None = None) -> dict:
+    """Current SM clock (MHz), power draw and power limit (W) of GPU `index` (default: the first);
+    empty where nvidia-smi is absent."""
+    which = ["-i", str(index)] if index is not None else []
+    out = _run(["nvidia-smi", *which, "--query-gpu=clocks.sm,power.draw,power.limit,temperature.gpu",
                 "--format=csv,noheader,nounits"])
     if not out:
         return {}

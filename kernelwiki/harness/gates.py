@@ -244,3 +244,35 @@ def combine(parts: dict[str, dict]) -> dict:
             "rel_err": first.get("rel_err"), "max_abs_err": first.get("max_abs_err"),
             "tolerance": first.get("tolerance"),
             "all_written": all(p.get("all_written", True) for p in parts.values()), "parts": parts}
+
+
+CONTROL_BLUNT_FACTOR = 10.0
+"""A negative control must fail its gate by at most this factor: a control whose error is 100x the
+tolerance would also fail a gate ten times looser, so it shows the gate catches gross bugs but says
+nothing about whether the tolerance is tight enough to catch the subtle ones."""
+
+def error_over_gate(correctness: dict) -> float | None:
+    """A control's relative error over the tolerance it was gated with (`check`'s rel_err /
+    tolerance; over `combine`'s parts, the largest): a relative-error gate that many times looser
+    would still fail this output. The element and lse tests are left out: a bug confined to a few
+    elements trips the largest-element test by orders of magnitude however subtle it is, and the
+    question is whether the norm's tolerance is tight. None where no finite ratio exists (an exact
+    gate, an output with NaN: the poison test, not the tolerance, caught it)."""
+    ratios: list[float] = []
+
+    def visit(result: Any) -> None:
+        if not isinstance(result, dict):
+            return
+        error, tol = result.get("rel_err"), result.get("tolerance")
+        if _finite(error) and _finite(tol) and tol > 0:
+            ratios.append(float(error) / float(tol))
+        for part in (result.get("parts") or {}).values():
+            visit(part)
+
+    visit(correctness)
+    return max(ratios) if ratios else None
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value \
+        and value not in (float("inf"), float("-inf"))

@@ -51,3 +51,29 @@ def ceilings_from_record(record: dict, path: str) -> dict:
         if key and case.get("status") == "passed" and "value" in headline:
             out[key] = headline["value"]
     return out
+
+
+PEAK_UNITS = {"TFLOP/s": None, "TB/s": "copy"}
+"""Headline units a datasheet peak bounds: TFLOP/s by the case's dtype (params.dtype, or the peak
+the headline was quoted against), TB/s by the memory bandwidth."""
+
+
+def impossible(headline: dict, params: dict, gpu_short: str) -> str | None:
+    """Why a headline cannot be true on this GPU (above the datasheet peak for its dtype), or None.
+    A number above the peak is a timing or accounting bug (a graph that captured no work, FLOPs
+    counted twice), never a result."""
+    if not isinstance(headline, dict) or not isinstance(headline.get("value"), (int, float)):
+        return None
+    fraction = headline.get("fraction_of_peak")
+    if isinstance(fraction, (int, float)) and fraction > 1.0:
+        return (f"headline {headline['value']:g} {headline.get('unit', '')} is {fraction:.2f}x the datasheet peak "
+                f"of the {gpu_short}: a timing or FLOP-count bug, not a result")
+    unit = headline.get("unit")
+    if unit not in PEAK_UNITS:
+        return None
+    key = PEAK_UNITS[unit] or (params or {}).get("dtype")
+    peak = datasheet(gpu_short, key) if isinstance(key, str) else None
+    if peak and headline["value"] > peak:
+        return (f"headline {headline['value']:g} {unit} exceeds the {gpu_short}'s datasheet peak for {key} "
+                f"({peak:g} {unit}): a timing or FLOP-count bug, not a result")
+    return None

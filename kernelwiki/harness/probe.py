@@ -5,9 +5,15 @@
 and the script ends with `Probe(__file__).main(run_case=..., negative_control=..., compile=...)`:
 
 - `run_case(case, ctx) -> dict` measures one case of probe.yaml and returns the record's case fields
-  (`correctness`, `metrics`, `timing`, `baselines`, `headline`); the status is derived here.
-- `negative_control(ctx) -> dict` runs the deliberately broken variant and returns its
-  `correctness`; the runner fails the probe if it passes the gate.
+  (`correctness`, `metrics`, `timing`, `baselines`, `headline`); the status is derived here: a case
+  that passes its gate but whose headline exceeds the datasheet peak, or whose fastest time is
+  under the empty-launch floor, is `failed` (a bug in the timing or the FLOP count, not a result).
+  `ctx.headline_against` builds the headline from every baseline the case timed.
+- `negative_control`: `fn(ctx) -> dict` runs the deliberately broken variant and returns its
+  `correctness`, or `{name: fn}` for one control per code path (probe.yaml's `negative_control`
+  then maps each name to its description). Each control's `error_over_gate` (its error over the
+  tolerance it was gated with) is recorded; the runner fails the probe if a control passes the
+  gate (control-passed) or misses it by more than gates.CONTROL_BLUNT_FACTOR (control-too-blunt).
 - `compile(arch) -> Emitted` compiles the probe's kernel for one architecture without running it.
 
 The result goes to --out as JSON; the runner adds the environment and writes the record.
@@ -25,7 +31,7 @@ from typing import Any, Callable
 
 from kernelwiki.model import yamlio
 from kernelwiki.harness import compile as compile_mod
-from kernelwiki.harness import peaks
+from kernelwiki.harness import gates, peaks
 from kernelwiki.harness.env import detect_gpu, short_gpu_name
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -40,6 +46,8 @@ class Context:
     gpu_name: str | None
     ceilings: dict
     protocol: dict = field(default_factory=dict)
+    headline_exception: dict | None = None
+    """probe.yaml's `headline_baseline` for the case being run (the case's, else the probe's)."""
     _timer: Any = None
 
     def timer(self, warmup: int = 5, iters: int = 50, flush_l2: bool = True, order: str = "interleaved",
@@ -90,6 +98,57 @@ class Context:
             out["fraction_of_ceiling"] = round(float(value) / float(ceiling), 4)
         return out
 
+    def headline_against(self, metric: str, value: float, unit: str, baselines: dict[str, float | None], *,
+                         correct: dict[str, bool] | None = None, higher_is_better: bool = True,
+                         peak_key: str | None = None, ceiling_key: str | None = None,
+                         context: dict[str, float | None] | None = None, notes: dict[str, dict] | None = None) -> dict:
+        """The case's `headline` and `baselines` from every baseline timed in it: the headline ratio is
+        against the strongest correct one (or probe.yaml's declared exception, where it ran
+        correctly), and every baseline keeps its own ratio beside it. `baselines` maps a name to its
+        value in the headline's unit (None: it did not run); `correct` says which passed their gate
+        (default: all that ran); `context` maps the candidates timed beside that do not compute the
+        same thing (a lower precision, our own variant or layout): their ratios are kept, marked
+        `headline_candidate: false`, and they are never the headline; `notes` adds fields to an
+        entry (why it was skipped, its revision, ...). Returns {"headline": ..., "baselines": [...]}, to merge into the case's result."""
+        headline = self.headline(metric, value, unit, peak_key=peak_key, ceiling_key=ceiling_key)
+        name, reason = choose_headline_baseline(baselines, correct, higher_is_better, self.headline_exception)
+        if name is not None:
+            headline.update(baseline=name, baseline_value=round(float(baselines[name]), 4),
+                            ratio=_ratio(float(value), float(baselines[name]), higher_is_better))
+        headline["baseline_reason"] = reason
+        entries = []
+        for other, other_value in [*baselines.items(), *(context or {}).items()]:
+            entry: dict[str, Any] = {"name": other, "value": None if other_value is None else round(float(other_value), 4),
+                                     "ratio": None if not other_value else _ratio(float(value), float(other_value), higher_is_better)}
+            if correct is not None and other in correct:
+                entry["correct"] = bool(correct[other])
+            if other not in baselines:
+                entry["headline_candidate"] = False
+            entries.append({**(notes or {}).get(other, {}), **entry})
+        return {"headline": headline, "baselines": entries}
+
+
+def choose_headline_baseline(baselines: dict[str, float | None], correct: dict[str, bool] | None,
+                             higher_is_better: bool, exception: dict | None) -> tuple[str | None, str]:
+    """(name, reason) of the baseline a headline is against: the declared exception where it ran and
+    was correct, else the fastest correct candidate; (None, why) when none ran correctly."""
+    ran = {name: float(v) for name, v in baselines.items()
+           if isinstance(v, (int, float)) and v > 0 and (correct is None or correct.get(name, True))}
+    if not ran:
+        return None, ("no baseline ran correctly in this case" if baselines else "this case times no baseline")
+    if exception and exception.get("name") in ran:
+        return exception["name"], f"declared in probe.yaml: {exception.get('reason', '')}".strip()
+    best = (max if higher_is_better else min)(ran, key=ran.__getitem__)
+    reason = f"fastest correct of: {', '.join(ran)}" if len(ran) > 1 else "the only correct baseline timed"
+    if exception and exception.get("name") in baselines:
+        reason += f" (the declared {exception['name']} did not run correctly)"
+    return best, reason
+
+
+def _ratio(value: float, baseline: float, higher_is_better: bool) -> float:
+    """Ours over the baseline as a speedup: > 1 means ours is better, whichever way the metric runs."""
+    return round(value / baseline if higher_is_better else baseline / value, 4)
+
 
 class Probe:
     def __init__(self, script: str):
@@ -97,7 +156,7 @@ class Probe:
         self.spec, _ = yamlio.load((self.directory / "probe.yaml").read_text(encoding="utf-8"))
 
     def main(self, run_case: Callable[[dict, Context], dict] | None = None,
-             negative_control: Callable[[Context], dict] | None = None,
+             negative_control: Callable[[Context], dict] | dict[str, Callable[[Context], dict]] | None = None,
              compile: Callable[[str], compile_mod.Emitted] | None = None) -> None:
         parser = argparse.ArgumentParser(description=self.spec.get("title"))
         parser.add_argument("--mode", choices=("run", "compile-only"), default="run")
@@ -145,29 +204,108 @@ class Probe:
         out: dict[str, Any] = {"mode": "run", "seed": seed, "cases": results, "protocol": ctx.protocol,
                                "ceilings": ctx.ceilings}
         if negative_control is not None:
-            print("[negative control] ...", flush=True)
-            description = self.spec.get("negative_control", "")
-            try:
-                correctness = negative_control(ctx)
-                out["negative_control"] = {"description": description, "correctness": correctness,
-                                           "failed_gate": not correctness.get("passed", False)}
-            except Exception as err:
-                out["negative_control"] = {"description": description, "error": _short_error(err),
-                                           "failed_gate": False}
-            print(f"[negative control] failed the gate: {out['negative_control']['failed_gate']}", flush=True)
+            out["negative_control"] = self._controls(negative_control, ctx)
         return out
 
-    @staticmethod
-    def _one_case(run_case, case: dict, ctx: Context) -> dict:
+    def _controls(self, negative_control, ctx: Context) -> dict:
+        """Run every negative control; the record keeps one entry per control under `controls`, and
+        at the top whether all failed the gate and the worst error_over_gate (with a single control,
+        also its description and correctness, as records had them before)."""
+        described = self.spec.get("negative_control") or ""
+        controls = negative_control if isinstance(negative_control, dict) else {"control": negative_control}
+        entries = []
+        for name, fn in controls.items():
+            description = described.get(name, "") if isinstance(described, dict) else described
+            print(f"[negative control {name}] ...", flush=True)
+            entries.append(run_control(name, description, fn, ctx))
+            print(f"[negative control {name}] failed the gate: {entries[-1]['failed_gate']}, "
+                  f"error/gate: {entries[-1].get('error_over_gate')}", flush=True)
+        return summarize_controls(entries, single=not isinstance(negative_control, dict))
+
+    def _one_case(self, run_case, case: dict, ctx: Context) -> dict:
         base = {"id": case["id"], "params": case.get("params", {})}
+        ctx.headline_exception = case.get("headline_baseline") or self.spec.get("headline_baseline")
         try:
             result = run_case(case, ctx)
         except Exception as err:
             traceback.print_exc()
             return {**base, "status": "failed", "reason": _short_error(err)}
-        correctness = result.get("correctness") or {}
-        status = "passed" if correctness.get("passed") else "incorrect"
-        return {**base, "status": status, **result}
+        if isinstance(result.get("metrics"), dict):
+            result = {**result, "metrics": scalar_metrics(result["metrics"])}
+        return {**base, **case_status(result, base["params"], ctx.gpu_short), **result}
+
+
+def case_status(result: dict, params: dict, gpu_short: str) -> dict:
+    """{"status": ...} (and "reason") of a case from what its runner returned: incorrect when it failed
+    its gate; failed when it passed but its headline is impossible (above the datasheet peak) or its
+    fastest time is under the empty-launch floor; passed otherwise."""
+    if not (result.get("correctness") or {}).get("passed"):
+        return {"status": "incorrect"}
+    impossible = peaks.impossible(result.get("headline") or {}, params, gpu_short) or below_launch(result.get("timing"))
+    return {"status": "failed", "reason": impossible} if impossible else {"status": "passed"}
+
+
+def below_launch(timing: Any) -> str | None:
+    """Why a case's fastest timed candidate cannot be real (under timing.REFUSE_BELOW_FLOOR x the
+    empty-launch floor measured with it), or None."""
+    from kernelwiki.harness.timing import REFUSE_BELOW_FLOOR
+
+    for name, entry in (timing or {}).items() if isinstance(timing, dict) else ():
+        if not isinstance(entry, dict):
+            continue
+        median, floor = entry.get("median_ms"), (entry.get("protocol") or {}).get("floor_ms")
+        if isinstance(median, (int, float)) and isinstance(floor, (int, float)) and median < REFUSE_BELOW_FLOOR * floor:
+            return (f"{name}: {median * 1e3:.3f} us per launch is under the empty-launch floor "
+                    f"({floor * 1e3:.3f} us): the timed work did not run")
+    return None
+
+
+def run_control(name: str, description: str, fn: Callable[[Context], dict], ctx: Context) -> dict:
+    """One control's record entry: its correctness, whether it failed the gate, its error_over_gate."""
+    entry: dict[str, Any] = {"name": name, "description": description}
+    try:
+        correctness = fn(ctx)
+    except Exception as err:
+        return {**entry, "error": _short_error(err), "failed_gate": False, "error_over_gate": None}
+    ratio = gates.error_over_gate(correctness)
+    return {**entry, "correctness": correctness, "failed_gate": not correctness.get("passed", False),
+            "error_over_gate": None if ratio is None else round(ratio, 3)}
+
+
+def summarize_controls(entries: list[dict], single: bool) -> dict:
+    """The record's `negative_control`: all controls' entries, whether every one failed the gate,
+    the worst (largest) error_over_gate, the first error; a single control's fields also at the top."""
+    ratios = [e["error_over_gate"] for e in entries if isinstance(e.get("error_over_gate"), (int, float))]
+    out: dict[str, Any] = {"failed_gate": all(e["failed_gate"] for e in entries),
+                           "error_over_gate": max(ratios) if ratios else None, "controls": entries}
+    errors = [f"{e['name']}: {e['error']}" for e in entries if e.get("error")]
+    if errors:
+        out["error"] = "; ".join(errors)[:2000]
+    if single:
+        first = entries[0]
+        out.update({k: first[k] for k in ("description", "correctness") if k in first})
+        if first.get("error"):
+            out["error"] = first["error"]
+    else:
+        out["description"] = "; ".join(f"{e['name']}: {e['description']}" for e in entries)[:2000]
+    return out
+
+
+def scalar_metrics(metrics: dict, prefix: str = "") -> dict:
+    """A record's metrics are scalars (the record schema): a nested mapping becomes dotted keys
+    (`support.fa4`), a list its JSON text, anything else its text."""
+    out: dict[str, Any] = {}
+    for key, value in metrics.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(scalar_metrics(value, f"{name}."))
+        elif isinstance(value, (list, tuple)):
+            out[name] = json.dumps(value, default=_json_default)
+        elif value is None or isinstance(value, (bool, int, float, str)):
+            out[name] = value
+        else:
+            out[name] = _json_default(value)
+    return out
 
 
 def _short_error(err: BaseException) -> str:

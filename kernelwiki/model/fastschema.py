@@ -10,12 +10,17 @@ installed, or cannot compile a schema, `passes` answers None and the caller asks
 
 from __future__ import annotations
 
-import json
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
+from kernelwiki.model.schemafile import read_schema
+
 SUFFIX = ".schema.json"
+OWN_SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
+"""The schemas shipped beside this package. fastjsonschema generates and runs Python from a schema,
+so it compiles only a schema equal to ours; any other (a checkout's edited schemas/, which is
+untrusted input) is checked by jsonschema, which interprets it."""
 
 
 def passes(schemas_dir: Path, name: str, data: Any) -> bool | None:
@@ -38,6 +43,8 @@ def _compiled(schemas_dir: str, name: str) -> Callable[[Any], Any] | None:
         return None
     try:
         schema = _inlined(Path(schemas_dir), name)
+        if schema != _inlined(OWN_SCHEMAS, name):
+            return None  # fastjsonschema turns a schema into Python code: only our own schemas
         return fastjsonschema.compile(schema, use_formats=False)
     except Exception:  # an unsupported construct: the slow path is always right
         return None
@@ -45,7 +52,7 @@ def _compiled(schemas_dir: str, name: str) -> Callable[[Any], Any] | None:
 
 def _inlined(schemas_dir: Path, name: str) -> dict:
     """The schema with every reference to another schema file turned into a local one."""
-    root = json.loads((schemas_dir / f"{name}{SUFFIX}").read_text(encoding="utf-8"))
+    root = read_schema(schemas_dir, name)
     defs = root.setdefault("$defs", {})
 
     def local(node: Any, prefix: str) -> None:
@@ -63,7 +70,7 @@ def _inlined(schemas_dir: Path, name: str) -> dict:
 
     def _include(other: str) -> str:
         if other not in defs:
-            sub = json.loads((schemas_dir / f"{other}{SUFFIX}").read_text(encoding="utf-8"))
+            sub = read_schema(schemas_dir, other)
             defs[other] = {}
             for key, value in sub.pop("$defs", {}).items():
                 local(value, f"{other}--")

@@ -8,7 +8,7 @@ import hashlib
 import os
 import stat
 import tempfile
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 
 class UnsafeFile(OSError):
@@ -16,8 +16,19 @@ class UnsafeFile(OSError):
     or unreadable. str() is the reason, in words."""
 
 
+def stays_below(path: object) -> bool:
+    """Whether `path` (text from an untrusted file) names something below the directory it is
+    relative to: not empty, not absolute, no `..` part, no backslash or NUL. The one test for every
+    path a page, PROVENANCE.yaml or probe.yaml gives relative to a package, repository or folder."""
+    if not isinstance(path, str) or not path or "\\" in path or "\0" in path:
+        return False
+    pure = PurePosixPath(path)
+    return not pure.is_absolute() and ".." not in pure.parts and pure.parts not in ((), (".",))
+
+
 def sha256_file(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    """The SHA-256 of a regular file's bytes (read as read_regular reads: UnsafeFile if it cannot be)."""
+    return hashlib.sha256(read_regular(path)).hexdigest()
 
 
 def read_regular(path: str | Path, limit: int | None = None) -> bytes:

@@ -6,6 +6,12 @@ import re
 from dataclasses import dataclass
 
 
+class NotARepo(ValueError):
+    """The checkout cannot be used at all: --root or $KERNELWIKI_ROOT names no kernelwiki checkout,
+    or its schemas or vocabulary cannot be read or have the wrong shape. Every command answers it
+    with one `error:` line (exit 2), never a traceback."""
+
+
 @dataclass(frozen=True, order=True)
 class Problem:
     """One thing wrong with one file, located as precisely as we can."""

@@ -8,7 +8,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
-from kernelwiki.model.problems import Problem, field_path
+from kernelwiki.model.files import UnsafeFile, read_regular
+from kernelwiki.model.problems import NotARepo, Problem, field_path
+from kernelwiki.model.schemafile import MAX_SCHEMA_BYTES, read_schema
 from kernelwiki.model.vocab import did_you_mean
 
 SCHEMA_FILES = ("claim", "page", "provenance", "probe", "record")
@@ -18,8 +20,10 @@ def fingerprint(schemas_dir: Path) -> str:
     """Changes whenever a schema or the vocabulary changes (cache key for validation results)."""
     digest = hashlib.sha256()
     for path in sorted(schemas_dir.glob("*")):
-        if path.is_file():
-            digest.update(path.name.encode() + b"\0" + path.read_bytes())
+        try:  # never blocking on a FIFO; what cannot be read is reported by _validators
+            digest.update(path.name.encode() + b"\0" + read_regular(path, MAX_SCHEMA_BYTES))
+        except UnsafeFile:
+            digest.update(path.name.encode() + b"\0unreadable\0")
     return digest.hexdigest()[:16]
 
 
@@ -28,10 +32,7 @@ def _validators(schemas_dir: str) -> dict:
     from jsonschema import Draft202012Validator
     from referencing import Registry, Resource
 
-    schemas = {
-        name: json.loads((Path(schemas_dir) / f"{name}.schema.json").read_text(encoding="utf-8"))
-        for name in SCHEMA_FILES
-    }
+    schemas = {name: read_schema(Path(schemas_dir), name) for name in SCHEMA_FILES}
     registry = Registry().with_resources(
         (schema["$id"], Resource.from_contents(schema)) for schema in schemas.values()
     )
@@ -46,13 +47,18 @@ def check(
 
     if passes(schemas_dir, name, data):
         return []
+    from referencing.exceptions import Unresolvable
+
     validator = _validators(str(schemas_dir))[name]
     problems = []
-    for error in validator.iter_errors(data):
-        for leaf in _leaves(error):
-            path = tuple(leaf.absolute_path)
-            field, message = _describe(leaf, path)
-            problems.append(Problem(rel, line_of(path), field, message))
+    try:
+        for error in validator.iter_errors(data):
+            for leaf in _leaves(error):
+                path = tuple(leaf.absolute_path)
+                field, message = _describe(leaf, path)
+                problems.append(Problem(rel, line_of(path), field, message))
+    except Unresolvable as err:  # a $ref to nothing in schemas/ (never fetched from anywhere)
+        raise NotARepo(f"schemas/{name}.schema.json: {' '.join(str(err).split())[:200]}") from None
     return sorted(set(problems))
 
 
@@ -82,7 +88,7 @@ def _describe(error, path: tuple) -> tuple[str, str]:
     if kind in ("enum", "const"):
         allowed = error.validator_value if kind == "enum" else [error.validator_value]
         return field_path(path), f"{_short(error.instance)} is not one of {', '.join(map(str, allowed))}" + (
-            did_you_mean(error.instance, allowed) if isinstance(error.instance, str) else ""
+            did_you_mean(error.instance, [str(a) for a in allowed]) if isinstance(error.instance, str) else ""
         )
     if kind == "pattern":
         return field_path(path), f"{_short(error.instance)} does not match {error.validator_value}"

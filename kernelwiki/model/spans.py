@@ -7,21 +7,19 @@
 
 The text between the markers belongs to the tool: `refresh` rewrites it, `refresh --check` fails
 when it differs, `validate` reports a span whose claim (or variant) does not exist. Spans inside
-fenced code blocks are examples, not spans, and are left alone. Rendering depends only on the claim,
-so a second refresh changes nothing.
+fenced code blocks (kernelwiki.model.fences) are examples, not spans, and are left alone.
+Rendering depends only on the claim, so a second refresh changes nothing.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Iterator
-
+from kernelwiki.model.fences import prose_lines
 from kernelwiki.model.problems import Problem
 
 SPAN = re.compile(r"<!-- claim:([A-Za-z0-9][A-Za-z0-9._-]*) -->(.*?)<!-- /claim -->")
 VARIANTS = ("ratio", "baseline", "peak")
-FENCE_LINE = re.compile(r"^ {0,3}(```|~~~)")
 MULTIPLIER_UNITS = ("x", "×")
 
 
@@ -34,18 +32,6 @@ class Span:
     name: str
     """What follows `claim:` — an id, or an id plus `.ratio`/`.baseline`/`.peak`."""
     text: str
-
-
-def prose_lines(body: str) -> Iterator[tuple[int, str]]:
-    """(0-based line, line) for every body line outside fenced code blocks (fence lines excluded)."""
-    in_fence: str | None = None
-    for index, line in enumerate(body.splitlines(keepends=True)):
-        fence = FENCE_LINE.match(line)
-        if fence:
-            in_fence = None if in_fence == fence.group(1) else (in_fence or fence.group(1))
-            continue
-        if in_fence is None:
-            yield index, line
 
 
 def find_spans(body: str) -> list[Span]:

@@ -33,16 +33,70 @@ QUERY_ALIASES: dict[str, list[str]] = {
 }
 
 
+_MAPPINGS = ("page_types", "sections", "vocabulary_fields")
+_LISTS = ("evidence_levels", "dtypes", "tags")
+
+
+def _shape_problem(data: object) -> str | None:
+    """What is wrong with the shape of the vocabulary, or None."""
+    if not isinstance(data, dict):
+        return "must be a YAML mapping"
+    for key in _MAPPINGS:
+        value = data.get(key)
+        if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+            return f"{key}: must map names to text"
+    for key in _LISTS:
+        if not isinstance(data.get(key), list) or not all(isinstance(v, str) for v in data[key]):
+            return f"{key}: must be a list of text"
+    archs = data.get("architectures")
+    if not isinstance(archs, dict) or not isinstance(archs.get("canonical"), list) \
+            or not all(isinstance(a, str) for a in archs["canonical"]) or not isinstance(archs.get("legacy"), dict) \
+            or not all(isinstance(k, str) and isinstance(v, str) for k, v in archs["legacy"].items()):
+        return "architectures: must hold a canonical list and a legacy mapping of text"
+    if set(data["page_types"]) != set(data["sections"]):
+        return "page_types and sections must name the same page types"
+    unknown = sorted(set(data["vocabulary_fields"].values()) - {"tags", "archs", "dtypes"})
+    if unknown:
+        return f"vocabulary_fields: {unknown[0]!r} is not tags, archs or dtypes"
+    return None
+
+
 @dataclass(frozen=True)
 class Vocabulary:
     data: dict
 
     @classmethod
     def load(cls, schemas_dir: Path) -> "Vocabulary":
+        """The vocabulary, checked for the shape every reader relies on; NotARepo (one message naming
+        the file) when it cannot be read or has another shape."""
         from kernelwiki.model import yamlio
+        from kernelwiki.model.files import UnsafeFile, read_regular
+        from kernelwiki.model.problems import NotARepo
 
-        data, _ = yamlio.load((schemas_dir / "vocabulary.yaml").read_text(encoding="utf-8"))
+        where = "schemas/vocabulary.yaml"
+        try:
+            data, lines = yamlio.load(read_regular(schemas_dir / "vocabulary.yaml", yamlio.MAX_FILE_BYTES).decode("utf-8"))
+        except UnsafeFile as err:
+            raise NotARepo(f"{where}: {err}") from None
+        except UnicodeDecodeError as err:
+            raise NotARepo(f"{where}: not valid UTF-8 (byte {err.start})") from None
+        except yamlio.YamlProblem as err:
+            raise NotARepo(f"{where}:{err.line + 1}: {err.field}: {err.message}") from None
+        wrong = _shape_problem(data)
+        if wrong:
+            raise NotARepo(f"{where}: {wrong}; the tools cannot work with this vocabulary")
         return cls(data)
+
+    @staticmethod
+    def well_formed(data: object) -> bool:
+        """Whether `data` has the shape every property below relies on (a vocabulary kept in the
+        index cache is checked before use: the cache is untrusted input)."""
+        if not isinstance(data, dict):
+            return False
+        arch = data.get("architectures")
+        return (all(_str_map(data.get(k)) for k in ("page_types", "sections", "vocabulary_fields"))
+                and isinstance(arch, dict) and _str_list(arch.get("canonical")) and _str_map(arch.get("legacy"))
+                and all(_str_list(data.get(k)) for k in ("tags", "dtypes", "evidence_levels")))
 
     @property
     def type_prefix(self) -> dict[str, str]:
@@ -78,6 +132,14 @@ class Vocabulary:
 
     def terms(self, kind: str) -> set[str]:
         return {"tags": self.tags, "archs": self.archs, "dtypes": self.dtypes}[kind]
+
+
+def _str_map(value: object) -> bool:
+    return isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
+
+
+def _str_list(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 
 def closest(word: str, choices, n: int = 3) -> list[str]:

@@ -15,6 +15,7 @@ import yaml
 
 from kernelwiki.model.problems import field_path
 from kernelwiki.model.files import UnsafeFile, read_regular
+from kernelwiki.model.terminal import CONTROL
 
 LineMap = dict[tuple, int]
 """Field path -> 0-based line of the document."""
@@ -134,6 +135,9 @@ def _build(loader: Loader, root: yaml.Node, lines: LineMap) -> Any:
                     raise YamlProblem(key_line, field_path(path),
                                       f"keys must be plain text (got {_key_text(key_node)}); quote the key")
                 name = key_node.value
+                if CONTROL.search(name):
+                    raise YamlProblem(key_line, field_path(path), f"control character {_char(CONTROL.search(name).group())} "
+                                      "in a key; remove it")
                 if name in keys:
                     raise YamlProblem(key_line, field_path(path + (name,)),
                                       f"duplicate key (first set on line {keys[name] + 1} of the document)")
@@ -149,6 +153,10 @@ def _build(loader: Loader, root: yaml.Node, lines: LineMap) -> Any:
             stack.extend(reversed([(item, path + (index,), value, None) for index, item in enumerate(node.value)]))
         elif tag == _STR_TAG:
             value = node.value
+            control = CONTROL.search(value)
+            if control:
+                raise YamlProblem(line, field_path(path), f"control character {_char(control.group())} in the text "
+                                  "(written as a YAML escape); commands would print it to terminals; remove it")
         elif tag == _INT_TAG:
             if len(node.value) > MAX_INT_DIGITS:
                 raise YamlProblem(line, field_path(path),

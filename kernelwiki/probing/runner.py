@@ -26,10 +26,12 @@ from typing import Iterator, TextIO
 
 from kernelwiki.probing import processes
 from kernelwiki.harness import env as env_mod
+from kernelwiki.harness import gates
 from kernelwiki.harness.peaks import CEILINGS_ENV, ceilings_from_record
 from kernelwiki.probing.specs import ProbeSpec
 from kernelwiki.storage.repo import Repo
-from kernelwiki.model.files import replace_file
+from kernelwiki.model.files import read_regular, replace_file
+from kernelwiki.model.terminal import printable
 from kernelwiki.model.schema import check as schema_check
 
 LOG_TAIL_CHARS = 4000
@@ -74,8 +76,8 @@ def runner_lock(repo: Repo, out: TextIO | None = None) -> Iterator[None]:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
-        try:
-            holder = note.read_text(encoding="utf-8").strip() or "unknown"
+        try:  # never through a link, never blocking on a FIFO planted there
+            holder = printable(read_regular(note, 4096).decode("utf-8", "replace").strip()) or "unknown"
         except OSError:
             holder = "unknown"
         raise RunnerBusy(f"another probe runner ({holder}) holds the lock on {repo.root}; wait for it to finish") from None
@@ -87,7 +89,7 @@ def runner_lock(repo: Repo, out: TextIO | None = None) -> Iterator[None]:
         if not repo.cache.is_symlink():
             try:
                 repo.cache.mkdir(exist_ok=True)
-                note.write_text(f"pid {os.getpid()}, started {_now()}", encoding="utf-8")
+                replace_file(note, f"pid {os.getpid()}, started {_now()}".encode())  # a link there is replaced
             except OSError:
                 pass
         yield
@@ -99,6 +101,7 @@ def runner_lock(repo: Repo, out: TextIO | None = None) -> Iterator[None]:
 def run_probes(repo: Repo, specs: list[ProbeSpec], options: Options, out: TextIO | None = None) -> list[Outcome]:
     out = out or sys.stderr
     gpu = env_mod.detect_gpu()
+    gpu_count = len(env_mod.list_gpus()) if gpu else 0
     machine = f"{gpu.name} ({gpu.arch})" if gpu else "no GPU"
     print(f"kernelwiki probe run: {len(specs)} probe(s), mode {options.mode}, on {machine}", file=out)
     environment = env_mod.fingerprint(repo.root)
@@ -106,7 +109,7 @@ def run_probes(repo: Repo, specs: list[ProbeSpec], options: Options, out: TextIO
     extra_env: dict[str, str] = {}
     for index, spec in enumerate(specs, 1):
         prefix = f"[{index}/{len(specs)}] {spec.id}"
-        reason = spec.skip_reason(options.mode, gpu)
+        reason = spec.skip_reason(options.mode, gpu, gpu_count)
         if reason:
             print(f"{prefix}: skipped: {reason}", file=out)
             outcomes.append(Outcome(spec.id, "skipped", reason))
@@ -125,7 +128,8 @@ def run_probes(repo: Repo, specs: list[ProbeSpec], options: Options, out: TextIO
 def _run_one(repo: Repo, spec: ProbeSpec, options: Options, environment: dict, timeout: float,
              extra_env: dict[str, str], out: TextIO) -> Outcome:
     started = datetime.now(timezone.utc)
-    clock_before = env_mod.clocks().get("sm_clock_mhz") if options.mode == "run" else None
+    index = environment.get("gpu_index")  # set when the runner placed the probe on one GPU of several
+    clock_before = env_mod.clocks(index).get("sm_clock_mhz") if options.mode == "run" else None
     with tempfile.TemporaryDirectory() as tmp:
         result_path = Path(tmp) / "result.json"
         extra_env = dict(extra_env, CUTE_DSL_DUMP_DIR=tmp)  # compiler dumps stay out of the checkout
@@ -148,7 +152,7 @@ def _run_one(repo: Repo, spec: ProbeSpec, options: Options, environment: dict, t
     if status == "skipped":
         return Outcome(spec.id, status, reason)
     env = dict(environment, sm_clock_mhz_before=clock_before,
-               sm_clock_mhz_after=env_mod.clocks().get("sm_clock_mhz") if options.mode == "run" else None)
+               sm_clock_mhz_after=env_mod.clocks(index).get("sm_clock_mhz") if options.mode == "run" else None)
     record = {
         "schema_version": 1, "probe": spec.id, "run_id": "", "mode": options.mode, "status": status,
         "started_at": _iso(started), "finished_at": _iso(finished),
@@ -175,7 +179,8 @@ def _run_one(repo: Repo, spec: ProbeSpec, options: Options, environment: dict, t
         try:
             path = _write_record(repo, spec.id, record)
         except (OSError, ValueError) as err:
-            reason = f"{reason}; record not written: {err}".lstrip("; ")
+            # Evidence that was asked for and not kept is a failed run, whatever the probe said.
+            status, reason = "failed", f"{reason}; record not written: {err}".lstrip("; ")
     return Outcome(spec.id, status, reason, record, path)
 
 
@@ -202,13 +207,15 @@ def _execute(argv: list[str], repo: Repo, timeout: float, extra_env: dict[str, s
     package_parent = str(Path(__file__).resolve().parents[2])  # so that probes can `import kernelwiki`
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(filter(None, [str(repo.root), package_parent, env.get("PYTHONPATH")])))
     tail: deque[str] = deque(maxlen=400)
+    processes.become_subreaper()
+    before = processes.children()
     proc = subprocess.Popen(argv, cwd=repo.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             stdin=subprocess.DEVNULL, text=True, errors="replace", start_new_session=True)
 
     def pump() -> None:
         assert proc.stdout is not None
         for line in proc.stdout:
-            line = _printable(line.rstrip("\n"))
+            line = printable(line.rstrip("\n"))
             tail.append(line + "\n")
             print(f"    | {line}", file=out, flush=True)
 
@@ -221,6 +228,7 @@ def _execute(argv: list[str], repo: Repo, timeout: float, extra_env: dict[str, s
         # The leader is exited but not yet reaped (or still running): its group id cannot have been
         # reused, so killing the group hits only what the probe started.
         processes.kill_tree(proc.pid, marks[processes.RUN_VAR])
+        processes.kill_descendants(proc.pid, before)
         proc.wait()
         reader.join(timeout=5)
     return proc.returncode, "".join(tail)[-LOG_TAIL_CHARS:], timed_out
@@ -237,15 +245,6 @@ def _wait_unreaped(pid: int, timeout: float) -> bool:
             return False
         time.sleep(min(delay, max(deadline - time.monotonic(), 0)))
         delay = min(delay * 2, 0.05)
-
-
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def _printable(line: str) -> str:
-    """Probe output with control characters shown, not obeyed (an escape sequence could clear the
-    screen, retitle the terminal or hide lines)."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", line)
 
 
 def _status(spec: ProbeSpec, mode: str, result: dict | None, returncode: int | None, timed_out: bool,
@@ -289,11 +288,26 @@ def _status(spec: ProbeSpec, mode: str, result: dict | None, returncode: int | N
             return "failed", f"the negative control broke: {control['error']}"[:1000]
         if not control.get("failed_gate"):
             return "control-passed", "the deliberately broken variant passed the gate, so the gate proves nothing"
+        blunt = too_blunt(control)
+        if blunt:
+            return "control-too-blunt", (f"negative control(s) {blunt} failed the gate by more than "
+                                         f"{gates.CONTROL_BLUNT_FACTOR:g}x its tolerance: a gate that much looser would "
+                                         f"still catch them, so they do not show the gate is tight")[:1000]
     return "passed", ""
 
 
+def too_blunt(control: dict) -> str:
+    """The controls (name=error/gate, comma-separated) whose error is over CONTROL_BLUNT_FACTOR x the
+    tolerance they were gated with; '' when none. Records of one control without `controls` are read
+    from the top-level error_over_gate."""
+    entries = control.get("controls") or [{"name": "control", "error_over_gate": control.get("error_over_gate")}]
+    return ", ".join(f"{e.get('name')}={e['error_over_gate']:g}" for e in entries
+                     if isinstance(e.get("error_over_gate"), (int, float)) and e["error_over_gate"] > gates.CONTROL_BLUNT_FACTOR)
+
+
 def _run_id(repo: Repo, probe_id: str, started: datetime, gpu: str | None, mode: str) -> str:
-    base = f"{started:%Y%m%dT%H%M%SZ}-{env_mod.short_gpu_name(gpu).lower()}-{mode}"
+    gpu_part = re.sub(r"[^a-z0-9]+", "-", env_mod.short_gpu_name(gpu).lower()).strip("-") or "gpu"
+    base = f"{started:%Y%m%dT%H%M%SZ}-{gpu_part}-{mode}"  # a file name, whatever the GPU is called
     candidate, n = base, 2
     while (repo.evidence / probe_id / f"{candidate}.json").exists():
         candidate, n = f"{base}-{n}", n + 1
@@ -306,9 +320,21 @@ def _write_record(repo: Repo, probe_id: str, record: dict) -> str:
     repo.inside(directory)  # OutsideRepo if artifacts/evidence or the probe's directory links elsewhere
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{record['run_id']}.json"
-    text = json.dumps(record, indent=1, sort_keys=False, ensure_ascii=False, allow_nan=False) + "\n"
+    # Compact, one case per line: records are never edited, and a large kernel probe's record at
+    # indent=1 was 160 kB (the repository travels to the GPU machine whole, under 4 MiB).
+    text = _compact(record) + "\n"
     replace_file(path, text.encode("utf-8"))
     return repo.rel(path)
+
+
+def _compact(record: dict) -> str:
+    """Standard JSON without indentation, each case on a line of its own."""
+    def dump(value) -> str:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    head = {k: v for k, v in record.items() if k != "cases"}
+    cases = record.get("cases") or []
+    body = ",\n".join(dump(case) for case in cases)
+    return dump(head)[:-1] + (',"cases":[\n' + body + "\n]}" if cases else ',"cases":[]}')
 
 
 def summary_table(outcomes: list[Outcome]) -> str:
@@ -334,8 +360,12 @@ def summary_table(outcomes: list[Outcome]) -> str:
             ))
         control = (outcome.record or {}).get("negative_control")
         if control:
-            rows.append((outcome.probe, "(negative control)", "failed gate" if control.get("failed_gate") else "PASSED GATE",
-                         "", "", "", "", "", ""))
+            entries = control.get("controls") or [control]
+            for entry in entries:
+                ratio = entry.get("error_over_gate")
+                label = "(negative control)" if len(entries) == 1 else f"(control {entry.get('name', '')})"
+                rows.append((outcome.probe, label, "failed gate" if entry.get("failed_gate") else "PASSED GATE",
+                             "", "", "", f"{ratio:.3g}x gate" if isinstance(ratio, (int, float)) else "", "", ""))
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.machinery
 import importlib.util
+import math
 import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,6 +15,9 @@ from kernelwiki.harness.env import Gpu
 from kernelwiki.storage.repo import Repo
 from kernelwiki.model.schema import check as schema_check
 from kernelwiki.model.vocab import closest
+
+
+DEFAULT_TIMEOUT_S = 600.0
 
 
 @dataclass(frozen=True)
@@ -34,17 +40,26 @@ class ProbeSpec:
 
     @property
     def timeout_s(self) -> float:
-        return float(self.data.get("timeout_s", 600))
+        """The spec's limit; a value that is not a finite positive number (the schema and validate
+        refuse it) falls back to the default, so no probe runs without a deadline."""
+        value = self.data.get("timeout_s", DEFAULT_TIMEOUT_S)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+            return DEFAULT_TIMEOUT_S
+        return float(value)
 
     @property
     def entry(self) -> Path:
         return self.directory / self.data["entry"]
 
+    @property
+    def min_gpus(self) -> int:
+        return int(self.data.get("min_gpus", 1))
+
     def case(self, case_id: str) -> dict | None:
         return next((c for c in self.data.get("cases") or [] if c.get("id") == case_id), None)
 
-    def skip_reason(self, mode: str, gpu: Gpu | None) -> str | None:
-        """Why this machine cannot run the probe in this mode, or None."""
+    def skip_reason(self, mode: str, gpu: Gpu | None, gpu_count: int = 1) -> str | None:
+        """Why this machine (with `gpu_count` GPUs for the probe) cannot run it in this mode, or None."""
         needed = self.data.get("compile_requires" if mode == "compile-only" else "requires") or []
         missing = [module for module in needed if not _importable(module)]
         if missing:
@@ -58,14 +73,27 @@ class ProbeSpec:
             return "no GPU on this machine"
         if gpu.arch not in self.archs:
             return f"requires {' or '.join(self.archs)}; this GPU is {gpu.arch}"
+        if gpu_count < self.min_gpus:
+            return f"requires {self.min_gpus} or more GPUs; this machine has {gpu_count}"
         return None
 
 
 def _importable(module: str) -> bool:
-    """find_spec imports the parents of a dotted name; a missing parent means missing."""
+    """Whether `module` could be imported, found without running any of its code: find_spec on a
+    dotted name imports the parents (a package's __init__ could hang or crash the runner itself,
+    outside any probe timeout), so each submodule is looked up on its parent's search path."""
+    parts = module.split(".")
+    if not all(part.isidentifier() for part in parts):
+        return False
     try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):
+        spec = importlib.util.find_spec(parts[0]) if parts[0] not in sys.modules else sys.modules[parts[0]].__spec__
+        for part in parts[1:]:
+            locations = spec.submodule_search_locations if spec is not None else None
+            if not locations:
+                return False
+            spec = importlib.machinery.PathFinder.find_spec(part, list(locations))
+        return spec is not None
+    except (ImportError, ValueError, AttributeError):
         return False
 
 
@@ -73,16 +101,42 @@ class UnknownProbe(LookupError):
     pass
 
 
+def entry_problem(directory: Path, entry: object) -> str | None:
+    """Why `entry` is not a script the runner may execute, or None: it must name a regular file
+    inside the probe's own directory, reached through no symbolic link (an absolute path, `..` or
+    a link would run code from anywhere on the machine)."""
+    if not isinstance(entry, str) or not entry:
+        return "must name the script in the probe directory"
+    parts = Path(entry).parts
+    if Path(entry).is_absolute() or ".." in parts or "\\" in entry:
+        return f"{entry!r} leaves the probe directory; name a file inside it"
+    path = directory
+    for part in parts:
+        path = path / part
+        if path.is_symlink():
+            return f"{entry!r} goes through a symbolic link; the runner executes only files inside the repository"
+    if not path.is_file():
+        return f"file {entry} not found in the probe directory"
+    return None
+
+
+def link_problem(repo: Repo) -> str | None:
+    """Why the probes directory itself cannot be trusted, or None."""
+    if repo.probes.is_symlink():
+        return "probes/ is a symbolic link; probe code must live inside the repository"
+    return None
+
+
 def load_probes(repo: Repo) -> dict[str, ProbeSpec]:
     """Every probe.yaml that passes its schema (validate reports the others), so that the runner
     and refresh never meet a spec of the wrong shape; probe directories that are symbolic links
     are not probes (their code would run from anywhere)."""
     probes = {}
-    if not repo.probes.is_dir():
+    if not repo.probes.is_dir() or link_problem(repo):
         return probes
     for directory in sorted(p for p in repo.probes.iterdir() if not p.is_symlink() and (p / "probe.yaml").is_file()):
         data, _, problem = yamlio.read_mapping(directory / "probe.yaml")
-        if problem or data is None or data.get("id") != directory.name or not isinstance(data.get("entry"), str):
+        if problem or data is None or data.get("id") != directory.name or entry_problem(directory, data.get("entry")):
             continue
         if schema_check(repo.schemas, "probe", data, directory.name, lambda p: 1):
             continue

@@ -4,41 +4,34 @@ A cold build parses every page; later calls re-parse only the files that changed
 thousands of pages stay fast. Each entry keeps the SHA-256 of the file it was parsed from and the
 file's (mtime, size, ctime): lookups (get, query) trust an entry while all three match - copying
 tools that preserve mtime (cp -p, tar, rsync) still change ctime, which user space cannot set -
-and validate (and the page get prints) compare the content hash itself. The cache lives in .kernelwiki-cache/ (ignored by git) and is
-rebuilt whenever the schemas, the vocabulary or the tool version change.
+and validate (and the page get prints) compare the content hash itself. The cache files are
+kernelwiki.storage.cache's (JSON, keyed by the tool version, its code and the schemas); whatever is
+read from them is checked for shape here before an entry is built from it, and an entry that fails
+is read again from its page file.
 """
 
 from __future__ import annotations
 
-import gc
 import hashlib
+import json
 import multiprocessing
 import os
-import pickle
 import re
-import tempfile
-from contextlib import contextmanager
 from dataclasses import astuple, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
-from kernelwiki import __version__
+from kernelwiki.model.files import UnsafeFile
 from kernelwiki.model.pages import Page, parse_page, read_page, read_page_bytes
 from kernelwiki.model.problems import Problem
-from kernelwiki.storage.repo import Repo
-from kernelwiki.model.files import UnsafeFile
-from kernelwiki.model.schema import fingerprint
 from kernelwiki.model.vocab import QUERY_ALIASES, Vocabulary, closest
+from kernelwiki.storage import cache
+from kernelwiki.storage.cache import cache_key
+from kernelwiki.storage.repo import Repo
 
 PARALLEL_MIN = 1000
 """Parse this many pages or more and the work is shared among the CPUs (forking costs ~50 ms)."""
 _SHARED: tuple | None = None
-CACHE_FILE = "index.pickle"
-TEXT_FILE = "text.pickle"  # search text, kept apart so that lookups need not load it
-META_FILE = "meta.pickle"  # the full frontmatter of each page, read only when asked for
-NAMES_FILE = "names.pickle"  # alias -> page file, so that `get ALIAS` need not load the index
-# The cache is pickled, not JSON: loading 2,000 entries is several times faster, and the file is
-# this checkout's own (ignored by git, rebuilt whenever the code or the schemas change).
 _WORD = re.compile(r"[a-z0-9_.+-]+")
 
 
@@ -55,7 +48,8 @@ class Entry:
 
     def __init__(self, rel: str, mtime_ns: int, size: int, ctime_ns: int, sha256: str, meta: dict[str, Any] | None,
                  headline: str, text: str | None, read_problems: list[Problem],
-                 local_problems: list[Problem] | None = None, blob: bytes | None = None, head: dict | None = None):
+                 local_problems: list[Problem] | None = None, blob: "_MetaFile | None" = None,
+                 head: dict | None = None):
         self.rel, self.mtime_ns, self.size, self.ctime_ns, self.sha256 = rel, mtime_ns, size, ctime_ns, sha256
         self._meta, self._blob = meta, blob
         self.head = head if head is not None else _head(meta)
@@ -67,23 +61,30 @@ class Entry:
         self.local_problems = local_problems
         """Problems found by the per-file checks; None until validate has run them."""
         self.ranking: Any = None
-        """What query ranks this page by, kept with the cache so that a query need not work it
-        out again for every page (see ranking_fields)."""
+        """What query ranks this page by, made once per process when a query first needs it
+        (see ranking_fields)."""
 
     @property
     def meta(self) -> dict[str, Any] | None:
         """The frontmatter mapping (None when it could not be read)."""
         if isinstance(self._blob, _MetaFile):
-            self._blob = self._blob.blob(self)
-        if self._blob is not None:
-            self._meta, self._blob = pickle.loads(self._blob), None
+            self._meta, self._blob = self._blob.meta(self), None
         return self._meta
 
-    def meta_blob(self) -> bytes:
-        """The frontmatter, pickled, as the cache stores it."""
+    def meta_text(self) -> str | None:
+        """The frontmatter as the cache stores it: JSON text, or None where there is none or JSON
+        cannot hold it (a !!binary or !!set value): then it is read again from the page file when
+        asked for. (yamlio admits only string keys, which JSON keeps as they are.)"""
         if isinstance(self._blob, _MetaFile):
-            self._blob = self._blob.blob(self)
-        return self._blob if self._blob is not None else pickle.dumps(self._meta, protocol=pickle.HIGHEST_PROTOCOL)
+            text = self._blob.text(self)
+            if text is not None:
+                return text
+        if not self.meta:
+            return None
+        try:
+            return json.dumps(self.meta, ensure_ascii=False, separators=(",", ":"))
+        except (TypeError, ValueError, RecursionError):   # bytes or a set: JSON has no such value
+            return None
 
     @property
     def id(self) -> str | None:
@@ -102,18 +103,29 @@ class _MetaFile:
 
     def __init__(self, repo: Repo, key: str):
         self.repo, self.key = repo, key
-        self.blobs: dict[str, tuple[str, bytes]] | None = None
+        self.texts: dict | None = None
 
-    def blob(self, entry: Entry) -> bytes:
-        if self.blobs is None:
-            with _collector_paused():
-                data = read_pickle(self.repo.cache / META_FILE)
-            self.blobs = data["blobs"] if data and data.get("key") == self.key else {}
-        stored = self.blobs.get(entry.rel)
-        if stored and stored[0] == entry.sha256:
+    def text(self, entry: Entry) -> str | None:
+        """The stored JSON text of the entry's frontmatter, if stored for this very content."""
+        if self.texts is None:
+            data = cache.read(self.repo, cache.META, self.key)
+            self.texts = data if isinstance(data, dict) else {}
+        stored = self.texts.get(entry.rel)
+        if isinstance(stored, list) and len(stored) == 2 and stored[0] == entry.sha256 and isinstance(stored[1], str):
             return stored[1]
-        # Written by another save than the index (or not at all): the page file is the truth.
-        return pickle.dumps(read_page(self.repo.root / entry.rel, entry.rel).meta, protocol=pickle.HIGHEST_PROTOCOL)
+        return None
+
+    def meta(self, entry: Entry) -> dict | None:
+        text = self.text(entry)
+        if text is not None:
+            try:
+                meta = json.loads(text)
+            except (ValueError, RecursionError):
+                meta = None
+            if isinstance(meta, dict):
+                return meta
+        # Not stored, stored by another save than the index, or damaged: the page file is the truth.
+        return read_page(self.repo.root / entry.rel, entry.rel).meta
 
 
 def _head(meta: dict | None) -> dict | None:
@@ -167,8 +179,7 @@ class Wiki:
         Many pages to parse are shared among the CPUs."""
         repo = repo or Repo.find()
         key = cache_key(repo)
-        with _collector_paused():
-            cached_vocab, cached = _read_cache(repo, key) if use_cache else (None, {})
+        cached_vocab, cached = _read_cache(repo, key) if use_cache else (None, {})
         wiki = cls(repo, Vocabulary(cached_vocab) if cached_vocab else Vocabulary.load(repo.schemas), key=key,
                    use_cache=use_cache)
         todo = []
@@ -251,37 +262,48 @@ class Wiki:
             full = Wiki.load(self.repo, use_cache=self.use_cache)
             self.entries, self.vocab, self.key, self.partial = full.entries, full.vocab, full.key, False
 
-    def save(self) -> None:
-        """Write the cache atomically; a read-only checkout simply goes without."""
-        if not self.dirty or not self.use_cache or self.partial:
+    def save(self, always: bool = False) -> None:
+        """Write the cache if anything changed (or `always`: a cache file was found unusable); a
+        read-only checkout simply goes without."""
+        if not (self.dirty or always) or not self.use_cache or self.partial:
             return
         key = self.key
         if self.repo.cache.is_symlink():  # it could point anywhere; write nothing through it
             return
-        try:
-            self.repo.cache.mkdir(exist_ok=True)
-            texts = {rel: self.text(entry) for rel, entry in self.entries.items()}
-            write_pickle(self.repo.cache / TEXT_FILE, {"key": key, "texts": texts})
-            # Plain tuples and dicts unpickle several times faster than dataclass instances.
-            blobs = {rel: (entry.sha256, entry.meta_blob()) for rel, entry in self.entries.items()}
-            write_pickle(self.repo.cache / META_FILE, {"key": key, "blobs": blobs})
-            entries = {rel: _to_plain(entry) for rel, entry in self.entries.items()}
-            write_pickle(self.repo.cache / CACHE_FILE, {"key": key, "vocabulary": self.vocab.data, "entries": entries})
-            aliases = {alias: entry.rel for alias, entry in self.aliases().items()}
-            write_pickle(self.repo.cache / NAMES_FILE, {"key": key, "aliases": aliases})
-            self.dirty = False
-        except (OSError, pickle.PicklingError, RecursionError):
-            pass
+        written = [
+            cache.write(self.repo, cache.TEXT, key, {rel: self.text(entry) for rel, entry in self.entries.items()}),
+            cache.write(self.repo, cache.META, key,
+                        {rel: [entry.sha256, entry.meta_text()] for rel, entry in self.entries.items()}),
+            cache.write(self.repo, cache.INDEX, key, {"vocabulary": self.vocab.data,
+                                                      "entries": {rel: _to_plain(e) for rel, e in self.entries.items()}}),
+            cache.write(self.repo, cache.NAMES, key, {alias: entry.rel for alias, entry in self.aliases().items()}),
+        ]
+        self.dirty = not all(written)
 
     def text(self, entry: Entry) -> str:
         """The search text of a page, from the text cache when the entry came from the cache."""
         if entry.text is None:
             if self._texts is None:
-                data = read_pickle(self.repo.cache / TEXT_FILE) if self.use_cache else None
-                self._texts = data["texts"] if data and data.get("key") == self.key else {}
+                data = cache.read(self.repo, cache.TEXT, self.key) if self.use_cache else None
+                self._texts = data if isinstance(data, dict) else {}
             cached = self._texts.get(entry.rel)
-            entry.text = cached if cached is not None else _search_text(self.page(entry.rel))
+            if isinstance(cached, str):
+                entry.text = cached
+            else:   # missing or damaged in the text cache: made again, and the cache rewritten at the next save
+                entry.text = _search_text(self.page(entry.rel))
+                self.dirty = self.dirty or self.use_cache
         return entry.text
+
+    def read_entry(self, rel: str) -> Entry | None:
+        """A new entry for one page file, read and parsed now (None when it is not there), kept in
+        this index; for single-page lookups (kernelwiki.storage.lookup)."""
+        try:
+            stat = os.stat(self.repo.root / rel, follow_symlinks=False)
+        except OSError:
+            return None
+        _, entry = self._read(rel, stat, None, None)
+        assert isinstance(entry, Entry)
+        return entry
 
     # --- lookups -----------------------------------------------------------------------------
     def by_id(self) -> dict[str, Entry]:
@@ -337,77 +359,103 @@ class Wiki:
 
 
 def ranking_fields(entry: Entry) -> tuple:
-    """What query ranks a page by, kept in the cache: (id, id without its prefix, aliases, title, tags and architectures, headline), lower-cased."""
-    page_id = (entry.id or "").lower()
-    # Tuples, not sets: a page has a few of each, and tuples unpickle several times faster.
-    return (page_id, page_id.split("-", 1)[-1], tuple(str(a).lower() for a in entry.get("aliases") or []),
-            str(entry.get("title") or "").lower(),
-            tuple(str(t).lower() for t in (entry.get("tags") or []) + (entry.get("architectures") or [])),
-            entry.headline.lower())
+    """What query ranks a page by: (id, id without its prefix, aliases, title, tags and
+    architectures, headline), lower-cased. Made from the listing fields (strings only, see _head)
+    with C-level calls: a query makes it for every page that holds its words."""
+    head = entry.head or {}
+    page_id = head.get("id", "").lower()
+    # Tuples, not sets: a page has a few of each.
+    return (page_id, page_id.split("-", 1)[-1], tuple(map(str.lower, head.get("aliases", ()))),
+            head.get("title", "").lower(),
+            tuple(map(str.lower, head.get("tags", []) + head.get("architectures", []))), entry.headline.lower())
 
 
-def cache_key(repo: Repo) -> str:
-    """Changes with the tool version, its code, the schemas and the vocabulary."""
-    package = Path(__file__).resolve().parents[1]
-    code = sorted(f"{p.relative_to(package)}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in package.rglob("*.py"))
-    digest = hashlib.sha256("\n".join(code).encode()).hexdigest()[:12]
-    return f"{__version__}:{digest}:{fingerprint(repo.schemas)}"
+def alias_files(repo: Repo, key: str) -> dict[str, Any] | None:
+    """alias (lower-case) -> page file, as the last complete index saved it (None without a usable
+    cache). The values are untrusted: a caller checks each one before it reads a file."""
+    data = cache.read(repo, cache.NAMES, key)
+    return data if isinstance(data, dict) else None
 
 
 def _read_cache(repo: Repo, key: str) -> tuple[dict | None, dict[str, Entry]]:
-    data = read_pickle(repo.cache / CACHE_FILE)
-    if not data or data.get("key") != key:
-        return None, {}
-    metas = _MetaFile(repo, key)
-    return data["vocabulary"], {rel: _from_plain(rel, plain, metas) for rel, plain in data["entries"].items()}
+    """(vocabulary, rel -> entry) from the index cache; (None, {}) without a usable one. An entry
+    of the wrong shape is left out (its page is read again), a vocabulary of the wrong shape
+    discards the whole file."""
+    with cache.collector_paused():   # one pause for decoding and building: one collection after it
+        data = cache.read(repo, cache.INDEX, key)
+        if not isinstance(data, dict) or not Vocabulary.well_formed(data.get("vocabulary")) \
+                or not isinstance(data.get("entries"), dict):
+            return None, {}
+        metas = _MetaFile(repo, key)
+        entries = {}
+        for rel, plain in data["entries"].items():
+            entry = _from_plain(rel, plain, metas)
+            if entry is not None:
+                entries[rel] = entry
+    return data["vocabulary"], entries
 
 
-def _to_plain(entry: Entry) -> tuple:
+def _to_plain(entry: Entry) -> list:
     local = None if entry.local_problems is None else [astuple(p) for p in entry.local_problems]
-    return (entry.mtime_ns, entry.size, entry.ctime_ns, entry.sha256, entry.head, entry.headline,
-            [astuple(p) for p in entry.read_problems], local, entry.ranking or ranking_fields(entry))
+    return [entry.mtime_ns, entry.size, entry.ctime_ns, entry.sha256, entry.head, entry.headline,
+            [astuple(p) for p in entry.read_problems], local]
 
 
-def _from_plain(rel: str, plain: tuple, metas: _MetaFile) -> Entry:
-    mtime_ns, size, ctime_ns, sha256, head, headline, read, local, ranking = plain
-    entry = Entry(rel, mtime_ns, size, ctime_ns, sha256, None, headline, None, [Problem(*p) for p in read],
-                  None if local is None else [Problem(*p) for p in local], blob=metas, head=head)  # type: ignore[arg-type]
-    entry.ranking = ranking
-    return entry
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Unpickling 20,000 entries allocates millions of objects and triggers the cyclic garbage
-    collector over and over (it then takes most of the time); they hold no cycles worth finding."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
-def read_pickle(path: Path) -> dict | None:
-    try:
-        with open(path, "rb") as handle:
-            data = pickle.load(handle)
-        return data if isinstance(data, dict) else None
-    except Exception:  # a damaged or foreign cache file is simply rebuilt
+def _from_plain(rel: Any, plain: Any, metas: _MetaFile) -> Entry | None:
+    """The entry a cached list describes, or None when it is not of the shape _to_plain writes.
+    (Exact type checks and str.join, which refuses anything but strings, keep this cheap: it runs
+    for every page a lookup loads.)"""
+    if type(rel) is not str or type(plain) is not list or len(plain) != 8:
         return None
+    mtime_ns, size, ctime_ns, sha256, head, headline, read, local = plain
+    if not (type(mtime_ns) is int and type(size) is int and type(ctime_ns) is int and type(sha256) is str
+            and type(headline) is str and (head is None or _is_head(head))):
+        return None
+    problems = _problems(read)
+    local_problems = None if local is None else _problems(local)
+    if problems is None or (local is not None and local_problems is None):
+        return None
+    return Entry(rel, mtime_ns, size, ctime_ns, sha256, None, headline, None, problems, local_problems,
+                 blob=metas, head=head)
 
 
-def write_pickle(path: Path, payload: dict) -> None:
-    """Atomic write: a reader never sees half a file."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+_HEAD_LISTS = ("aliases", "tags", "architectures")
+
+
+def _is_head(head: Any) -> bool:
+    """Whether `head` is what _head makes: listing fields only, each of the shape listings rely on."""
+    if type(head) is not dict:
+        return False
     try:
-        with os.fdopen(fd, "wb") as out:
-            pickle.dump(payload, out, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+        for key, value in head.items():
+            if key in _HEAD_LISTS:
+                if type(value) is not list:
+                    return False
+                "".join(value)
+            elif key == "evidence_by_arch":
+                if type(value) is not dict:
+                    return False
+                "".join(value)
+                "".join(value.values())
+            elif key not in HEAD_KEYS or type(value) is not str:
+                return False
+    except TypeError:   # a list or mapping holding something other than strings
+        return False
+    return True
+
+
+def _problems(plain: Any) -> list[Problem] | None:
+    if type(plain) is not list:
+        return None
+    if not plain:
+        return []
+    out = []
+    for item in plain:
+        if not (type(item) is list and len(item) == 4 and type(item[0]) is str and type(item[1]) is int
+                and type(item[2]) is str and type(item[3]) is str):
+            return None
+        out.append(Problem(*item))
+    return out
 
 
 def scan_pages(root: Path) -> list[tuple[str, os.stat_result]]:

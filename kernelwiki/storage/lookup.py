@@ -9,12 +9,13 @@ fast way cannot confirm goes to Wiki.resolve, which answers everything.
 
 from __future__ import annotations
 
-import os
+import posixpath
 import re
 
-from kernelwiki.storage.index import NAMES_FILE, Entry, Wiki, cache_key, read_pickle
-from kernelwiki.storage.repo import Repo
 from kernelwiki.model.vocab import Vocabulary
+from kernelwiki.storage.cache import cache_key
+from kernelwiki.storage.index import Entry, Wiki, alias_files
+from kernelwiki.storage.repo import Repo
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
 
@@ -25,6 +26,8 @@ def open_page(repo: Repo, name: str) -> tuple[Wiki, Entry]:
     if found is not None:
         return found
     wiki = Wiki.load(repo)
+    if alias_files(repo, wiki.key) is None:
+        wiki.save(always=True)   # the alias map was missing or unusable: the next lookup finds it
     return wiki, wiki.resolve(name)
 
 
@@ -37,24 +40,17 @@ def _quick(repo: Repo, name: str) -> tuple[Wiki, Entry] | None:
         for page_type, prefix in vocab.type_prefix.items():
             if lowered.startswith(prefix) and len(lowered) > len(prefix):
                 candidates.append(("id", f"wiki/{vocab.sections[page_type]}/{lowered[len(prefix):]}.md"))
-        names = read_pickle(repo.cache / NAMES_FILE)
-        if names and names.get("key") == key and isinstance(names.get("aliases"), dict):
-            rel = names["aliases"].get(lowered)
-            if isinstance(rel, str):
-                candidates.append(("alias", rel))
+        rel = (alias_files(repo, key) or {}).get(lowered)
+        if isinstance(rel, str):
+            candidates.append(("alias", rel))
     elif "/" in name or name.endswith(".md"):
         candidates.append(("path", repo.rel(repo.inside(name))))  # OutsideRepo, as resolve raises
     for kind, rel in candidates:
-        if not rel.startswith("wiki/") or not rel.endswith(".md"):
-            continue
-        try:
-            stat = os.stat(repo.root / rel, follow_symlinks=False)
-        except OSError:
-            continue
+        if not rel.startswith("wiki/") or not rel.endswith(".md") or posixpath.normpath(rel) != rel:
+            continue   # the cache is untrusted: never a path that climbs out of wiki/
         wiki = Wiki(repo, vocab, key=key, partial=True)
-        _, entry = wiki._read(rel, stat, None, None)
-        assert isinstance(entry, Entry)
-        if entry.meta is not None and _confirms(kind, name, entry):
+        entry = wiki.read_entry(rel)
+        if entry is not None and entry.meta is not None and _confirms(kind, name, entry):
             wiki.entries[rel] = entry
             return wiki, entry
     return None

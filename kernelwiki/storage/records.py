@@ -1,7 +1,8 @@
 """Run records as every reader sees them: read safely, checked once, ordered one way.
 
-validate reports a record's problems; refresh, get and the runner read only records without any,
-so that whatever validate lets through is exactly what the rest relies on.
+validate reports a record's problems; refresh, get, the site and the runner read only records
+without any (load_records), so that whatever validate lets through is exactly what the rest relies
+on. "The latest record" of a probe means one thing, asked with explicit filters: latest, latest_by.
 """
 
 from __future__ import annotations
@@ -9,10 +10,11 @@ from __future__ import annotations
 import glob
 import json
 import re
+import sys
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Hashable, Iterable
 
 from kernelwiki.model.problems import Problem
 from kernelwiki.storage.repo import Repo
@@ -22,6 +24,8 @@ from kernelwiki.model.schema import check as schema_check
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 MAX_RECORD_BYTES = 4 << 20   # records stay small (the largest real one is ~30 kB)
 CLOCK_SKEW = timedelta(minutes=10)
+SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+"""A probe directory or run id: what the runner writes, and what a problem line can name."""
 RUN_ID = re.compile(r"^(?P<base>.+-(?:run|compile-only))(?:-(?P<n>[0-9]+))?$")
 
 
@@ -107,6 +111,13 @@ def check_record(repo: Repo, rel: str, path: Path, data: Any, probes: set[str], 
     finished = parse_time(data.get("finished_at"))
     if started and finished and finished < started:
         add("finished_at", "is before started_at")
+    seen: set[str] = set()
+    for index, case in enumerate(data.get("cases") if isinstance(data.get("cases"), list) else []):
+        case_id = case.get("id") if isinstance(case, dict) else None
+        if isinstance(case_id, str):
+            if case_id in seen:
+                add(f"cases[{index}].id", f"duplicate case id {case_id!r}: each case's claims are named by its id")
+            seen.add(case_id)
     return problems
 
 
@@ -118,6 +129,12 @@ def scan(repo: Repo, probes: set[str], now: datetime | None = None, probe: str =
         return out
     for path in sorted(repo.evidence.glob(f"{glob.escape(probe) if probe != '*' else '*'}/*.json")):
         rel = repo.rel(path)
+        if not SAFE_NAME.fullmatch(path.parent.name) or not SAFE_NAME.fullmatch(path.stem):
+            # Named by the folder, since this name cannot stand in a `path:line:` problem line.
+            where = repo.rel(path.parent) if SAFE_NAME.fullmatch(path.parent.name) else repo.rel(repo.evidence)
+            out.append(RecordFile(where, path, None, (Problem(where, 1, "-", f"{path.relative_to(repo.evidence).as_posix()!r} "
+                                                       "is not a run record name (letters, digits, '.', '_', '-'); not read"),)))
+            continue
         if path.parent.is_symlink():
             out.append(RecordFile(rel, path, None, (Problem(rel, 1, "-", "its directory is a symbolic link; not read"),)))
             continue
@@ -135,3 +152,79 @@ def probe_ids(repo: Repo) -> set[str]:
     if not repo.probes.is_dir():
         return set()
     return {p.name for p in repo.probes.iterdir() if not p.is_symlink() and (p / "probe.yaml").is_file()}
+
+
+@dataclass(frozen=True)
+class Record:
+    """A run record that validate accepts, as refresh, get and the site read it."""
+
+    path: str
+    """Repository-relative path of the JSON file."""
+    data: dict
+
+    @property
+    def started(self) -> str:
+        return str(self.data.get("started_at", ""))
+
+    @property
+    def arch(self) -> str | None:
+        return (self.data.get("environment") or {}).get("arch")
+
+    @property
+    def mode(self) -> str | None:
+        return self.data.get("mode")
+
+    @property
+    def status(self) -> str | None:
+        return self.data.get("status")
+
+    def archs(self) -> list[str]:
+        """The architectures the record speaks for: those a compile-only record compiled for, the
+        machine's for a run."""
+        if self.mode == "compile-only":
+            return list(self.data.get("instructions") or {})
+        return [str(self.arch)]
+
+
+def load_records(repo: Repo, probe: str = "*", quiet: bool = False) -> dict[str, list[Record]]:
+    """probe id -> its records (of one probe, if given), oldest first; only records that validate
+    accepts. The others are named on stderr (unless `quiet`), so that a refused record is never
+    silently ignored."""
+    out: dict[str, list[Record]] = {}
+    refused = []
+    for record in scan(repo, probe_ids(repo), probe=probe):
+        if record.ok:
+            out.setdefault(record.path.parent.name, []).append(Record(record.rel, record.data))
+        else:
+            refused.append(record)
+    for record in [] if quiet else refused:
+        print(f"{record.problems[0]} (record ignored; see kernelwiki validate)", file=sys.stderr)
+    for records in out.values():
+        records.sort(key=lambda r: order_key(r.started, r.path))
+    return out
+
+
+def _matches(record: Record, mode: str | None, status: str | None, arch: str | None, with_cases: bool) -> bool:
+    return ((mode is None or record.mode == mode) and (status is None or record.status == status)
+            and (arch is None or arch in record.archs()) and (not with_cases or bool(record.data.get("cases"))))
+
+
+def latest(records: list[Record], *, mode: str | None = None, status: str | None = None, arch: str | None = None,
+           with_cases: bool = False) -> Record | None:
+    """The newest of a probe's records (oldest first, as load_records gives them) that has the
+    mode ('run', 'compile-only'), the status ('passed', ...) and speaks for the architecture given,
+    and with `with_cases` holds at least one case; None when none does. An argument left out does
+    not filter."""
+    return next((r for r in reversed(records) if _matches(r, mode, status, arch, with_cases)), None)
+
+
+def latest_by(records: list[Record], groups: Callable[[Record], Iterable[Hashable]], *, mode: str | None = None,
+              status: str | None = None) -> dict[Hashable, Record]:
+    """For each group a record falls in (`groups(record)`, e.g. Record.archs), the newest matching
+    record, in the order the groups first appear."""
+    out: dict[Hashable, Record] = {}
+    for record in records:
+        if _matches(record, mode, status, None, False):
+            for group in groups(record):
+                out[group] = record
+    return out

@@ -6,6 +6,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from kernelwiki.model.problems import NotARepo
+
 MARKER = Path("schemas") / "vocabulary.yaml"
 
 
@@ -13,8 +15,16 @@ class OutsideRepo(ValueError):
     """A user-supplied path that resolves outside the repository."""
 
 
-class NotARepo(ValueError):
-    """--root or $KERNELWIKI_ROOT names a directory that is not a kernelwiki checkout."""
+TRUSTED_LAYOUT = ("wiki", "schemas", MARKER.as_posix(), "probes", "artifacts", "artifacts/evidence", "artifacts/kernels")
+"""Directories (and the marker) that must be the checkout's own: a symbolic link there would make
+every command read schemas, pages or probe code from anywhere on the machine."""
+
+
+def _refuse_links(root: Path, named: str) -> None:
+    for part in TRUSTED_LAYOUT:
+        if (root / part).is_symlink():
+            raise NotARepo(f"{named}: {part} is a symbolic link; a checkout's own directories must not point "
+                           "elsewhere (the tools read schemas, pages and probe code only from inside it)")
 
 
 @dataclass(frozen=True)
@@ -31,6 +41,7 @@ class Repo:
         here = (start or Path.cwd()).resolve()
         for candidate in (here, *here.parents):
             if (candidate / MARKER).is_file() and (candidate / "wiki").is_dir():
+                _refuse_links(candidate, str(candidate))
                 return cls(candidate)
         return cls(Path(__file__).resolve().parents[2])
 
@@ -40,6 +51,7 @@ class Repo:
         root = Path(path).expanduser().resolve()
         if not (root / MARKER).is_file() or not (root / "wiki").is_dir() or (root / "wiki").is_symlink():
             raise NotARepo(f"{given_by} {path}: not a kernelwiki checkout (no {MARKER.as_posix()} and wiki/ directory)")
+        _refuse_links(root, f"{given_by} {path}")
         return cls(root)
 
     @property

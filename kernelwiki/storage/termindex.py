@@ -12,24 +12,30 @@ page's content hash; a checkout without a usable cache builds it in memory.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import re
 from array import array
 from collections import Counter, defaultdict
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from kernelwiki.storage import cache
 
 if TYPE_CHECKING:
     from kernelwiki.storage.index import Wiki
 
 TOKEN = re.compile(r"[a-z0-9_.+-]+")
-FILE = "terms.pickle"
 
 
 class TermIndex:
-    def __init__(self, rels: list[str], postings: dict[str, bytes]):
+    def __init__(self, rels: list[str], tokens: list[str], bounds: array, numbers: array):
         self.rels = rels
-        self.postings = postings
-        """token -> array('I') bytes: page number, count, page number, count, ..."""
+        self.tokens = tokens
+        self.bounds = bounds
+        """The postings of tokens[i] are the pairs bounds[i] to bounds[i + 1] of `numbers`."""
+        self.numbers = numbers
+        """page number, count, page number, count, ..."""
 
     def counts(self, term: str) -> dict[str, int] | None:
         """page file -> occurrences of `term` in its search text; None when `term` is not made of
@@ -37,35 +43,61 @@ class TermIndex:
         if not TOKEN.fullmatch(term):
             return None
         out: dict[str, int] = defaultdict(int)
-        for token, blob in self.postings.items():
+        numbers, bounds = self.numbers, self.bounds
+        for index, token in enumerate(self.tokens):
             if term in token:
                 times = token.count(term)
-                numbers = array("I")
-                numbers.frombytes(blob)
-                for position in range(0, len(numbers), 2):
+                for position in range(2 * bounds[index], 2 * bounds[index + 1], 2):
                     out[self.rels[numbers[position]]] += numbers[position + 1] * times
         return out
+
+    def to_plain(self) -> dict:
+        return {"rels": self.rels, "tokens": self.tokens, "bounds": self.bounds.tolist(),
+                "numbers": base64.b64encode(self.numbers.tobytes()).decode("ascii")}
+
+    @classmethod
+    def from_plain(cls, plain: Any) -> "TermIndex | None":
+        """The index to_plain wrote, or None when `plain` is not of that shape: every page number
+        and bound is checked (with C-speed checks: this runs on every query), so that counts()
+        cannot index outside them."""
+        if type(plain) is not dict:
+            return None
+        rels, tokens, encoded = plain.get("rels"), plain.get("tokens"), plain.get("numbers")
+        if type(rels) is not list or type(tokens) is not list or type(encoded) is not str:
+            return None
+        try:
+            "".join(rels)
+            "".join(tokens)
+            bounds = array("Q", plain.get("bounds"))
+            raw = base64.b64decode(encoded, validate=True)
+        except (TypeError, ValueError, OverflowError, binascii.Error):
+            return None
+        numbers = array("I")
+        if len(raw) % (2 * numbers.itemsize):
+            return None
+        numbers.frombytes(raw)
+        if not (len(bounds) == len(tokens) + 1 and bounds[0] == 0 and 2 * bounds[-1] == len(numbers)
+                and bounds.tolist() == sorted(bounds)):
+            return None
+        if numbers and max(numbers[0::2]) >= len(rels):
+            return None
+        return cls(rels, tokens, bounds, numbers)
 
 
 def for_wiki(wiki: "Wiki") -> TermIndex:
     """The index for the pages as they are, from the cache when it is current."""
-    from kernelwiki.storage.index import read_pickle, write_pickle
-
     signature = _signature(wiki)
-    path = wiki.repo.cache / FILE
     if wiki.use_cache:
-        data = read_pickle(path)
-        if data and data.get("key") == wiki.key and data.get("signature") == signature:
-            return TermIndex(data["rels"], data["postings"])
+        data = cache.read(wiki.repo, cache.TERMS, wiki.key)
+        if isinstance(data, dict) and data.get("signature") == signature:
+            index = TermIndex.from_plain(data.get("index"))
+            if index is not None:
+                return index
     index = build(wiki)
-    if wiki.use_cache and not wiki.repo.cache.is_symlink():
-        try:
-            wiki.repo.cache.mkdir(exist_ok=True)
-            write_pickle(path, {"key": wiki.key, "signature": signature, "rels": index.rels,
-                                "postings": index.postings})
-        except OSError:
-            pass  # a read-only checkout builds it each time
-    return index
+    if wiki.use_cache:
+        cache.write(wiki.repo, cache.TERMS, wiki.key, {"signature": signature, "index": index.to_plain()})
+        wiki.save()   # building read the search text: if the text cache was unusable, it is whole again
+    return index   # a read-only checkout builds it each time
 
 
 def build(wiki: "Wiki") -> TermIndex:
@@ -74,7 +106,12 @@ def build(wiki: "Wiki") -> TermIndex:
     for number, rel in enumerate(rels):
         for token, count in Counter(TOKEN.findall(wiki.text(wiki.entries[rel]))).items():
             postings[token].extend((number, count))
-    return TermIndex(rels, {token: numbers.tobytes() for token, numbers in postings.items()})
+    numbers = array("I")
+    bounds = array("Q", [0])
+    for pairs in postings.values():
+        numbers.extend(pairs)
+        bounds.append(len(numbers) // 2)
+    return TermIndex(rels, list(postings), bounds, numbers)
 
 
 def _signature(wiki: "Wiki") -> str:

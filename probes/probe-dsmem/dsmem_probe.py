@@ -103,7 +103,7 @@ def run_case(case: dict, ctx: Context) -> dict:
                "peer_load_latency_cycles": round(peer, 1),
                **{f"{mode.removeprefix('bw-').replace('-', '_')}_bytes_per_clk_per_sm": b["bytes_per_clk_per_sm"]
                   for mode, b in bandwidth.items()},
-               "cta_cycles_spread": {mode: b["cta_cycles_spread"] for mode, b in bandwidth.items()}}
+               **{f"cta_cycles_spread_{mode}": b["cta_cycles_spread"] for mode, b in bandwidth.items()}}   # metrics are scalars
     return {"correctness": correctness, "metrics": metrics,
             "headline": ctx.headline("dsmem-load-latency", peer, "cycles", baseline=("ld.shared (local)", local))}
 

@@ -83,15 +83,22 @@ def run_case(case: dict, ctx: Context) -> dict:
     ref = sdpa(q32, k32, v32, causal, [SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH])
     out_fa = fa4(q, k, v, causal)
     out_pt = sdpa(q, k, v, causal, SDPBackend.FLASH_ATTENTION)
+    out_cudnn = _attempt(lambda: sdpa(q, k, v, causal, SDPBackend.CUDNN_ATTENTION))
     if backward:
         ref_grads = torch.autograd.grad(ref, (q32, k32, v32), dout.float())
         fa_grads = torch.autograd.grad(out_fa, (q, k, v), dout)
         pt_grads = torch.autograd.grad(out_pt, (q, k, v), dout)
         correctness = check(list(fa_grads), list(pt_grads), list(ref_grads), ["dq", "dk", "dv"])
-        del ref_grads, fa_grads, pt_grads
+        cudnn_grads = None if out_cudnn is None else _attempt(lambda: torch.autograd.grad(out_cudnn, (q, k, v), dout))
+        if cudnn_grads is not None:   # the baseline passes the same gate before it can be the headline
+            correctness["cudnn_passed"] = check(list(cudnn_grads), list(pt_grads), list(ref_grads),
+                                                ["dq", "dk", "dv"])["passed"]
+        del ref_grads, fa_grads, pt_grads, cudnn_grads
     else:
         correctness = check([out_fa], [out_pt], [ref.detach()], ["o"])
-    del ref, q32, k32, v32, out_fa, out_pt
+        if out_cudnn is not None:
+            correctness["cudnn_passed"] = check([out_cudnn], [out_pt], [ref.detach()], ["o"])["passed"]
+    del ref, q32, k32, v32, out_fa, out_pt, out_cudnn
 
     # Timed by ctx.bench, each candidate captured in a CUDA graph. A backward cannot be captured
     # apart from its forward (autograd runs each backward op on its forward op's stream), so a
@@ -123,23 +130,60 @@ def run_case(case: dict, ctx: Context) -> dict:
     b, s, h, d = q.shape
     flops = 4 * b * h * s * s * d * (0.5 if causal else 1.0) * (2.5 if backward else 1.0)
     tflops = {name: flops / (t * 1e-3) / 1e12 for name, t in ms.items()}
-    baseline = ("cuDNN SDPA", tflops["cudnn"]) if "cudnn" in tflops else ("flash SDPA", tflops.get("flash-sdpa"))
     metrics = {f"{name}_tflops": round(value, 2) for name, value in tflops.items()}
+    # the headline: the fastest correct of cuDNN SDPA (gated above) and flash SDPA (the gate's own
+    # reference implementation, so correct by construction)
+    names = {"cudnn": "cuDNN SDPA", "flash-sdpa": "flash SDPA"}
+    baselines = {names[name]: tflops.get(name) for name in names}
+    correct = {"cuDNN SDPA": bool(correctness.get("cudnn_passed")), "flash SDPA": True}
     return {"correctness": correctness, "timing": timing, "metrics": metrics,
-            "baselines": [{"name": name, "value": round(value, 3), "ratio": round(tflops["fa4"] / value, 4)}
-                          for name, value in tflops.items() if name != "fa4"],
-            "headline": ctx.headline("tflops", tflops["fa4"], "TFLOP/s", peak_key="bf16", baseline=baseline)}
+            **ctx.headline_against("tflops", tflops["fa4"], "TFLOP/s", baselines, correct=correct, peak_key="bf16")}
 
 
-def negative_control(ctx: Context) -> dict:
+def _attempt(call):
+    """call()'s result, or None where the backend has no kernel for this configuration."""
+    try:
+        return call()
+    except RuntimeError as err:
+        print(f"  unavailable: {str(err).splitlines()[0][:200]}", flush=True)
+        return None
+
+
+CONTROL_SCALE = 1.01
+"""The controls' bug: FA4 run with a softmax scale 1% high (what a log2(e) constant off in its third
+digit does to an exp2-based softmax). A NumPy model puts the forward's error at about 3x the gate;
+the 1.25x of earlier records landed near 100x, which a gate ten times looser would still catch."""
+
+
+def control_forward(ctx: Context) -> dict:
+    """Forward, head dim 128, 2048 tokens, not causal: O with the 1% scale error."""
     from torch.nn.attention import SDPBackend
 
     params = {"head_dim": 128, "seqlen": 2048}
     q, k, v, _ = make_inputs(params, ctx, requires_grad=False)
     ref = sdpa(q.float(), k.float(), v.float(), False, [SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH])
-    wrong = fa4(q, k, v, False, scale=1.25 * 128 ** -0.5)  # the deliberate error: softmax scale 1.25x
+    wrong = fa4(q, k, v, False, scale=CONTROL_SCALE * 128 ** -0.5)
     return check([wrong], [sdpa(q, k, v, False, SDPBackend.FLASH_ATTENTION)], [ref], ["o"])
 
 
+def control_backward(ctx: Context) -> dict:
+    """Backward, head dim 128, 2048 tokens, not causal: dq, dk, dv of FA4 with the 1% scale error
+    against the FP32 gradients, gated like the bwd cases."""
+    import torch
+    from torch.nn.attention import SDPBackend
+
+    params = {"head_dim": 128, "seqlen": 2048}
+    q, k, v, dout = make_inputs(params, ctx, requires_grad=True)
+    q32, k32, v32 = (t.detach().float().requires_grad_(True) for t in (q, k, v))
+    ref = sdpa(q32, k32, v32, False, [SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH])
+    ref_grads = torch.autograd.grad(ref, (q32, k32, v32), dout.float())
+    pt_grads = torch.autograd.grad(sdpa(q, k, v, False, SDPBackend.FLASH_ATTENTION), (q, k, v), dout)
+    wrong = torch.autograd.grad(fa4(q, k, v, False, scale=CONTROL_SCALE * 128 ** -0.5), (q, k, v), dout)
+    return check(list(wrong), list(pt_grads), list(ref_grads), ["dq", "dk", "dv"])
+
+
+NEGATIVE_CONTROLS = {"forward-scale": control_forward, "backward-scale": control_backward}
+
+
 if __name__ == "__main__":
-    Probe(__file__).main(run_case=run_case, negative_control=negative_control)
+    Probe(__file__).main(run_case=run_case, negative_control=NEGATIVE_CONTROLS)

@@ -1,7 +1,9 @@
 """probe-footgun-blackwell-counts: what the compiler emits for right and wrong arrival counts.
 
 Compile-only (sm_100a). The accumulator pipeline's empty barrier is the last mbarrier the kernel
-initializes; its expected arrival count is a constant moved into the register mbarrier.init uses.
+initializes; its expected arrival count is a constant moved into the register mbarrier.init uses, and
+the epilogue's release is an mbarrier.arrive on it without a guard predicate (every thread that
+reaches it arrives; that all 128 epilogue threads reach it is the kernel's code, which no compile shows).
 The TMEM allocation barrier is named barrier 1, emitted as `bar.sync 1, <threads>`.
 """
 
@@ -23,6 +25,20 @@ def mbarrier_init_counts(ptx: str) -> list[str]:
     return counts
 
 
+def accumulator_release(ptx: str) -> str:
+    """How the PTX arrives on the accumulator pipeline's empty barrier (the last one initialized):
+    'unpredicated' when its mbarrier.arrive carries no guard predicate (every thread that reaches it
+    arrives, not one elected lane), 'predicated' when it does, 'none' when no arrive names it."""
+    barriers = re.findall(r"mbarrier\.init\.shared(?:::cta)?\.b64\s+(\[[^\]]+\]),", ptx)
+    if not barriers:
+        return "none"
+    arrives = re.findall(r"^\s*(@!?%p\d+\s+)?mbarrier\.arrive\.shared(?:::cta)?\.b64\s+[^,]+,\s*" + re.escape(barriers[-1]),
+                         ptx, flags=re.MULTILINE)
+    if not arrives:
+        return "none"
+    return "predicated" if any(guard for guard in arrives) else "unpredicated"
+
+
 def allocation_barrier(ptx: str) -> str:
     found = re.findall(r"\bbar(?:rier)?\.sync(?:\.aligned)?\s+(1,\s*\d+);", ptx)
     return "bar.sync " + found[0].replace(",", ", ").replace(",  ", ", ") if found else "none"
@@ -33,7 +49,7 @@ def compile_kernel(arch: str) -> Emitted:
     as_warps = from_cute(tcgen05_gemm.compile_for(arch, acc_consumer_arrivals=4), arch).ptx
     missing_warp = from_cute(tcgen05_gemm.compile_for(arch, tmem_barrier_threads=96), arch).ptx
     facts = [
-        f"threads-arriving-on-accumulator:{tcgen05_gemm.THREADS}",
+        f"accumulator-release-arrive:{accumulator_release(right)}",
         f"consumer-group-in-threads-expects:{mbarrier_init_counts(right)[-1]}",
         f"consumer-group-in-warps-expects:{mbarrier_init_counts(as_warps)[-1]}",
         f"allocation-barrier-all-warps:{allocation_barrier(right)}",

@@ -72,7 +72,9 @@ def run_case(case: dict, ctx: Context) -> dict:
 
 
 def negative_control(ctx: Context) -> dict:
-    a, b = _inputs(512, 512, 512, ctx.seed + 1)
+    """The last of 64 K tiles skipped at 512x512x4096: about 6x the bf16 gate (at K = 512, one of
+    eight tiles, it was 18x)."""
+    a, b = _inputs(512, 512, 4096, ctx.seed + 1)
     return _checked(a, b, 128, skip_last_k_tile=True)[3]
 
 

@@ -23,6 +23,7 @@ from kernelwiki.harness import gates, tools
 from kernelwiki.harness.probe import REPO_ROOT, Context, Probe
 from kernelwiki.harness.timing import bound
 
+import held_out  # next to this script, whose folder Python puts first on sys.path
 from artifacts.kernels.hopper_gemm import hopper_gemm  # our kernel, importable without a GPU
 
 AB_DTYPES = {"bf16": hopper_gemm.cutlass.BFloat16, "fp16": hopper_gemm.cutlass.Float16,
@@ -30,6 +31,9 @@ AB_DTYPES = {"bf16": hopper_gemm.cutlass.BFloat16, "fp16": hopper_gemm.cutlass.F
 _D_DTYPE = {"fp16": hopper_gemm.cutlass.Float16, "tf32": hopper_gemm.cutlass.Float32}
 TF32_MASK = -8192   # clears the 13 low mantissa bits: fp32 values exactly representable in tf32
 E4M3_MAX = 448.0
+PROBE = Probe(__file__)
+LLM_ROWS: list[dict] = []   # the llm-shapes cases run so far in this process, for llm-shapes-summary
+STRONGEST = "strongest of cuBLAS and quack, per shape"
 
 
 def accumulation_floor(k: int) -> float:
@@ -136,7 +140,8 @@ def _cublas_result(dtype: str, a, b, scale_a: float, scale_b: float, shape):
 
 
 def _quack(a, b):
-    """quack 0.6.5's gemm (tuned=False) on the same operands, or (None, reason) when it cannot run them."""
+    """quack 0.6.5's gemm (tuned=False) on the same operands, as (launch, its output), or (None, the
+    reason) when it cannot run them."""
     import torch
 
     try:
@@ -150,7 +155,7 @@ def _quack(a, b):
         torch.cuda.synchronize()
     except Exception as err:   # noqa: BLE001  (a shape quack refuses is recorded, not fatal)
         return None, f"quack failed: {type(err).__name__}: {str(err)[:200]}"
-    return fn, None
+    return fn, out
 
 
 HOST_DRIVER = """
@@ -217,6 +222,10 @@ def run_case(case: dict, ctx: Context) -> dict:
     params = case["params"]
     if params.get("set") == "host-overhead":
         return host_overhead(ctx)
+    if params.get("set") == "held-out":
+        return run_held_out(params, ctx)
+    if params.get("set") == "llm-shapes-summary":
+        return llm_shapes_summary(ctx)
     dtype = params["dtype"]
     m, n, k = _shape(params)
     a, b, scale_a, scale_b, reference = _case_operands(params, dtype, m, n, k, ctx.seed)
@@ -225,13 +234,17 @@ def run_case(case: dict, ctx: Context) -> dict:
     gates.poison(d)
     run()
     torch.cuda.synchronize()
-    correctness = _check(d, reference, dtype, _cublas_result(dtype, a, b, scale_a, scale_b, reference.shape), k)
-    del reference
+    cublas_out = _cublas_result(dtype, a, b, scale_a, scale_b, reference.shape)
+    correctness = _check(d, reference, dtype, cublas_out, k)
+    llm_shapes = params.get("set") == "llm-shapes"
+    metrics: dict = {}
+    quack0 = _quack(a, b) if llm_shapes else (None, None)
+    if quack0[0] is not None:   # checked with our gate before it is timed
+        correctness["quack_passed"] = _check(quack0[1], reference, dtype, cublas_out, k)["passed"]
+    del reference, cublas_out
     # the one-call API (gemm) reuses the same compiled kernel and must give the same bits
     same = torch.equal(hopper_gemm.gemm(a, b, alpha=scale_a * scale_b, **settings), d)
     correctness.update(gemm_api_matches=same, passed=correctness["passed"] and same)
-
-    llm_shapes = params.get("set") == "llm-shapes"
 
     def make_set(i: int) -> dict:
         """Input set i: {candidate: its launch on this set's operands} (set 0: the operands checked)."""
@@ -240,7 +253,7 @@ def run_case(case: dict, ctx: Context) -> dict:
         ours = run if i == 0 else hopper_gemm.compile_gemm(x, w, alpha=sx * sw, **settings)[0]
         launches = {"ours": ours, **_cublas(dtype, x, w, sx, sw, torch.empty_like(d))}
         if llm_shapes:
-            quack, reason = _quack(x, w)
+            quack, reason = quack0 if i == 0 else _quack(x, w)
             if quack is not None:
                 launches["quack"] = quack
             elif i == 0:
@@ -250,8 +263,8 @@ def run_case(case: dict, ctx: Context) -> dict:
     tf32_before = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"   # cuBLAS TF32 for the tf32 cases only
     kernel_d = hopper_gemm.cutlass.Float32 if run.config.split_k > 1 else _D_DTYPE.get(dtype, AB_DTYPES["bf16"])
-    metrics: dict = {"config": run.config.describe(), "stages": hopper_gemm.HopperGemm(
-        AB_DTYPES[dtype], kernel_d, tile_n=run.config.tile_n, tile_m=run.config.tile_m).stages}
+    metrics.update(config=run.config.describe(), stages=hopper_gemm.HopperGemm(
+        AB_DTYPES[dtype], kernel_d, tile_n=run.config.tile_n, tile_m=run.config.tile_m).stages)
     try:
         first = make_set(0)
         set_bytes = sum(t.numel() * t.element_size() for t in (a, b, d))   # what one launch touches
@@ -266,24 +279,179 @@ def run_case(case: dict, ctx: Context) -> dict:
         metrics["b_stream_fraction"] = round(b_bytes / (timing["ours"]["median_ms"] * 1e-3) / 1e12
                                              / float(ctx.ceilings["copy"]), 4)
         metrics["b_bytes"] = b_bytes
-    baseline = "cuBLAS fast-accum" if dtype == "e4m3" else "cuBLAS"
-    return {"correctness": correctness, "timing": timing, "metrics": metrics,
-            "baselines": [{"name": name, "value": round(v, 2)} for name, v in tflops.items() if name != "ours"],
-            "headline": ctx.headline("tflops", tflops["ours"], "TFLOP/s", peak_key=dtype,
-                                     ceiling_key="bf16" if dtype == "bf16" else None,
-                                     baseline=(baseline, tflops[baseline]))}
+    result = {"correctness": correctness, "timing": timing, "metrics": metrics,
+              **headline(ctx, tflops, dtype, correctness, metrics.get("quack"))}
+    if llm_shapes:
+        LLM_ROWS.append({"passed": correctness["passed"], "ours": tflops["ours"],
+                         "best": result["headline"].get("baseline_value"), "choose_config": result["headline"].get("ratio")})
+    return result
 
 
-def negative_control(ctx: Context) -> dict:
-    """The last K tile skipped: must fail the gate (bf16, 1024^3, the default 2x1 cluster)."""
+def llm_shapes_summary(ctx: Context) -> dict:
+    """Geomean and worst of ours / the strongest baseline over the llm-shapes cases this run measured
+    (listed before this case in probe.yaml); refused when the run did not measure all of them."""
+    expected = len(held_out.tuning_set(PROBE.spec["cases"]))
+    if len(LLM_ROWS) != expected:
+        raise ValueError(f"llm-shapes-summary needs the {expected} llm-shapes cases in the same run; "
+                         f"this run measured {len(LLM_ROWS)}")
+    complete = all(row["best"] for row in LLM_ROWS)
+    return {"correctness": {"passed": all(row["passed"] for row in LLM_ROWS), "cases": len(LLM_ROWS)},
+            "metrics": {"shapes": len(LLM_ROWS), "headline_statistic": "geomean over the llm-shapes cases",
+                        **held_out.summary(LLM_ROWS, ("choose_config",))},
+            **ctx.headline_against("tflops", held_out.geomean([r["ours"] for r in LLM_ROWS]),
+                                   "TFLOP/s", {STRONGEST: held_out.geomean([r["best"] for r in LLM_ROWS]) if complete else None},
+                                   peak_key="bf16")}
+
+
+def _held_out_launches(x, w, configs: dict, with_quack: bool) -> dict:
+    """{name: launch} on one input set: ours with each forced configuration (None: choose_config's),
+    cuBLAS, and quack."""
     import torch
 
-    a, b, _, _, reference = _inputs("bf16", 1024, 1024, 1024, ctx.seed + 1)
-    run, d = hopper_gemm.compile_gemm(a, b, tile_n=256, cluster_mn=(2, 1), skip_last_k_tile=True)
+    out = {}
+    for name, config in configs.items():
+        forced = {} if config is None else {"tile_m": config.tile_m, "tile_n": config.tile_n,
+                                            "cluster_mn": config.cluster_mn, "split_k": config.split_k}
+        out[name] = hopper_gemm.compile_gemm(x, w, **forced)
+    launches = {name: run for name, (run, _) in out.items()}
+    launches.update(_cublas("bf16", x, w, 1.0, 1.0, torch.empty(x.shape[0], w.shape[0], dtype=x.dtype, device="cuda")))
+    if with_quack:
+        quack, _ = _quack(x, w)
+        if quack is not None:
+            launches["quack"] = quack
+    return launches, out
+
+
+def _held_out_shape(shape: dict, index: int, nvmmh_config, ctx: Context) -> dict:
+    """One held-out shape: gate every configuration of ours and quack, time them all with cuBLAS, and
+    return its row (ratios to the shape's strongest correct baseline)."""
+    import torch
+
+    m, n, k = shape["m"], shape["n"], shape["k"]
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    chosen = hopper_gemm.choose_config(m, n, k, 1, sms, 16)
+    configs = {"ours": None}
+    configs.update({held_out.label(c): c for c in held_out.sweep(m, n, k, sms) if c != chosen})
+    nvmmh_name = None
+    if nvmmh_config is not None:
+        nvmmh_name = "ours" if nvmmh_config == chosen else held_out.label(nvmmh_config)
+        configs.setdefault(nvmmh_name, nvmmh_config)
+    seed = ctx.seed + 7919 * (index + 1)
+    a, b, _, _, reference = _inputs("bf16", m, n, k, seed)
+    cublas_out = _cublas_result("bf16", a, b, 1.0, 1.0, reference.shape)
+    launches, built = _held_out_launches(a, b, configs, with_quack=True)
+    incorrect = []
+    for name, (run, d) in built.items():
+        gates.poison(d)
+        run()
+        torch.cuda.synchronize()
+        if not _check(d, reference, "bf16", cublas_out, k)["passed"]:
+            incorrect.append(name)
+            launches.pop(name)
+    quack_ok = "quack" in launches and _check(_quack(a, b)[1], reference, "bf16", cublas_out, k)["passed"]
+    if not quack_ok:
+        launches.pop("quack", None)
+    del reference, cublas_out
+    if "ours" in incorrect or (nvmmh_name in incorrect):
+        return {**shape, "passed": False, "incorrect": incorrect}
+    names = list(launches)
+    first = launches
+
+    def make_set(i: int) -> dict:
+        if i == 0:
+            return first
+        x, y, _, _, _ = _inputs("bf16", m, n, k, seed + i, with_reference=False)
+        fresh, _ = _held_out_launches(x, y, {name: configs[name] for name in names if name in configs}, quack_ok)
+        return {name: fresh[name] for name in names}
+
+    set_bytes = 2 * (m * k + n * k + m * n)
+    timing = ctx.bench(bound(names), make_set, set_bytes, iters=held_out.SWEEP_ITERS, warmup=2)
+    tflops = {name: 2 * m * n * k / (t["median_ms"] * 1e-3) / 1e12 for name, t in timing.items()}
+    best = max(tflops[name] for name in ("cuBLAS", "quack") if name in tflops)
+    ours_names = [name for name in tflops if name in configs]
+    oracle = max(ours_names, key=tflops.__getitem__)
+    return {**shape, "passed": True, "incorrect": incorrect, "ours": tflops["ours"], "best": best,
+            "cublas": tflops["cuBLAS"], "quack": tflops.get("quack"),
+            "config": held_out.label(chosen), "choose_config": tflops["ours"] / best,
+            "nvmmh": tflops[nvmmh_name] / best if nvmmh_name else None,
+            "oracle": tflops[oracle] / best,
+            "oracle_config": held_out.label(chosen) if oracle == "ours" else oracle}
+
+
+def run_held_out(params: dict, ctx: Context) -> dict:
+    """The held-out set (held_out.py): shapes drawn by the run's seed, outside the tuning set; the
+    headline is the geomean of ours over the geomean of each shape's strongest baseline."""
+    from artifacts.kernels.hopper_gemm import nvmmh
+
+    if params.get("dtype") != "bf16":
+        raise ValueError(f"held-out: dtype {params.get('dtype')!r}; the set is drawn for bf16")
+    drawn = held_out.draw(ctx.seed, int(params["count"]), PROBE.spec["cases"])
+    asked = nvmmh.configs([(s["m"], s["n"], s["k"]) for s in drawn], "bf16")
+    rows = [_held_out_shape(shape, i, asked[i] if asked else None, ctx) for i, shape in enumerate(drawn)]
+    passed = all(row["passed"] for row in rows)
+    timed = [row for row in rows if row["passed"]]
+    metrics = {"seed": ctx.seed, "shapes": len(rows), "headline_statistic": "geomean over the held-out shapes",
+               "nvmmh": "asked" if asked else
+               "unavailable (nvidia-matmul-heuristics not installed, or its child gave no complete answer)",
+               **held_out.summary(timed, ("choose_config", "nvmmh", "oracle")),
+               "sweep_incorrect": "; ".join(f"{r['m']}x{r['n']}x{r['k']}: {', '.join(r['incorrect'])}"
+                                            for r in rows if r["incorrect"]) or None,
+               "per_shape": "; ".join(held_out.compact(r) for r in timed)}
+    quack_everywhere = timed and all(r.get("quack") for r in timed)
+    return {"correctness": {"passed": passed, "shapes_passed": len(timed), "shapes": len(rows)},
+            "metrics": metrics,
+            **ctx.headline_against("tflops", held_out.geomean([r["ours"] for r in timed]) or 0.0,
+                                   "TFLOP/s", {STRONGEST: held_out.geomean([r["best"] for r in timed]) if passed else None},
+                                   peak_key="bf16",
+                                   context={"cuBLAS": held_out.geomean([r["cublas"] for r in timed]),
+                                            "quack": held_out.geomean([r["quack"] for r in timed]) if quack_everywhere else None})}
+
+
+def headline(ctx: Context, tflops: dict, dtype: str, correctness: dict, quack_skipped: str | None) -> dict:
+    """The headline against the fastest correct of cuBLAS and quack (where it ran and passed our gate);
+    cuBLAS is the gate's own reference, so it counts as correct. For fp8, cuBLAS with promoted
+    accumulation (use_fast_accum=False) computes more precisely than ours: its ratio stays beside."""
+    baselines = {name: v for name, v in tflops.items() if name != "ours"}
+    context = {"cuBLAS": baselines.pop("cuBLAS")} if dtype == "e4m3" else {}
+    correct = {name: True for name in baselines if name != "quack"}
+    if "quack" in baselines:
+        correct["quack"] = bool(correctness.get("quack_passed"))
+    notes = {}
+    if quack_skipped:
+        baselines["quack"] = None
+        notes["quack"] = {"skipped": quack_skipped}
+    return ctx.headline_against("tflops", tflops["ours"], "TFLOP/s", baselines, correct=correct, peak_key=dtype,
+                                ceiling_key="bf16" if dtype == "bf16" else None, context=context, notes=notes)
+
+
+def _skipped_tile_control(m: int, n: int, k: int, seed: int, **config) -> dict:
+    """Our kernel with output tile (0, 0) skipping the last K tile of its last K range
+    (skip_last_k_tile), gated like a case."""
+    import torch
+
+    a, b, _, _, reference = _inputs("bf16", m, n, k, seed)
+    run, d = hopper_gemm.compile_gemm(a, b, skip_last_k_tile=True, **config)
     gates.poison(d)
     run()
     torch.cuda.synchronize()
-    return _check(d, reference, "bf16", _cublas_result("bf16", a, b, 1.0, 1.0, reference.shape), 1024)
+    result = _check(d, reference, "bf16", _cublas_result("bf16", a, b, 1.0, 1.0, reference.shape), k)
+    result.update(shape=f"{m}x{n}x{k}", config=run.config.describe())
+    return result
+
+
+def control_one_tile(ctx: Context) -> dict:
+    """bf16 2048x1024x1024, 128x256 tiles, 2x1 cluster: one of 64 output tiles misses one of its 16 K
+    tiles (about 5x the gate)."""
+    return _skipped_tile_control(2048, 1024, 1024, ctx.seed + 1, tile_m=128, tile_n=256, cluster_mn=(2, 1))
+
+
+def control_split_k(ctx: Context) -> dict:
+    """bf16 128x1024x8192 split over 8 K ranges (128x128 tiles, 1x1): the last range of one of the 8
+    output tiles misses its last K tile, so the FP32 reduction sums one short partial (about 5x)."""
+    return _skipped_tile_control(128, 1024, 8192, ctx.seed + 2, tile_m=128, tile_n=128, cluster_mn=(1, 1), split_k=8)
+
+
+NEGATIVE_CONTROLS = {"one-tile-last-k": control_one_tile, "split-k-last-range": control_split_k}
 
 
 def compile_kernel(arch: str) -> compile_mod.Emitted:
@@ -311,4 +479,4 @@ def compile_kernel(arch: str) -> compile_mod.Emitted:
 
 
 if __name__ == "__main__":
-    Probe(__file__).main(run_case=run_case, negative_control=negative_control, compile=compile_kernel)
+    PROBE.main(run_case=run_case, negative_control=NEGATIVE_CONTROLS, compile=compile_kernel)

@@ -79,7 +79,7 @@ def run_case(case: dict, ctx: Context) -> dict:
     timing = _timed[n]
     per_pair_ns = {name: t["median_ms"] * 1e6 / PAIRS for name, t in timing.items()}
     metrics = {"pairs_per_call": PAIRS, "kernels_per_pair": 2, "grid_ctas": _grid(), "block": chain.BLOCK,
-               "ns_per_pair": {name: round(v, 1) for name, v in per_pair_ns.items()}}
+               **{f"ns_per_pair_{name}": round(v, 1) for name, v in per_pair_ns.items()}}   # metrics are scalars
     baseline = None if mode.name == "serial" else ("serial", per_pair_ns["serial"])
     return {"correctness": correctness, "timing": {mode.name: timing[mode.name]}, "metrics": metrics,
             "headline": ctx.headline("time-per-pair", per_pair_ns[mode.name], "ns", baseline=baseline)}

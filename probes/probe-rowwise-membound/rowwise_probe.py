@@ -129,9 +129,9 @@ def run_case(case: dict, ctx: Context) -> dict:
     if ctx.ceilings.get("copy"):
         metrics["best_baseline_fraction_of_ceiling"] = round(tbps[best] / float(ctx.ceilings["copy"]), 4)
     return {"correctness": correctness, "timing": timing, "metrics": metrics,
-            "baselines": [{"name": name, "value": round(v, 4)} for name, v in tbps.items() if name != "ours"],
-            "headline": ctx.headline("bandwidth", tbps["ours"], "TB/s", peak_key="copy", ceiling_key="copy",
-                                     baseline=(best, tbps[best]))}
+            **ctx.headline_against("bandwidth", tbps["ours"], "TB/s",
+                                   {name: v for name, v in tbps.items() if name != "ours"},
+                                   peak_key="copy", ceiling_key="copy")}
 
 
 def _plan(n: int):

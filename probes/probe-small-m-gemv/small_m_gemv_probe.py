@@ -146,8 +146,10 @@ def run_case(case: dict, ctx: Context) -> dict:
     strongest = max(baselines, key=lambda name: tbs[name])
     metrics["strongest_baseline"] = strongest
     return {"correctness": correctness, "timing": timing, "metrics": metrics,
-            "headline": ctx.headline("bandwidth", tbs["cuda_cores"], "TB/s", peak_key="copy", ceiling_key="copy",
-                                     baseline=(strongest, tbs[strongest]))}
+            **ctx.headline_against("bandwidth", tbs["cuda_cores"], "TB/s", {name: tbs[name] for name in baselines},
+                                   correct={name: bool(c["passed"]) for name, c in correctness["baselines"].items()
+                                            if name in baselines},
+                                   peak_key="copy", ceiling_key="copy")}
 
 
 def negative_control(ctx: Context) -> dict:

@@ -2,11 +2,16 @@
 
 Each case: a cache of 65536 tokens per sequence (normal latent rows quantized to the V3.2 FP8 format),
 2048 distinct random indices per sequence, normal bf16 queries. Correctness: O and lse (outputs poisoned
-first) against reference.sparse_decode in FP32; the O gate is twice the relative Frobenius error and
-twice the largest element error of reference.sparse_decode_bf16 (the same attention with bf16 operands),
-lse within LSE_TOL (gates.check, gates.check_lse). Timing: our kernel(s) and the torch baseline by
+first) against reference.sparse_decode in FP32; the O gates derive from reference.sparse_decode_fp16
+(the same attention with our kernel's fp16 operands): twice its error against the FP32 reference, and
+1.5x its error against the bf16-rounded reference (which a bf16 P.V, about three times as far, fails:
+the `bf16-pv` control checks that in every run); lse within LSE_TOL (gates.check, gates.check_lse).
+FlashMLA (flashmla_baseline.py) and torch are checked against the same reference with a bf16 kernel's
+gate (twice reference.sparse_decode_bf16's error); FlashMLA is skipped, with the reason in the case's
+metrics, where it is not importable or refuses the head count. Timing: ours, FlashMLA and torch by
 ctx.bench, each input set new queries and new indices into the same cache (set_bytes = the bytes a
-decode must move, so the sets span 3x L2 where the kernel is short). Compile-only mode compiles the one-pass kernel, the
+decode must move, so the sets span 3x L2 where the kernel is short); the headline is against the
+fastest correct of FlashMLA and torch (ctx.headline_against). Compile-only mode compiles the one-pass kernel, the
 split kernel and the combine kernel for sm_90a with fake tensors and scans PTX and SASS.
 
 Run through the runner: kernelwiki probe run --probe probe-sparse-decode-sm90 [--compile-only]
@@ -19,11 +24,14 @@ from kernelwiki.harness import compile as compile_mod
 from kernelwiki.harness import gates
 from kernelwiki.harness.probe import Context, Probe
 
+import flashmla_baseline as flashmla  # next to this script, whose folder Python puts first on sys.path
 from artifacts.kernels.sparse_decode import cache_format
 from artifacts.kernels.sparse_decode import sparse_decode_sm90  # our kernel, importable without a GPU
 
-GATE_FACTOR = 2.0   # allowed multiple of the bf16 computation's own error
-LSE_TOL = 1e-3      # natural-log units; fp32 statistics of a correct kernel differ by ~1e-6
+GATE_FACTOR = 2.0        # "o": allowed multiple of the fp16 computation's error against the FP32 reference
+ROUNDED_FACTOR = 1.5     # "o_rounded": allowed multiple of its error against the bf16-rounded FP32 reference
+LSE_TOL = 1e-3           # natural-log units; fp32 statistics of a correct kernel differ by ~1e-6
+BF16_GATE_FACTOR = 2.0   # a bf16 kernel (FlashMLA) against the bf16 computation's own error
 
 
 def flops(batch: int, heads: int, topk: int) -> int:
@@ -46,9 +54,22 @@ def _problem(params: dict, seed: int):
     return reference.random_problem(params["batch"], params["heads"], params["topk"], params["cache_tokens_per_seq"], g)
 
 
+def _gate_o(o, ref_o, gate: dict) -> dict:
+    """O against the FP32 reference (`o`, GATE_FACTOR x the fp16 computation's error) and against the
+    bf16-rounded reference (`o_rounded`, ROUNDED_FACTOR x its error there, largest element by the bf16
+    table): the second is what tells an fp16 P.V from a bf16 one (the output rounding to bf16, common
+    to both, dominates the first)."""
+    import torch
+
+    return {"o": {**gates.check(o, ref_o, "bf16", tol=gate["tol"], max_abs_tol=gate["max_abs_tol"]),
+                  "gate": f"{GATE_FACTOR} x the fp16 computation's own error"},
+            "o_rounded": {**gates.check(o, ref_o.to(torch.bfloat16), "bf16", tol=gate["rounded_tol"]),
+                          "gate": f"{ROUNDED_FACTOR} x the fp16 computation's error against the bf16-rounded reference"}}
+
+
 def _check(q, cache, indices, ref_o, ref_lse, gate: dict) -> tuple[dict, object]:
-    """Run our kernel once on poisoned outputs; the record's correctness mapping (O against the FP32
-    reference with the derived tolerance `gate`, lse within LSE_TOL) and the op."""
+    """Run our kernel once on poisoned outputs; the record's correctness mapping (O by `_gate_o`, lse
+    within LSE_TOL) and the op."""
     import torch
 
     op = sparse_decode_sm90.SparseDecode(q, cache, indices)
@@ -56,27 +77,48 @@ def _check(q, cache, indices, ref_o, ref_lse, gate: dict) -> tuple[dict, object]
     gates.poison(op.lse)
     op.run()
     torch.cuda.synchronize()
-    o = gates.check(op.out, ref_o, "bf16", tol=gate["tol"], max_abs_tol=gate["max_abs_tol"])
-    o.update(reference_bf16_rel_err=gate["reference_bf16_rel_err"],
-             gate=f"{GATE_FACTOR} x the bf16 reference's own error")
-    correctness = gates.combine({"o": o, "lse": gates.check_lse(op.lse, ref_lse, LSE_TOL)})
-    correctness["splits"] = op.splits
+    correctness = gates.combine({**_gate_o(op.out, ref_o, gate), "lse": gates.check_lse(op.lse, ref_lse, LSE_TOL)})
+    correctness.update(splits=op.splits, reference_fp16_rel_err=gate["reference_fp16_rel_err"])
     return correctness, op
 
 
 def _tolerance(q, cache, indices, ref_o) -> dict:
-    """The tolerance: GATE_FACTOR times what the bf16 computation of the same attention is off by
-    (gates.reference_tolerance)."""
+    """The tolerances of `_gate_o`, from reference.sparse_decode_fp16 (the same attention with our
+    kernel's fp16 operands)."""
+    import torch
+
     from artifacts.kernels.sparse_decode import reference
 
-    bf16 = reference.sparse_decode_bf16(q, cache, indices)
-    return {**gates.reference_tolerance(bf16, ref_o, k=GATE_FACTOR),
-            "reference_bf16_rel_err": gates.relative_error(bf16, ref_o)}
+    fp16 = reference.sparse_decode_fp16(q, cache, indices)
+    rounded = ref_o.to(torch.bfloat16)
+    return {**gates.reference_tolerance(fp16, ref_o, k=GATE_FACTOR),
+            "rounded_tol": ROUNDED_FACTOR * gates.relative_error(fp16, rounded),
+            "reference_fp16_rel_err": gates.relative_error(fp16, ref_o)}
 
 
-def _fresh_set(q, cache, indices, tokens_per_seq: int, generator) -> dict:
+def _bf16_gate(q, cache, indices, ref_o) -> dict:
+    """A bf16 kernel's gate (FlashMLA's, torch's): BF16_GATE_FACTOR x the bf16 computation's error."""
+    from artifacts.kernels.sparse_decode import reference
+
+    return gates.reference_tolerance(reference.sparse_decode_bf16(q, cache, indices), ref_o, k=BF16_GATE_FACTOR)
+
+
+def flashmla_skip_reason(heads: int, topk: int, rows: int) -> str | None:
+    """Why FlashMLA is not a candidate of this case (not importable, or a problem it refuses), or None."""
+    return flashmla.unavailable() or flashmla.unsupported(heads, topk, rows)
+
+
+def _flashmla(q, cache, indices):
+    """FlashMLA bound to one input set, called once (its first call builds the scheduler metadata,
+    which must not happen inside a graph capture)."""
+    run = flashmla.decoder(q, cache, indices)
+    run()
+    return run
+
+
+def _fresh_set(q, cache, indices, tokens_per_seq: int, generator, with_flashmla: bool) -> dict:
     """Another input set on the same cache: new queries, new distinct indices per sequence (other
-    rows, so the L2 holds none of them), and our op on them."""
+    rows, so the L2 holds none of them), and our op (and FlashMLA) on them."""
     import torch
 
     batch, topk = indices.shape
@@ -84,7 +126,10 @@ def _fresh_set(q, cache, indices, tokens_per_seq: int, generator) -> dict:
     local = torch.rand(batch, tokens_per_seq, generator=generator, device="cuda").argsort(dim=-1)[:, :topk]
     offsets = torch.arange(batch, device="cuda").unsqueeze(1) * tokens_per_seq
     indices = (local + offsets).int()
-    return {"q": q, "indices": indices, "op": sparse_decode_sm90.SparseDecode(q, cache, indices)}
+    out = {"q": q, "indices": indices, "op": sparse_decode_sm90.SparseDecode(q, cache, indices)}
+    if with_flashmla:
+        out["flashmla"] = _flashmla(q, cache, indices)
+    return out
 
 
 def run_case(case: dict, ctx: Context) -> dict:
@@ -97,34 +142,92 @@ def run_case(case: dict, ctx: Context) -> dict:
     q, cache, indices = _problem(params, ctx.seed)
     ref_o, ref_lse = reference.sparse_decode(q, cache, indices)
     correctness, op = _check(q, cache, indices, ref_o, ref_lse, _tolerance(q, cache, indices, ref_o))
+    bf16_gate = _bf16_gate(q, cache, indices, ref_o)
+    torch_o = reference.sdpa_baseline(q, cache, indices)
+    correct = {"torch": gates.check(torch_o, ref_o, "bf16", **bf16_gate)["passed"]}
+    del torch_o
+    checked = {"q": q, "indices": indices, "op": op}
+    skipped = flashmla_skip_reason(heads, topk, cache.shape[0])
+    candidates = {"ours": lambda s: s["op"].run(),
+                  "torch": lambda s: reference.sdpa_baseline(s["q"], cache, s["indices"])}
+    if skipped is None:
+        checked["flashmla"] = _flashmla(q, cache, indices)
+        out, lse = checked["flashmla"]()
+        torch.cuda.synchronize()
+        flash = gates.combine({"o": gates.check(out, ref_o, "bf16", **bf16_gate),
+                               "lse": gates.check_lse(lse, ref_lse, LSE_TOL)})
+        correctness["flashmla"] = {k: flash[k] for k in ("passed", "rel_err", "max_abs_err", "tolerance")}
+        correctness["flashmla"]["lse_max_abs_err"] = flash["parts"]["lse"]["max_abs_err"]
+        correct[flashmla.NAME] = flash["passed"]
+        candidates[flashmla.NAME] = lambda s: s["flashmla"]()
     del ref_o, ref_lse
     torch.cuda.empty_cache()
-    checked = {"q": q, "indices": indices, "op": op}
     timing = ctx.bench(
-        {"ours": lambda s: s["op"].run(), "torch": lambda s: reference.sdpa_baseline(s["q"], cache, s["indices"])},
+        candidates,
         lambda i: checked if i == 0 else _fresh_set(q, cache, indices, params["cache_tokens_per_seq"],
-                                                    ctx.generator(1000 * i)),
+                                                    ctx.generator(1000 * i), skipped is None),
         bytes_moved(batch, heads, topk), iters=20, warmup=3)
     tflops = {name: flops(batch, heads, topk) / (t["median_ms"] * 1e-3) / 1e12 for name, t in timing.items()}
     tbps = bytes_moved(batch, heads, topk) / (timing["ours"]["median_ms"] * 1e-3) / 1e12
     copy = ctx.ceilings.get("copy")
     metrics = {"splits": op.splits, "bytes_moved": bytes_moved(batch, heads, topk), "achieved_tbps": round(tbps, 4),
-               "hbm_fraction": round(tbps / float(copy), 4) if copy else None, "copy_ceiling_tbps": copy}
+               "hbm_fraction": round(tbps / float(copy), 4) if copy else None, "copy_ceiling_tbps": copy,
+               "flashmla_revision": flashmla.REVISION, "flashmla_skipped": skipped}
+    flash_note = {"revision": flashmla.REVISION, **({"skipped": skipped} if skipped else {})}
     return {"correctness": correctness, "timing": timing, "metrics": metrics,
-            "baselines": [{"name": "torch", "value": round(tflops["torch"], 2)}],
-            "headline": ctx.headline("tflops", tflops["ours"], "TFLOP/s", peak_key="bf16", ceiling_key="bf16",
-                                     baseline=("torch", tflops["torch"]))}
+            **ctx.headline_against("tflops", tflops["ours"], "TFLOP/s",
+                                   {flashmla.NAME: tflops.get(flashmla.NAME), "torch": tflops["torch"]},
+                                   correct=correct, peak_key="bf16", ceiling_key="bf16",
+                                   notes={flashmla.NAME: flash_note})}
 
 
-def negative_control(ctx: Context) -> dict:
-    """Indices shifted by one row: a kernel that reads the rows it is told to read must now be wrong."""
+def _one_row_control(ctx: Context, params: dict, sequences: int) -> dict:
+    """The kernel reading the neighbouring cache row (index + 1) for the first selected token of the
+    first `sequences` sequences (an off-by-one in one tile's row offset): one token in 2048 of those
+    sequences wrong, O off by a few times the gate."""
     from artifacts.kernels.sparse_decode import reference
 
-    params = {"batch": 16, "heads": 64, "topk": 2048, "cache_tokens_per_seq": 65536}
     q, cache, indices = _problem(params, ctx.seed + 1)
     ref_o, ref_lse = reference.sparse_decode(q, cache, indices)
     gate = _tolerance(q, cache, indices, ref_o)
-    return _check(q, cache, (indices + 1).clamp(max=cache.shape[0] - 1).int(), ref_o, ref_lse, gate)[0]
+    wrong = indices.clone()
+    wrong[:sequences, 0] += 1
+    result = _check(q, cache, wrong, ref_o, ref_lse, gate)[0]
+    result["bug"] = f"index + 1 for the first token of {sequences} of {params['batch']} sequences"
+    return result
+
+
+def control_split_path(ctx: Context) -> dict:
+    """Batch 16 x 64 heads (8 splits of the 2048 tokens, then the combine kernel): one sequence's
+    first token read from the next row."""
+    return _one_row_control(ctx, {"batch": 16, "heads": 64, "topk": 2048, "cache_tokens_per_seq": 65536}, 1)
+
+
+def control_one_pass(ctx: Context) -> dict:
+    """Batch 128 x 64 heads (one pass, no split): four sequences' first token read from the next row."""
+    return _one_row_control(ctx, {"batch": 128, "heads": 64, "topk": 2048, "cache_tokens_per_seq": 65536}, 4)
+
+
+def control_bf16_pv(ctx: Context) -> dict:
+    """The fp16 claim: the same attention computed with bf16 operands and P in bf16
+    (reference.sparse_decode_bf16, what a bf16 kernel returns) must fail our gate, or the gate cannot
+    tell our fp16 kernel from a bf16 one."""
+    import torch
+
+    from artifacts.kernels.sparse_decode import reference
+
+    q, cache, indices = _problem({"batch": 16, "heads": 64, "topk": 2048, "cache_tokens_per_seq": 65536}, ctx.seed + 2)
+    ref_o, ref_lse = reference.sparse_decode(q, cache, indices)
+    gate = _tolerance(q, cache, indices, ref_o)
+    bf16 = reference.sparse_decode_bf16(q, cache, indices)
+    torch.cuda.synchronize()
+    result = gates.combine(_gate_o(bf16, ref_o, gate))
+    result["reference_fp16_rel_err"] = gate["reference_fp16_rel_err"]
+    return result
+
+
+NEGATIVE_CONTROLS = {"split-path-one-row": control_split_path, "one-pass-one-row": control_one_pass,
+                     "bf16-pv": control_bf16_pv}
 
 
 def compile_kernel(arch: str) -> compile_mod.Emitted:
@@ -136,4 +239,4 @@ def compile_kernel(arch: str) -> compile_mod.Emitted:
 
 
 if __name__ == "__main__":
-    Probe(__file__).main(run_case=run_case, negative_control=negative_control, compile=compile_kernel)
+    Probe(__file__).main(run_case=run_case, negative_control=NEGATIVE_CONTROLS, compile=compile_kernel)

@@ -65,16 +65,17 @@ def run_case(case: dict, ctx: Context) -> dict:
     torch.cuda.synchronize()
     correctness = gates.check(checked["dst"], src, "exact")
     moved = 2 * src.numel() * src.element_size()
-    timing = ctx.bench({"tma_copy": lambda s: s["copy"](), "torch copy_": lambda s: s["dst_torch"].copy_(s["src"])},
-                       lambda i: checked if i == 0 else make_set(i), moved,
-                       iters=30, warmup=5)
-    tbps = moved / (timing["tma_copy"]["median_ms"] * 1e-3) / 1e12
-    torch_tbps = moved / (timing["torch copy_"]["median_ms"] * 1e-3) / 1e12
+    baselines = {"torch copy_": lambda s: s["dst_torch"].copy_(s["src"]),                 # a memcpy node in a graph
+                 "SM copy (x * 1)": lambda s: torch.mul(s["src"], 1, out=s["dst_torch"])}   # an elementwise kernel
+    timing = ctx.bench({"tma_copy": lambda s: s["copy"](), **baselines}, lambda i: checked if i == 0 else make_set(i),
+                       moved, iters=30, warmup=5)
+    tbps = {name: moved / (t["median_ms"] * 1e-3) / 1e12 for name, t in timing.items()}
+    strongest = max(baselines, key=tbps.get)   # the headline is against the faster copy
     return {"correctness": correctness, "timing": timing,
             "metrics": {"bytes_moved": moved, "ctas_per_sm": ctas_per_sm},
-            "baselines": [{"name": "torch copy_", "value": round(torch_tbps, 4)}],
-            "headline": ctx.headline("bandwidth", tbps, "TB/s", peak_key="copy", ceiling_key="copy",
-                                     baseline=("torch copy_", torch_tbps))}
+            "baselines": [{"name": name, "value": round(tbps[name], 4)} for name in baselines],
+            "headline": ctx.headline("bandwidth", tbps["tma_copy"], "TB/s", peak_key="copy", ceiling_key="copy",
+                                     baseline=(strongest, tbps[strongest]))}
 
 
 def negative_control(ctx: Context) -> dict:

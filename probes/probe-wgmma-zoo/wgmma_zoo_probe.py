@@ -65,8 +65,9 @@ def _rows(tensor):
     return tensor.contiguous().view(torch.uint8).view(-1, 128)
 
 
-def check(config: zoo.ZooConfig, a, b, *, kernel: zoo.ZooConfig | None = None) -> dict:
-    """Run one K block of `kernel` (default: config) on a, b and compare with config's reference."""
+def check(config: zoo.ZooConfig, a, b, *, kernel: zoo.ZooConfig | None = None, reference_operands=None) -> dict:
+    """Run one K block of `kernel` (default: config) on a, b and compare with config's reference
+    (of `reference_operands` = (a, b) if given: the operands the kernel should have seen)."""
     import torch
 
     module, _, _ = _loaded()
@@ -76,7 +77,7 @@ def check(config: zoo.ZooConfig, a, b, *, kernel: zoo.ZooConfig | None = None) -
     module.launch(kernel or config, _rows(a), _rows(b), d, cycles, iters=1, mode=zoo.MODE_CHECK, grid=1,
                   threads=128, stream=torch.cuda.current_stream().cuda_stream)
     torch.cuda.synchronize()
-    ref = zoo.reference(config, a, b)
+    ref = zoo.reference(config, *(reference_operands or (a, b)))
     if config.integer:
         return gates.check(d, ref.to(torch.int32), "exact")
     return gates.check(d, ref.float(), GATE[config.dtype])
@@ -143,10 +144,18 @@ def run_case(case: dict, ctx: Context) -> dict:
 
 
 def negative_control(ctx: Context) -> dict:
-    """The MN-major kernel (imm-trans-b = 1) fed a K-major B: the wrong major-mode declaration."""
+    """bf16, N = 64: A and B converted to bf16 by truncation (round toward zero, a hand-written
+    `bits >> 16` conversion) where round-to-nearest was meant. Each operand is then up to one ulp
+    off, and D about 3x the gate's tolerance (a NumPy model; the wrong major-mode declaration this
+    control used before missed by ~700x, which a gate ten times looser would still catch)."""
+    import torch
+
     config = zoo.CONFIGS["bf16-n64"]
-    a, b = operands(config, ctx.seed + 1)
-    return check(config, a, b, kernel=zoo.CONFIGS["bf16-n64-nt"])
+    g = torch.Generator(device="cuda").manual_seed(ctx.seed + 1)
+    x, w = torch.randn(64, config.k_block, generator=g, device="cuda"), torch.randn(config.n, config.k_block,
+                                                                                    generator=g, device="cuda")
+    truncated = [(t.view(torch.int32) & -65536).view(torch.float32).bfloat16() for t in (x, w)]
+    return check(config, *truncated, reference_operands=(x.bfloat16(), w.bfloat16()))
 
 
 def compile_kernel(arch: str) -> compile_mod.Emitted:

@@ -94,7 +94,7 @@ from cutlass.cute.nvgpu import cpasync, warpgroup
 from cutlass.tensor_utils import LayoutEnum
 
 # the pieces both Hopper GEMMs share live beside the bf16 GEMM (listed in this bundle's PROVENANCE)
-from ..hopper_gemm import pipeline_checks
+from ..hopper_gemm import gemm_base, pipeline_checks, sm90_common
 from ..hopper_gemm.gemm_base import EPI_TILE_N, NamedBarrier, Sm90GemmBase
 from ..hopper_gemm.sm90_common import (DUMP_DIR, SMEM_BYTES, WARPGROUP_THREADS, batch_last, cached_kernel,
                          canonical, current_stream, cute_view, fake_tensor, load_atom, max_active_clusters)
@@ -131,7 +131,7 @@ class Fp8BlockScaleGemm(Sm90GemmBase):
     in flight, turns, 256-row halves, each promoting per 128-K block; work tiles follow the layout's groups."""
 
     def __init__(self, layout: str = "normal", tile_n: int = 128, cluster_mn: tuple[int, int] = (2, 1), swizzle: int = 1,
-                 tile_m: int = 128, order_warpgroups: bool | None = None, unscaled_k_tile: int = -1, sfa_k_shift: int = 0,
+                 tile_m: int = 128, order_warpgroups: bool | None = None, unscaled_k_tile: int = -1,
                  whole_tile_epilogue: bool | None = None, mma_ahead: bool | None = None):
         self.layout = layout
         self.ab_dtype, self.sf_dtype, self.d_dtype, self.acc_dtype = (
@@ -161,8 +161,6 @@ class Fp8BlockScaleGemm(Sm90GemmBase):
         self.split_groups = layout == "contiguous" and self.halves == 2
         # the negative control: this K tile is accumulated without its scales (sfa * sfb taken as 1)
         self.unscaled_k_tile = unscaled_k_tile
-        # the realistic negative control: A's scales read from K block (k + shift) mod K blocks
-        self.sfa_k_shift = sfa_k_shift
         self.epi_tile = (self.mma_m, min(EPI_TILE_N, tile_n))
         # as many mainloop stages as fit beside two epilogue buffers, then as many more epilogue
         # buffers as the rest holds (up to one per slice of a tile): a TMA store is waited for only
@@ -276,7 +274,7 @@ class Fp8BlockScaleGemm(Sm90GemmBase):
 
         pipeline.pipeline_init_wait(cluster_shape_mn=self.cluster_mn)
         self.dispatch_roles(warp, warpgroup_idx,
-                            (ab_pipeline, scheduler_params, ab_loads, (tma_sfa, tSgSFA, tSsSFA, k_tiles),
+                            (ab_pipeline, scheduler_params, ab_loads, (tma_sfa, tSgSFA, tSsSFA),
                              (mGroup, m_rows, k_tiles)),
                             (ab_pipeline, scheduler_params, mGroup, m_rows, k_tiles, tiled_mma, sA_mma, sB, sSFA, mSFB,
                              sD, gD, tma_d, tidx, warp))
@@ -314,19 +312,15 @@ class Fp8BlockScaleGemm(Sm90GemmBase):
         return state
 
     def slice_extra_loads(self, extra_loads, tile_m, l_a):
-        """The A scales of output tile rows tile_m, batch l_a: (tma_sfa, tSgSFA (TMA, k_tiles), tSsSFA, k_tiles)."""
-        tma_sfa, tSgSFA, tSsSFA, k_tiles = extra_loads
-        return tma_sfa, tSgSFA[(None, tile_m, None, l_a)], tSsSFA, k_tiles
+        """The A scales of output tile rows tile_m, batch l_a: (tma_sfa, tSgSFA (TMA, k_tiles), tSsSFA)."""
+        tma_sfa, tSgSFA, tSsSFA = extra_loads
+        return tma_sfa, tSgSFA[(None, tile_m, None, l_a)], tSsSFA
 
     @cute.jit
     def load_stage_extras(self, extra_tile, barrier, stage, k_tile) -> None:
-        """K tile k_tile's A scales into the stage, on the stage's barrier (sfa_k_shift: the negative
-        control's wrong K block)."""
-        tma_sfa, tSgSFA_tile, tSsSFA, k_tiles = extra_tile
-        sfa_k = k_tile
-        if cutlass.const_expr(self.sfa_k_shift != 0):
-            sfa_k = (k_tile + self.sfa_k_shift) % k_tiles
-        cute.copy(tma_sfa, tSgSFA_tile[(None, sfa_k)], tSsSFA[(None, stage)], tma_bar_ptr=barrier)
+        """K tile k_tile's A scales into the stage, on the stage's barrier."""
+        tma_sfa, tSgSFA_tile, tSsSFA = extra_tile
+        cute.copy(tma_sfa, tSgSFA_tile[(None, k_tile)], tSsSFA[(None, stage)], tma_bar_ptr=barrier)
 
     @cute.jit
     def _half_groups(self, mGroup, m_rows, tile_m):
@@ -662,8 +656,9 @@ def gemm(a, sfa, b, sfb, layout: str = "normal", group_info=None):
     return d
 
 
-KERNEL_SOURCES = [Path(__file__).resolve(), *(Path(__file__).resolve().parents[1] / "hopper_gemm" / name
-                                               for name in ("gemm_base.py", "pipeline_checks.py", "sm90_common.py"))]
+KERNEL_SOURCES = [Path(__file__).resolve(), *(Path(module.__file__).resolve() for module in (gemm_base, pipeline_checks, sm90_common))]
+"""The files whose bytes key the on-disk kernel cache (the shared Hopper modules named by their import,
+not by a path: a path written out broke when the kernel folders became packages)."""
 
 
 def _check_tensors(a, sfa, b, sfb, layout: str, group_info) -> None:

@@ -102,7 +102,9 @@ class HopperGemm(Sm90GemmBase):
         self.tile_mnk = (tile_m, tile_n, K_TILE_BYTES * 8 // ab_dtype.width)
         self.cluster_mn = tuple(cluster_mn)
         self.swizzle = swizzle
-        self.skip_last_k_tile = skip_last_k_tile  # the negative control: one K tile never loaded or used
+        # the negative controls: output tile (0, 0) never loads or uses the last K tile of its last
+        # K range (one K tile of one tile wrong: an error of a few times the gate, not a hundred)
+        self.skip_last_k_tile = skip_last_k_tile
         self.epi_tile = (tile_m, EPI_TILE_N)
         self.stages, self.epi_stages = self.fit_stages(EPI_STAGES, EPI_STAGES)
 
@@ -197,20 +199,24 @@ class HopperGemm(Sm90GemmBase):
                              warp, k_tiles, per_split, split_k, alpha))
 
     @cute.jit
-    def _k_range(self, tile_l, k_tiles, per_split, split_k):
-        """(batch index, first K tile, number of K tiles) of work tile coordinate l = batch * split_k + s."""
+    def _k_range(self, tile_m, tile_n, tile_l, k_tiles, per_split, split_k):
+        """(batch index, first K tile, number of K tiles) of work tile (tile_m, tile_n, l), l = batch * split_k + s."""
         batch = tile_l // split_k
         first = (tile_l % split_k) * per_split
         count = cutlass.max(0, cutlass.min(k_tiles - first, per_split))
         if cutlass.const_expr(self.skip_last_k_tile):
-            count = count - 1
+            # 1 for tile (0, 0) of the first batch in its last K range, else 0 (integer arithmetic:
+            # the same branch-free count in the producer and the consumers)
+            first_tile = 1 - cutlass.min(1, tile_m + tile_n + batch)
+            last_range = 1 - cutlass.min(1, split_k - 1 - tile_l % split_k)
+            count = count - first_tile * last_range
         return batch, first, count
 
     @cute.jit
     def produce_tile(self, ab_pipeline, state, ab_loads, extra_loads, tile_m, tile_n, tile_l, k_tiles, per_split,
                      split_k):
         """This work tile's K range (its split) from its batch of A and B."""
-        batch, first, count = self._k_range(tile_l, k_tiles, per_split, split_k)
+        batch, first, count = self._k_range(tile_m, tile_n, tile_l, k_tiles, per_split, split_k)
         return self.load_k_tiles(ab_pipeline, state, ab_loads, extra_loads, tile_m, tile_n, batch, batch, first, count)
 
     @cute.jit
@@ -237,7 +243,7 @@ class HopperGemm(Sm90GemmBase):
         k_blocks = cute.size(tCrA, mode=[2])
         while work.is_valid_tile:
             tile_m, tile_n, tile_l = work.tile_idx
-            _, _, count = self._k_range(tile_l, k_tiles, per_split, split_k)
+            _, _, count = self._k_range(tile_m, tile_n, tile_l, k_tiles, per_split, split_k)
             rAcc.fill(0.0)
             tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
             warpgroup.fence()

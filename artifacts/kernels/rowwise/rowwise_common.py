@@ -170,7 +170,10 @@ def row_reduce(value: Float32, op: cutlass.Constexpr, identity: cutlass.Constexp
         for i in cutlass.range_constexpr(math.ceil(plan.partials / WARP)):
             if lane + i * WARP < plan.partials:
                 value = op(value, sPartial[row, lane + i * WARP, slot])
-        value = cute.arch.warp_reduction(value, op, threads_in_group=min(_pow2_at_least(plan.partials), WARP))
+        # every lane needs the row's result: a butterfly over the whole warp (lanes past the partials
+        # hold the identity), not over the first `partials` lanes only, which left lanes 4..31 of a
+        # 4-warp row with the identity (seen on the H200: N = 4096 and 2928 wrong, 1024 and 131072 right)
+        value = cute.arch.warp_reduction(value, op, threads_in_group=WARP)
     return value
 
 

@@ -34,6 +34,9 @@ from cutlass._mlir.dialects import llvm
 from cutlass.cutlass_dsl import T, dsl_user_op
 
 ROUND_CONSTANT = 1.5 * 2**23  # adding it leaves floor(x) in the low mantissa bits (with .rm)
+BROKEN_C1_FACTOR = 1.05
+"""The negative control's polynomial: c1 5% high, which puts the 256-step chains about 3x over the
+tf32 gate (dropping the 2^floor(x) factor, the earlier control, missed it by ~360x)."""
 
 # --keep-ptx/--keep-cubin also write files; keep them out of the working directory.
 DUMP_DIR = f"{tempfile.gettempdir()}/kernelwiki-cute-dumps"
@@ -67,11 +70,10 @@ def _ptx_f32(value: float) -> str:
     return "0f" + struct.pack(">f", value).hex().upper()
 
 
-def _software_asm(coefficients: list[float], scale_by_exponent: bool = True) -> str:
+def _software_asm(coefficients: list[float]) -> str:
     c = [_ptx_f32(v) for v in coefficients]
     horner = [f"fma.rn.f32 p, p, f, {c[j]};" for j in range(len(c) - 2, -1, -1)]
-    combine = ["mov.b32 ri, xr;", "shl.b32 ri, ri, 23;", "mov.b32 pi, p;", "add.s32 pi, pi, ri;", "mov.b32 $0, pi;"] \
-        if scale_by_exponent else ["mov.f32 $0, p;"]  # the negative control forgets 2^floor(x)
+    combine = ["mov.b32 ri, xr;", "shl.b32 ri, ri, 23;", "mov.b32 pi, p;", "add.s32 pi, pi, ri;", "mov.b32 $0, pi;"]
     body = [
         ".reg .f32 xc, xr, n, f, p;", ".reg .b32 ri, pi;",
         "max.f32 xc, $1, 0fC2FE0000;",                      # clamp at -127
@@ -85,10 +87,9 @@ def _software_asm(coefficients: list[float], scale_by_exponent: bool = True) -> 
 
 
 @dsl_user_op
-def ex2_software(x: Float32, *, coefficients: tuple = tuple(fit_poly()), scale_by_exponent: bool = True,
-                 loc=None, ip=None) -> Float32:
+def ex2_software(x: Float32, *, coefficients: tuple = tuple(fit_poly()), loc=None, ip=None) -> Float32:
     return Float32(llvm.inline_asm(
-        T.f32(), [Float32(x).ir_value(loc=loc, ip=ip)], _software_asm(list(coefficients), scale_by_exponent),
+        T.f32(), [Float32(x).ir_value(loc=loc, ip=ip)], _software_asm(list(coefficients)),
         "=f,f", has_side_effects=False, is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT))
 
 
@@ -101,7 +102,8 @@ class Exp2Throughput:
             raise ValueError(f"software_of_8={software_of_8} must be in 0..8 and vec={vec} a multiple of 8")
         self.software_of_8, self.vec, self.repeats, self.threads = software_of_8, vec, repeats, threads
         self.coefficients = tuple(fit_poly(degree))
-        self.broken = broken  # negative control: drop the 2^floor(x) factor
+        if broken:   # the negative control: the linear coefficient 5% off (a constant typed wrong)
+            self.coefficients = (self.coefficients[0], BROKEN_C1_FACTOR * self.coefficients[1], *self.coefficients[2:])
 
     @cute.jit
     def __call__(self, mX: cute.Tensor, mY: cute.Tensor, stream):
@@ -120,7 +122,7 @@ class Exp2Throughput:
         for _ in cutlass.range(self.repeats, unroll=4):
             for v in cutlass.range_constexpr(self.vec):
                 if cutlass.const_expr(v % 8 < self.software_of_8):
-                    y = ex2_software(rX[v], coefficients=self.coefficients, scale_by_exponent=not self.broken)
+                    y = ex2_software(rX[v], coefficients=self.coefficients)
                 else:
                     y = cute.arch.exp2(rX[v])
                 rX[v] = -y - Float32(0.5)

@@ -94,6 +94,24 @@ def sparse_decode_bf16(q: torch.Tensor, cache: torch.Tensor, indices: torch.Tens
     return torch.einsum("bht,btd->bhd", p.float(), kv[..., :D_V].float()).to(torch.bfloat16)
 
 
+def sparse_decode_fp16(q: torch.Tensor, cache: torch.Tensor, indices: torch.Tensor,
+                       softmax_scale: float | None = None) -> torch.Tensor:
+    """The same attention computed the way our sm_90a kernel computes it: fp16 operands of both
+    matmuls (q converted from bf16, the dequantized rows exact in fp16, P rounded to fp16), FP32
+    accumulation and softmax, O rounded to bf16 at the end. Its distance from `sparse_decode` is
+    what an fp16 kernel is entitled to; a bf16 computation (`sparse_decode_bf16`, P rounded to bf16)
+    is about three times as far from the bf16-rounded exact result, which is how the probe's gate
+    tells the two apart."""
+    scale = softmax_scale if softmax_scale is not None else D_QK ** -0.5
+    kv, valid = gather(cache, indices)
+    kv = kv.to(torch.float16)
+    scores = torch.einsum("bhd,btd->bht", q.to(torch.float16).float(), kv.float()) * scale
+    scores = scores.masked_fill(~valid.unsqueeze(1), float("-inf"))
+    lse = torch.logsumexp(scores, dim=-1)
+    p = torch.exp(scores - torch.where(torch.isneginf(lse), 0.0, lse).unsqueeze(-1)).to(torch.float16)
+    return torch.einsum("bht,btd->bhd", p.float(), kv[..., :D_V].float()).to(torch.bfloat16)
+
+
 def sdpa_baseline(q: torch.Tensor, cache: torch.Tensor, indices: torch.Tensor,
                   softmax_scale: float | None = None) -> torch.Tensor:
     """What a torch user writes: gather, dequantize to bf16, scaled_dot_product_attention on the

@@ -1,0 +1,144 @@
+"""The generated blocks of a page body (`<!-- kernelwiki:begin NAME -->` ...
+`<!-- kernelwiki:end NAME -->`, outside fenced code): `claims` (the page's claims table), `runs`
+(each case's ratio to its baseline in every passing run) and `versus` (ours against the kernels a
+case reproduces and our own variants).
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+
+from kernelwiki.model.claims import Style, markdown_rows
+from kernelwiki.model.fences import code_mask
+from kernelwiki.probing.specs import ProbeSpec
+from kernelwiki.storage.records import Record, latest
+
+BLOCK = re.compile(r"^<!-- kernelwiki:(begin|end) ([a-z0-9-]+) -->\s*$")
+
+
+def render_blocks(body: str, meta: dict, newline: str, renderers: dict | None = None) -> str:
+    """Replace the inside of each known generated block; everything outside stays as it is, and a
+    marker inside fenced code (an example) is no marker."""
+    renderers = renderers or RENDERERS
+    lines = body.splitlines(keepends=True)
+    markers = [None if code else BLOCK.match(line.rstrip("\r\n")) for line, code in zip(lines, code_mask(lines))]
+    out: list[str] = []
+    index = 0
+    while index < len(lines):
+        marker = markers[index]
+        if marker and marker.group(1) == "begin" and marker.group(2) in renderers:
+            end = _find_end(markers, index + 1, marker.group(2))
+            if end is not None:
+                out.append(lines[index])
+                rendered = renderers[marker.group(2)](meta)
+                out.append(rendered.replace("\n", newline))
+                out.append(lines[end])
+                index = end + 1
+                continue
+        out.append(lines[index])
+        index += 1
+    return "".join(out)
+
+
+def _find_end(markers: list[re.Match | None], start: int, name: str) -> int | None:
+    for index in range(start, len(markers)):
+        marker = markers[index]
+        if marker and marker.group(1) == "end" and marker.group(2) == name:
+            return index
+    return None
+
+
+CLAIMS_STYLE = Style(columns=("claim", "value", "evidence", "GPU / arch", "conditions", "from"),
+                     record_link=lambda path: "../../" + path)
+"""The `claims` block: each claim followed by the measurements that reproduce it; records linked
+relative to a page two folders down (wiki/<section>/<page>.md)."""
+
+
+def render_claims(meta: dict) -> str:
+    """The `claims` block: the frontmatter's claims as a Markdown table."""
+    claims = [c for c in meta.get("claims") or [] if isinstance(c, dict)]
+    return "\n".join(["", *markdown_rows(claims, CLAIMS_STYLE), ""]) + "\n"
+
+
+RENDERERS = {"claims": render_claims}
+
+
+# --- run history block -----------------------------------------------------------------------------
+VERSUS_RUNS = 3   # the latest passing runs of one commit whose median the versus block shows
+OUR_VARIANT = re.compile(r"^ours[ ,][^@]*$")   # our kernel with something changed (not another timing protocol: "@")
+
+
+def render_versus(linked: list[ProbeSpec], records: dict[str, list[Record]], page_id: str | None) -> str:
+    """`<!-- kernelwiki:begin versus -->`: ours against the kernel each case reproduces
+    (`reproduced_by`) and against our own variants (baselines named "ours, ...", "ours with ...",
+    "ours without ...", not those timed under another protocol, "... @ ..."): ours / candidate in
+    each of the latest VERSUS_RUNS passing runs made from the same commit on the same GPU as the
+    latest one (one kernel version), oldest first, and their median. Above 1, ours is faster.
+    Cases that time a teaching variant as ours (params `variant`) are left out.
+    """
+    rows = ["", "| probe | case | candidate | ours / candidate per run, oldest first | median |", "|---|---|---|---|---|"]
+    for spec in linked:
+        probe_records = records.get(spec.id, [])
+        newest = latest(probe_records, mode="run", status="passed")
+        if newest is None:
+            continue
+        version = _kernel_version(newest)
+        same = [r for r in probe_records if r.mode == "run" and r.status == "passed"
+                and _kernel_version(r) == version][-VERSUS_RUNS:]
+        ratios: dict[tuple[str, str], list[float]] = {}
+        for record in same:
+            for case in record.data.get("cases") or []:
+                case_spec = spec.case(case.get("id", "")) or {}
+                pages = case_spec.get("pages")
+                if (case.get("status") != "passed" or (pages is not None and page_id not in pages)
+                        or (case.get("params") or {}).get("variant")):
+                    continue
+                for entry in case.get("baselines") or []:
+                    name = str(entry.get("name", ""))
+                    if entry.get("ratio") is None or not (name == case_spec.get("reproduced_by") or OUR_VARIANT.match(name)):
+                        continue
+                    ratios.setdefault((case["id"], name), []).append(float(entry["ratio"]))
+        for (case_id, name), values in sorted(ratios.items()):
+            cells = ", ".join(f"{v:.3g}" for v in values)
+            rows.append(f"| {spec.id} | {case_id} | {name} | {cells} | {statistics.median(values):.3g} |")
+    if len(rows) == 3:
+        rows = ["", "No passing run of a linked probe compares ours with another kernel or a variant of ours yet."]
+    rows.append("")
+    return "\n".join(rows) + "\n"
+
+
+def _kernel_version(record: Record) -> tuple:
+    """What makes runs comparable for the versus block: the commit they ran and the GPU."""
+    environment = record.data.get("environment") or {}
+    return environment.get("commit"), environment.get("gpu")
+
+
+def render_runs(linked: list[ProbeSpec], records: dict[str, list[Record]], page_id: str | None) -> str:
+    """`<!-- kernelwiki:begin runs -->`: each case's ratio to its baseline in every passing run.
+
+    What a sentence like "below 0.9× in every run" would say, written from the records so it cannot
+    drift: one row per case of the page (cases that carry a ratio), the ratio of each passing run
+    oldest first, and their min / median / max.
+    """
+    rows = ["", "| probe | case | baseline | ratio per run, oldest first | min | median | max |",
+            "|---|---|---|---|---|---|---|"]
+    for spec in linked:
+        runs = [r for r in records.get(spec.id, []) if r.data.get("mode") == "run" and r.data.get("status") == "passed"]
+        ratios: dict[tuple[str, str], list[float]] = {}
+        for record in runs:
+            for case in record.data.get("cases") or []:
+                headline = case.get("headline") or {}
+                pages = (spec.case(case.get("id", "")) or {}).get("pages")
+                if case.get("status") != "passed" or headline.get("ratio") is None or (
+                        pages is not None and page_id not in pages):
+                    continue
+                ratios.setdefault((case["id"], str(headline.get("baseline", ""))), []).append(float(headline["ratio"]))
+        for (case_id, baseline), values in sorted(ratios.items()):
+            cells = ", ".join(f"{v:.3g}" for v in values)
+            rows.append(f"| {spec.id} | {case_id} | {baseline} | {cells} | {min(values):.3g} | "
+                        f"{statistics.median(values):.3g} | {max(values):.3g} |")
+    if len(rows) == 3:
+        rows = ["", "No passing run of a linked probe carries a ratio to a baseline yet."]
+    rows.append("")
+    return "\n".join(rows) + "\n"

@@ -1,0 +1,130 @@
+"""What a page's `status` is, from its probes' records: regressed (the latest run of an
+architecture failed, or fell more than REGRESSION behind the runs before it), stale (old evidence,
+or evidence from another toolchain than pyproject.toml pins), verified or draft.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from datetime import datetime, timedelta
+
+from kernelwiki.probing.specs import ProbeSpec
+from kernelwiki.storage.records import Record, latest
+
+BAD_RUN = ("incorrect", "control-passed", "control-too-blunt", "failed", "crashed", "timeout")
+LOWER_IS_BETTER_UNITS = ("us", "ms", "ns", "s", "cycles", "ulp")
+REGRESSION = 0.10
+HISTORY = 3                # earlier runs whose median a new run is compared with
+LAUNCH_BOUND_MS = 0.05   # timings below this are launch overhead and jitter, not kernel speed
+
+
+def page_status(linked: list[ProbeSpec], records: dict[str, list[Record]], claims: list, used: list[Record],
+                settings: dict, newest: str) -> str:
+    """The page's status from its linked probes' records, the claims refresh wrote and the records
+    they came from (`used`); "now" is `newest`, the newest record in the repository."""
+    if not linked:
+        return "draft"
+    verified = True
+    for spec in linked:
+        probe_records = records.get(spec.id, [])
+        if not probe_records:
+            verified = False
+        # Only the architectures the probe has records for count: a Blackwell-only probe that no
+        # machine here could run is "not run", not a failure.
+        for arch in spec.archs:
+            newest_run = latest(probe_records, mode="run", arch=arch)
+            if newest_run is not None:
+                runs = [r for r in probe_records if r.mode == "run" and arch in r.archs()]
+                if newest_run.status in BAD_RUN or dropped(runs):
+                    return "regressed"
+            elif (compiled := latest(probe_records, mode="compile-only", arch=arch)) is not None \
+                    and compiled.status == "compile-failed":
+                return "regressed"
+    if used and _stale(used, settings, newest):
+        return "stale"
+    cited = all(isinstance(c, dict) and (c.get("source") or c.get("record")) for c in claims)
+    return "verified" if verified and cited else "draft"
+
+
+def dropped(runs: list[Record]) -> bool:
+    """The newest passing run fell more than 10% behind the runs before it on the same GPU and toolchain.
+
+    Each case of the newest run is compared with the median of the same case (same parameters)
+    in up to HISTORY earlier passing runs with the same environment and protocol, so one noisy
+    run does not flip a page while a lasting drop does. Where a case was timed against a baseline
+    in the same process, its ratio to that baseline is compared (clock and power state shift both
+    and cancel); otherwise the value itself. Cases whose fastest candidate took under
+    LAUNCH_BOUND_MS are launch-bound - host overhead and timer jitter outweigh the kernel - and are
+    not compared.
+    """
+    passing = [r for r in runs if r.data.get("status") == "passed"]
+    if len(passing) < 2:
+        return False
+    new = passing[-1]
+    key = ("gpu", "cuda_runtime", "cutlass_dsl", "torch")
+    env = {k: (new.data.get("environment") or {}).get(k) for k in key}
+    earlier = [r for r in passing[:-1]
+               if {k: (r.data.get("environment") or {}).get(k) for k in key} == env
+               and _protocol(r) == _protocol(new)][-HISTORY:]   # a changed measurement is not a regression
+    for case in new.data.get("cases") or []:
+        score = _score(case)
+        if score is None:
+            continue
+        previous = [s for r in earlier for c in r.data.get("cases") or []
+                    if c.get("id") == case.get("id") and c.get("params") == case.get("params")
+                    and (s := _score(c, like=case)) is not None]
+        if not previous:
+            continue
+        change = score / statistics.median(previous)
+        if (case.get("headline") or {}).get("unit") in LOWER_IS_BETTER_UNITS:
+            change = 1 / change if change else 0
+        if change < 1 - REGRESSION:
+            return True
+    return False
+
+
+def _score(case: dict, like: dict | None = None) -> float | None:
+    """What a case is compared by: its ratio to the same-run baseline if it (and `like`) has one,
+    else its value; None for launch-bound or valueless cases."""
+    headline = case.get("headline") or {}
+    if not headline.get("value") or _launch_bound(case):
+        return None
+    reference = (like or case).get("headline") or {}
+    if reference.get("ratio") and headline.get("ratio") and reference.get("baseline") == headline.get("baseline"):
+        return float(headline["ratio"])
+    if like is not None and reference.get("ratio"):
+        return None   # the newer case has a ratio this one lacks: not comparable
+    return float(headline["value"])
+
+
+def _launch_bound(case: dict) -> bool:
+    times = [t.get("median_ms") for t in (case.get("timing") or {}).values() if isinstance(t, dict)]
+    return any(isinstance(t, (int, float)) and t < LAUNCH_BOUND_MS for t in times)
+
+
+def _protocol(record: Record) -> dict:
+    return {k: v for k, v in (record.data.get("protocol") or {}).items() if k != "seed"}
+
+
+def _stale(used: list[Record], settings: dict, newest: str) -> bool:
+    window = timedelta(days=int(settings.get("freshness_days", 90)))
+    latest = max(r.started for r in used)
+    if newest and latest and _parse(newest) - _parse(latest) > window:
+        return True
+    pins = settings.get("pins") or {}
+    for record in used:
+        env = record.data.get("environment") or {}
+        for pin_key, env_key in (("cuda", "cuda_runtime"), ("cutlass_dsl", "cutlass_dsl"), ("torch", "torch")):
+            have = env.get(env_key) or (env.get("nvcc") if pin_key == "cuda" else None)
+            if pins.get(pin_key) and have and _major_minor(have) != _major_minor(pins[pin_key]):
+                return True
+    return False
+
+
+def _major_minor(version: str) -> str:
+    return ".".join(re.split(r"[.+]", str(version))[:2])
+
+
+def _parse(moment: str) -> datetime:
+    return datetime.strptime(moment, "%Y-%m-%dT%H:%M:%SZ")

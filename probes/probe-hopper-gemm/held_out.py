@@ -1,0 +1,90 @@
+"""The held-out set of probe-hopper-gemm (issue 27): GEMM shapes from real model layers that the
+configuration choice was never fitted to, drawn at run time by the run's seed, and what each chooser
+(choose_config, NVIDIA's heuristics through nvmmh, the oracle of a forced sweep) leaves against the
+strongest baseline. Pure Python, so the planning and the summaries are tested on the CPU.
+
+Time budget (one H200, bf16, 24 shapes of at most MAX_ELEMENTS elements per operand): per shape one
+ctx.bench over ours (choose_config), nvmmh's configuration, cuBLAS, quack and the sweep (at most 16
+tile/cluster configurations plus 24 split-K ones where the output tiles fill under half the SMs;
+typically 12-30 in all), SWEEP_ITERS timed iterations each: about 30 candidates x (capture ~40 ms +
+10 x ~2 ms graph replays) ~ 2 s per shape, ~1 minute for 24; the sweep's kernels compile once per
+configuration (<= 24 kernels, cached on disk, ~5 s each on the first run): ~2 minutes. About 3-4
+minutes in all, within the ~4-minute box.
+"""
+
+from __future__ import annotations
+
+import math
+
+from kernelwiki.harness import shapes
+
+from artifacts.kernels.hopper_gemm.hopper_gemm import MAX_SPLIT_K, TILE_MS, TILE_NS, GemmConfig
+
+SWEEP_CLUSTERS = ((1, 1), (2, 1))
+SWEEP_SPLITS = (2, 4, 8)
+SWEEP_ITERS = 10
+MAX_ELEMENTS = 8192 * 16384
+"""At most this many elements in the largest operand of a drawn shape (bf16: 256 MiB), so the input
+sets and the sweep's outputs stay small and each shape's timing short."""
+
+
+def tuning_set(cases: list[dict]) -> set[tuple[int, int, int]]:
+    """(m, n, k) of the probe's llm-shapes cases: the shapes choose_config was fitted on."""
+    return {(int(p["m"]), int(p["n"]), int(p["k"])) for p in (c.get("params", {}) for c in cases)
+            if p.get("set") == "llm-shapes"}
+
+
+def draw(seed: int, count: int, cases: list[dict]) -> list[dict]:
+    """The held-out shapes of a run: `count` shapes of shapes.LAYERS x shapes.M_VALUES drawn with
+    `seed`, none of the tuning set, none larger than MAX_ELEMENTS."""
+    return shapes.held_out(seed, count, exclude=tuning_set(cases), max_elements=MAX_ELEMENTS)
+
+
+def sweep(m: int, n: int, k: int, sms: int = 132, k_tile: int = 64) -> list[GemmConfig]:
+    """Every configuration the oracle forces: tile_m x tile_n x cluster (2x1 only with two row tiles),
+    and split-K 2/4/8 with a 1x1 cluster where the output tiles fill under half of the SMs (and each
+    K range keeps at least one K tile)."""
+    out = []
+    k_tiles = math.ceil(k / k_tile)
+    for tile_m in TILE_MS:
+        for tile_n in TILE_NS:
+            tiles = math.ceil(m / tile_m) * math.ceil(n / tile_n)
+            for cluster in SWEEP_CLUSTERS:
+                if cluster == (2, 1) and math.ceil(m / tile_m) < 2:
+                    continue
+                out.append(GemmConfig(tile_m, tile_n, cluster, 1))
+            if 2 * tiles < sms:
+                out += [GemmConfig(tile_m, tile_n, (1, 1), split) for split in SWEEP_SPLITS
+                        if split <= min(MAX_SPLIT_K, k_tiles)]
+    return out
+
+
+def label(config: GemmConfig) -> str:
+    """A configuration in a few characters: 128x256 2x1 s1."""
+    return f"{config.tile_m}x{config.tile_n} {config.cluster_mn[0]}x{config.cluster_mn[1]} s{config.split_k}"
+
+
+def geomean(values: list[float]) -> float | None:
+    values = [v for v in values if v and v > 0]
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+
+
+def summary(rows: list[dict], choosers: tuple[str, ...]) -> dict:
+    """{chooser_geomean_ratio, chooser_worst_ratio} over the shapes for each chooser whose ratio
+    (its TFLOP/s / the shape's strongest baseline) every row holds; None where a row lacks it."""
+    out = {}
+    for chooser in choosers:
+        ratios = [row.get(chooser) for row in rows]
+        complete = bool(ratios) and all(isinstance(r, (int, float)) and r > 0 for r in ratios)
+        out[f"{chooser}_geomean_ratio"] = round(geomean(ratios), 4) if complete else None
+        out[f"{chooser}_worst_ratio"] = round(min(ratios), 4) if complete else None
+    return out
+
+
+def compact(row: dict) -> str:
+    """One shape of the record's per-shape list: m x n x k, model/layer, our config, our ratio (and
+    the oracle's config and ratio)."""
+    text = f"{row['m']}x{row['n']}x{row['k']} {row['model']}/{row['layer']} {row['config']} {row['choose_config']:.3f}"
+    if row.get("oracle"):
+        text += f" (oracle {row['oracle_config']} {row['oracle']:.3f})"
+    return text

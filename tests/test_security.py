@@ -1,0 +1,667 @@
+"""The threat model (README, "Threat model"): every file under wiki/, artifacts/, probes/, schemas/,
+the cache, the environment and the network is untrusted. One test per class of attack: each plants
+the hostile input and checks that validate refuses it and no command acts on it."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, MiniRepo, messages
+from test_runner import FAKE_GPU, _run, add_probe, records
+
+
+@pytest.fixture
+def gpu(monkeypatch):
+    monkeypatch.setenv("KERNELWIKI_FAKE_GPU", FAKE_GPU)
+
+
+def planted(tmp_path: Path) -> Path:
+    """A script outside the repository that leaves a mark when it runs."""
+    mark = tmp_path / "ran"
+    script = tmp_path / "outside.py"
+    script.write_text(f"open({str(mark)!r}, 'w').write('ran')\n")
+    return script
+
+
+# --- probe code from outside the repository ------------------------------------------------------
+@pytest.mark.parametrize("how", ["absolute", "dotdot", "linked-entry", "linked-probe-dir", "linked-probes"])
+def test_probe_code_from_outside_the_repository_never_runs(mini, gpu, tmp_path, how):
+    probe_id = add_probe(mini, "ok", "passing")
+    directory = mini.root / "probes" / probe_id
+    script = planted(tmp_path)
+    spec = directory / "probe.yaml"
+    if how == "absolute":
+        spec.write_text(spec.read_text().replace("entry: run.py", f"entry: {script}"))
+    elif how == "dotdot":
+        rel = os.path.relpath(script, directory)
+        spec.write_text(spec.read_text().replace("entry: run.py", f"entry: {rel}"))
+    elif how == "linked-entry":
+        (directory / "run.py").unlink()
+        (directory / "run.py").symlink_to(script)
+    elif how == "linked-probe-dir":
+        moved = tmp_path / "elsewhere"
+        shutil.move(directory, moved)
+        (moved / "run.py").write_text(script.read_text())
+        directory.symlink_to(moved)
+    else:
+        moved = tmp_path / "probes-elsewhere"
+        shutil.move(mini.root / "probes", moved)
+        (moved / probe_id / "run.py").write_text(script.read_text())
+        (mini.root / "probes").symlink_to(moved)
+    code, out, err = mini.run("validate")
+    assert code in (1, 2) and "Traceback" not in err
+    assert "symbolic link" in out + err or "leaves the probe directory" in out, \
+        "validate is silent about probe code from outside the repository"
+    code, out, err = _run(mini, "--probe", probe_id)
+    assert code in (1, 2) and "Traceback" not in err
+    assert not (tmp_path / "ran").exists(), "the runner executed code from outside the repository"
+
+
+def test_linked_schemas_directory_is_not_a_checkout(mini, tmp_path):
+    moved = tmp_path / "schemas-elsewhere"
+    shutil.move(mini.root / "schemas", moved)
+    (mini.root / "schemas").symlink_to(moved)
+    code, out, err = mini.run("validate")
+    assert code == 2 and "symbolic link" in err, (code, out, err)
+
+
+# --- provenance reads any file -------------------------------------------------------------------
+SECRET = "kernelwiki-secret-line\n"
+
+
+def secret_file(tmp_path: Path) -> tuple[Path, str]:
+    import hashlib
+
+    secret = tmp_path / "secret.txt"
+    secret.write_text(SECRET)
+    return secret, hashlib.sha256(SECRET.encode()).hexdigest()
+
+
+def with_artifact(mini: MiniRepo, provenance: str) -> None:
+    mini.write("artifacts/kernels/example/PROVENANCE.yaml", provenance)
+    page = mini.root / "wiki/hardware/example.md"
+    page.write_text(page.read_text().replace("summary:", "artifact_dir: artifacts/kernels/example\nsummary:", 1))
+
+
+@pytest.mark.parametrize("how", ["dotdot", "absolute"])
+def test_an_upstream_path_never_leaves_its_package(mini, tmp_path, how):
+    from importlib.metadata import distribution
+
+    secret, digest = secret_file(tmp_path)
+    dist = distribution("PyYAML")
+    base = Path(str(dist.locate_file(""))).resolve()
+    path = str(secret) if how == "absolute" else os.path.relpath(secret, base)
+    with_artifact(mini, f"""artifact: hw-example
+origin: upstream
+upstream:
+  package: PyYAML
+  version: '{dist.version}'
+files:
+- path: {path}
+  sha256: {digest}
+  origin: upstream
+""")
+    problems = [p for p in mini.problems() if p["path"].endswith("PROVENANCE.yaml")]
+    assert problems and "files[0].path" in problems[0]["field"], messages(problems)
+    code, out, err = mini.run("get", "hw-example", "--include-code")
+    assert SECRET.strip() not in out + err and "Traceback" not in err
+
+
+def test_a_claim_locator_never_leaves_its_package(mini, tmp_path):
+    from importlib.metadata import distribution
+
+    secret, _ = secret_file(tmp_path)
+    dist = distribution("PyYAML")
+    rel = os.path.relpath(secret, Path(str(dist.locate_file(""))).resolve())
+    source = (mini.root / "wiki/sources/example.md")
+    source.write_text(source.read_text().replace("retrieved:", f"origin:\n  package: PyYAML\n  version: '{dist.version}'\nretrieved:", 1))
+    page = mini.root / "wiki/hardware/example.md"
+    page.write_text(page.read_text().replace("  source: src-example\n", f"  source: src-example\n  locator: '{rel}:1'\n"
+                                             f"  quote: {SECRET.strip()}\n", 1))
+    problems = [p for p in mini.problems() if "locator" in p["field"]]
+    assert problems and "leaves" in problems[0]["message"], messages(problems)
+    code, out, err = mini.run("audit", "--sources")
+    assert "1 matched" not in out + err and "Traceback" not in err, out + err
+
+
+@pytest.mark.parametrize("repo", ["../..", "./x", "a/..", "..", "owner/.."])
+def test_an_upstream_repo_name_never_climbs_out_of_the_cache(mini, tmp_path, monkeypatch, repo):
+    from kernelwiki.commands.upstream import UpstreamError, fetch, repo_name
+
+    assert repo_name(repo) is None
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    with pytest.raises(UpstreamError, match="owner/name"):
+        fetch(repo, "0" * 40, "a.txt", "0" * 64, mini.root)
+    with_artifact(mini, f"""artifact: hw-example
+origin: upstream
+upstream:
+  repo: '{repo}'
+  commit: {'0' * 40}
+files:
+- path: a.txt
+  sha256: {'0' * 64}
+  origin: upstream
+""")
+    problems = [p for p in mini.problems() if p["path"].endswith("PROVENANCE.yaml")]
+    assert problems and problems[0]["field"] == "upstream.repo", messages(problems)
+
+
+# --- stored XSS in the site ----------------------------------------------------------------------
+def script(field: str) -> str:
+    return f"<script>alert('{field}')</script>"
+
+
+def site_repo(mini: MiniRepo) -> MiniRepo:
+    """The mini wiki as a buildable site: our mkdocs.yml, the package linked in for the hooks."""
+    shutil.copy(ROOT / "mkdocs.yml", mini.root / "mkdocs.yml")
+    (mini.root / "kernelwiki").symlink_to(ROOT / "kernelwiki")
+    return mini
+
+
+def build_site(mini: MiniRepo, out: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-m", "kernelwiki", "site", "build", "--root", str(mini.root), "--out", str(out)],
+                          cwd=mini.root, env=env, capture_output=True, text=True, timeout=300)
+
+
+def yaml_text(value: str) -> str:
+    return json.dumps(value)  # a JSON string is a YAML string
+
+
+def test_no_field_of_a_page_spec_or_record_becomes_markup_in_the_site(mini, tmp_path):
+    site_repo(mini)
+    source = mini.root / "wiki/sources/example.md"
+    source.write_text(source.read_text().replace("retrieved:", f"authors:\n- {yaml_text(script('authors'))}\n"
+                                                 f"published: {yaml_text(script('published'))}\n"
+                                                 f"pin: {yaml_text(script('pin'))}\nretrieved:", 1)
+                      .replace("- The example kernel reaches 100 TFLOP/s.", f"- {yaml_text(script('facts'))}"))
+    probe_id = add_probe(mini, "ok", "passing")
+    spec = mini.root / f"probes/{probe_id}/probe.yaml"
+    spec.write_text(spec.read_text().replace(f"title: Fake probe {probe_id}", f"title: {yaml_text(script('probe-title'))}\n"
+                                             f"description: {yaml_text(script('probe-description'))}"))
+    page = mini.root / "wiki/hardware/example.md"
+    page.write_text(page.read_text().replace("title: An example hardware feature", f"title: {yaml_text(script('title'))}")
+                    .replace("summary: A feature used to test the tools.", f"summary: {yaml_text(script('summary'))}")
+                    .replace("sources:\n", "related:\n- footgun-example\nsources:\n", 1))
+    mini.write("wiki/footguns/example.md", f"""---
+id: footgun-example
+title: {yaml_text(script('footgun-title'))}
+type: footgun
+summary: {yaml_text(script('footgun-summary'))}
+symptom: {yaml_text(script('symptom'))}
+architectures:
+- sm_90a
+related:
+- hw-example
+sources:
+- src-example
+---
+# A footgun
+""")
+    record = {"schema_version": 1, "probe": probe_id, "run_id": "20261129T100000Z-h200-run", "mode": "run",
+              "status": "passed", "started_at": "2026-11-29T10:00:00Z",
+              "environment": {"gpu": "NVIDIA H200", "arch": "sm_90a", "driver": script("environment-value")},
+              "instructions": {"sm_90a": {"found": ["`" + script("instruction") + "`"], "missing": []}},
+              "cases": [{"id": "c1", "status": "passed", "params": {"dtype": script("param")},
+                         "headline": {"metric": "tflops", "value": 1.0, "unit": script("unit"),
+                                      "baseline": script("baseline"), "baseline_value": 1.0, "ratio": 1.0}}]}
+    mini.write(f"artifacts/evidence/{probe_id}/{record['run_id']}.json", json.dumps(record))
+    result = build_site(mini, tmp_path / "out")
+    assert result.returncode == 0, result.stdout + result.stderr
+    found = {}
+    for html_file in (tmp_path / "out").rglob("*.html"):
+        for match in re.finditer(r"<script>alert\('([^']+)'\)", html_file.read_text(encoding="utf-8")):
+            found.setdefault(match.group(1), html_file.relative_to(tmp_path / "out").as_posix())
+    assert not found, f"unescaped <script> in the site: {found}"
+    assert "records/probe-ok/20261129T100000Z-h200-run/index.html" in {
+        p.relative_to(tmp_path / "out").as_posix() for p in (tmp_path / "out").rglob("*.html")}
+
+    # Case ids and environment keys that are markup: validate refuses the record (so the site never
+    # publishes it), and the record page escapes them anyway.
+    from kernelwiki.commands.refresh import Record
+    from kernelwiki.docsite.records import record_page
+
+    record["environment"][script("environment-key")] = "x"
+    record["cases"][0]["id"] = "`" + script("case-id") + "`"
+    mini.write(f"artifacts/evidence/{probe_id}/{record['run_id']}.json", json.dumps(record))
+    problems = [p for p in mini.problems() if p["path"].startswith("artifacts")]
+    assert {p["field"] for p in problems} >= {"cases[0].id", "environment"}, messages(problems)
+    import markdown
+
+    page_text = record_page(Record(f"artifacts/evidence/{probe_id}/{record['run_id']}.json", record), {}, [])
+    assert "<script>" not in markdown.markdown(page_text.split("---\n", 2)[2], extensions=["tables"])
+
+
+# --- links inside the cache ----------------------------------------------------------------------
+def test_links_inside_the_cache_are_never_followed(mini, gpu, tmp_path):
+    from kernelwiki.docsite import charts
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    cache = mini.root / ".kernelwiki-cache"
+    cache.mkdir(exist_ok=True)
+    (cache / "runner.lock").symlink_to(victim)
+    ok = add_probe(mini, "ok", "passing")
+    code, _, err = _run(mini, "--probe", ok, "--no-record")
+    assert code == 0, err
+    assert victim.read_text() == "precious\n" and not (cache / "runner.lock").is_symlink()
+
+    chart = charts.Chart("bars", "t", "x", "ratio", {"": {"g": [("c1", 1.1)]}})
+    outside = tmp_path / "outside-charts"
+    outside.mkdir()
+    (cache / "charts").symlink_to(outside)
+    svg = charts.draw(chart, cache / "charts")
+    assert svg.startswith("<?xml") and not list(outside.iterdir()), "a chart was written through the linked charts/"
+    (cache / "charts").unlink()
+    (cache / "charts").mkdir()
+    published = tmp_path / "published.txt"
+    published.write_text("secret\n")
+    (cache / "charts" / chart.name).symlink_to(published)   # would publish the target as the chart
+    (cache / "charts" / chart.name.replace(".svg", ".tmp")).symlink_to(victim)  # would overwrite the victim
+    svg = charts.draw(chart, cache / "charts")
+    assert "secret" not in svg and svg.startswith("<?xml")
+    assert victim.read_text() == "precious\n" and published.read_text() == "secret\n"
+
+
+# --- a record that could not be written ----------------------------------------------------------
+def test_a_record_that_could_not_be_written_fails_the_run(mini, monkeypatch):
+    monkeypatch.setenv("KERNELWIKI_FAKE_GPU", "NVIDIA H200/SXM,sm_90a")  # a '/' in the name: still one file
+    ok = add_probe(mini, "ok", "passing")
+    code, out, err = _run(mini, "--probe", ok, "--no-refresh")
+    assert code == 0, err
+    [record] = records(mini, ok)
+    assert "/" not in record["run_id"] and record["status"] == "passed"
+    shutil.rmtree(mini.root / "artifacts/evidence" / ok)
+    (mini.root / "artifacts/evidence" / ok).write_text("a file where the probe's records go")
+    code, out, err = _run(mini, "--probe", ok, "--no-refresh")
+    assert code == 1 and "record not written" in err, (code, out, err)
+    assert f"{ok}: failed (record not written" in err
+
+
+# --- site build --out ----------------------------------------------------------------------------
+@pytest.mark.parametrize("out", ["artifacts", "schemas", ".", "..", "wiki/hardware", "elsewhere-with-files"])
+def test_site_build_never_empties_a_directory_it_does_not_own(mini, tmp_path, out):
+    site_repo(mini)
+    mini.write("artifacts/evidence/keep.txt", "kept")
+    (tmp_path / "elsewhere-with-files").mkdir()
+    (tmp_path / "elsewhere-with-files" / "notes.txt").write_text("mine")
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    target = tmp_path / out if out.startswith("elsewhere") else mini.root / out
+    result = subprocess.run([sys.executable, "-m", "kernelwiki", "site", "build", "--root", str(mini.root), "--out",
+                             str(target)], env=dict(os.environ, PYTHONPATH=str(ROOT)), capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 2 and "error: --out" in result.stderr, result
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+
+
+# --- terminal escapes ----------------------------------------------------------------------------
+@pytest.mark.parametrize("escape", ["\\e[2J", "\\e]0;owned\\a", "\\rhidden", "\\u202eevil", "\\x9b31m"])
+def test_terminal_escapes_in_frontmatter_are_refused_and_never_printed(mini, escape):
+    page = mini.root / "wiki/hardware/example.md"
+    page.write_text(page.read_text().replace("summary: A feature used to test the tools.", f'summary: "x{escape}"'))
+    problems = [p for p in mini.problems() if p["path"] == "wiki/hardware/example.md"]
+    assert problems and "control character" in problems[0]["message"], messages(problems)
+    for argv in (["query", "example"], ["query", "feature", "--json"], ["get", "hw-example"]):
+        code, out, err = mini.run(*argv)
+        assert not re.search(r"[\x1b\x07\x0d\x9b\u202e]", out + err), (argv, out, err)
+
+
+def test_terminal_escapes_in_a_page_body_are_reported_and_shown_as_escapes(mini):
+    _set(mini, "wiki/hardware/example.md", "Body text about wgmma", "Body \x1b]0;owned\x07 text about wgmma")
+    problems = [p for p in mini.problems() if p["path"] == "wiki/hardware/example.md"]
+    assert problems and problems[0]["line"] == "27" and "control character U+001B" in problems[0]["message"], messages(problems)
+    code, out, err = mini.run("get", "hw-example")
+    assert "\x1b" not in out and "\\x1b]0;owned\\x07" in out
+
+
+def test_an_upstream_servers_words_are_one_printable_line(monkeypatch):
+    import urllib.error
+
+    from kernelwiki.commands import upstream
+
+    def refuse(url, timeout):
+        raise urllib.error.HTTPError(url, 418, "teapot\x1b]0;owned\x07\r\nline two", {}, None)
+
+    monkeypatch.setattr(upstream.urllib.request, "urlopen", refuse)
+    with pytest.raises(upstream.UpstreamError) as caught:
+        upstream._download("http://127.0.0.1/x", "x")
+    message = str(caught.value)
+    assert "\n" not in message and not re.search(r"[\x00-\x1f]", message) and "teapot" in message
+
+
+# --- hangs ---------------------------------------------------------------------------------------
+def test_a_server_that_trickles_bytes_meets_the_overall_deadline(monkeypatch):
+    import http.server
+    import threading
+    import time
+
+    from kernelwiki.commands import upstream
+
+    class Trickle(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Length", "1000")
+            self.end_headers()
+            for _ in range(1000):
+                try:
+                    self.wfile.write(b"x")
+                    self.wfile.flush()
+                except OSError:
+                    return
+                time.sleep(0.2)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Trickle)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setattr(upstream, "DEADLINE_S", 2.0)
+    start = time.monotonic()
+    try:
+        with pytest.raises(upstream.UpstreamError, match="not complete within"):
+            upstream._download(f"http://127.0.0.1:{server.server_address[1]}/f", "f")
+    finally:
+        server.shutdown()
+    assert time.monotonic() - start < 6
+
+
+@pytest.mark.parametrize("value", [".nan", ".inf", "1e999", "-1", "100000"])
+def test_a_probe_timeout_is_a_finite_number_of_seconds(mini, gpu, value):
+    from kernelwiki.probing.specs import DEFAULT_TIMEOUT_S, load_probes
+    from kernelwiki.storage.repo import Repo
+
+    ok = add_probe(mini, "ok", "passing")
+    spec = mini.root / f"probes/{ok}/probe.yaml"
+    spec.write_text(spec.read_text().replace("timeout_s: 30", f"timeout_s: {value}"))
+    problems = [p for p in mini.problems() if p["field"] == "timeout_s"]
+    assert problems, "validate accepts a probe that is never timed out"
+    for probe in load_probes(Repo(mini.root)).values():
+        assert 0 < probe.timeout_s <= DEFAULT_TIMEOUT_S
+
+
+def test_fifos_in_the_cache_block_nothing(mini, gpu, tmp_path):
+    from kernelwiki.docsite import charts
+    from kernelwiki.probing.runner import RunnerBusy, runner_lock
+    from kernelwiki.storage.repo import Repo
+
+    cache = mini.root / ".kernelwiki-cache"
+    cache.mkdir(exist_ok=True)
+    (cache / "charts").mkdir()
+    chart = charts.Chart("bars", "t", "x", "ratio", {"": {"g": [("c1", 1.1)]}})
+    os.mkfifo(cache / "charts" / chart.name)
+    assert charts.draw(chart, cache / "charts").startswith("<?xml")
+    with runner_lock(Repo(mini.root)):
+        (cache / "runner.lock").unlink()
+        os.mkfifo(cache / "runner.lock")
+        with pytest.raises(RunnerBusy):
+            with runner_lock(Repo(mini.root)):
+                pass
+
+
+# --- probe processes outliving the runner --------------------------------------------------------
+def _alive_with(token: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if token.encode() in (entry / "cmdline").read_bytes():
+                state = (entry / "stat").read_text().rsplit(") ", 1)[1][0]
+                if state != "Z":
+                    found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+ESCAPES = """import json, os, subprocess, sys, time
+OUT = sys.argv[sys.argv.index('--out') + 1]
+TOKEN = {token!r}
+# no environment (so no tag), its own session and process group
+subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)', TOKEN], env={{}},
+                 start_new_session=True)
+# a chain that forks a new pid every 20 ms, each parent exiting at once
+subprocess.Popen([sys.executable, '-c', '''
+import os, sys, time
+while True:
+    if os.fork():
+        os._exit(0)
+    time.sleep(0.02)
+''', TOKEN])
+time.sleep(1)
+"""
+
+
+def test_no_probe_process_outlives_the_runner(mini, gpu):
+    import time
+    import uuid
+
+    token = f"kernelwiki-escape-{uuid.uuid4().hex}"
+    probe_id = add_probe(mini, "escape", "passing")
+    (mini.root / f"probes/{probe_id}/run.py").write_text(ESCAPES.format(token=token))
+    try:
+        code, out, err = _run(mini, "--probe", probe_id, "--no-record")
+        assert "Traceback" not in err
+        deadline = time.monotonic() + 3
+        while _alive_with(token) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _alive_with(token), "probe processes survived the runner"
+    finally:
+        for _ in range(100):
+            for pid in _alive_with(token):
+                try:
+                    os.kill(pid, 9)
+                except OSError:
+                    pass
+
+
+# --- tracebacks ----------------------------------------------------------------------------------
+def _no_traceback(result: tuple[int, str, str]) -> None:
+    code, out, err = result
+    assert code in (0, 1, 2) and "Traceback" not in out + err, (code, out, err)
+
+
+def _set(mini: MiniRepo, rel: str, old: str, new: str) -> None:
+    path = mini.root / rel
+    text = path.read_text()
+    assert old in text, (rel, old)
+    path.write_text(text.replace(old, new, 1))
+
+
+@pytest.mark.parametrize("how", ["facts-5", "authors-numbers", "baseline-string", "evidence-by-arch-list"])
+def test_wrong_typed_fields_never_make_get_raise(mini, how):
+    if how == "facts-5":
+        _set(mini, "wiki/sources/example.md", "facts:\n- The example kernel reaches 100 TFLOP/s.", "facts: 5")
+    elif how == "authors-numbers":
+        _set(mini, "wiki/sources/example.md", "retrieved:", "authors: [1, 2]\nretrieved:")
+    elif how == "baseline-string":
+        _set(mini, "wiki/hardware/example.md", "  source: src-example\n", "  source: src-example\n  ratio: 1.5\n  baseline: cuBLAS\n")
+    else:
+        _set(mini, "wiki/hardware/example.md", "architectures:", "evidence_by_arch:\n- sm_90a\narchitectures:")
+    assert mini.problems()
+    for argv in (["get", "hw-example", "--follow-sources"], ["get", "hw-example", "--claims"],
+                 ["get", "src-example", "--follow-sources"], ["get", "hw-example", "--format", "json", "--follow-sources"]):
+        _no_traceback(mini.run(*argv))
+
+
+@pytest.mark.parametrize("how", ["evidence-by-arch-list", "cache-is-a-file", "tex-params"])
+def test_wrong_typed_input_never_makes_the_site_build_raise(mini, tmp_path, how):
+    site_repo(mini)
+    if how == "evidence-by-arch-list":
+        _set(mini, "wiki/hardware/example.md", "architectures:", "evidence_by_arch:\n- sm_90a\narchitectures:")
+    elif how == "cache-is-a-file":
+        shutil.rmtree(mini.root / ".kernelwiki-cache", ignore_errors=True)
+        (mini.root / ".kernelwiki-cache").write_text("not a directory")
+    probe_id = add_probe(mini, "ok", "passing")
+    record = {"schema_version": 1, "probe": probe_id, "run_id": "20261129T100000Z-h200-run", "mode": "run",
+              "status": "passed", "started_at": "2026-11-29T10:00:00Z", "environment": {"gpu": "NVIDIA H200", "arch": "sm_90a"},
+              "cases": [{"id": f"c{i}", "status": "passed", "params": {"set": "s", "seqlen": 2 ** (i % 3 + 6), "mode": f"$\\frac{{a{i // 3}$"},
+                         "headline": {"metric": "tflops", "value": 1.0 + i, "unit": "TFLOP/s", "baseline": "$x^$",
+                                      "baseline_value": 1.0, "ratio": 1.0 + i}} for i in range(6)]}
+    mini.write(f"artifacts/evidence/{probe_id}/{record['run_id']}.json", json.dumps(record))
+    result = build_site(mini, tmp_path / "out")
+    assert "Traceback" not in result.stdout + result.stderr, result.stderr[-3000:]
+    if how == "evidence-by-arch-list":  # a page that fails its schema is not published
+        assert result.returncode != 0 and "cannot be published" in result.stdout + result.stderr
+    else:
+        assert result.returncode == 0, result.stderr[-3000:]
+
+
+@pytest.mark.parametrize("template", ["{oops}", "{", "http://x/{repo.__class__}/{path}", "not a url {path}"])
+def test_a_bad_upstream_url_template_is_one_message(mini, monkeypatch, tmp_path, template):
+    from kernelwiki.commands.upstream import UpstreamError, fetch
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("KERNELWIKI_UPSTREAM_URL", template)
+    with pytest.raises(UpstreamError):
+        fetch("owner/name", "0" * 40, "a.txt", "0" * 64, mini.root)
+
+
+def test_audit_sources_with_an_origin_without_a_version(mini):
+    _set(mini, "wiki/sources/example.md", "retrieved:", "origin:\n  package: PyYAML\nretrieved:")
+    _set(mini, "wiki/hardware/example.md", "  source: src-example\n", "  source: src-example\n  locator: a.py:1\n  quote: x\n")
+    _no_traceback(mini.run("audit", "--sources"))
+    assert mini.problems()
+
+
+@pytest.mark.parametrize("damage", ["not-yaml", "a-list", "tags-a-number", "archs-missing", "schema-not-json",
+                                    "schema-a-fifo", "schema-a-directory"])
+def test_broken_schemas_or_vocabulary_are_one_error(mini, damage):
+    vocab = mini.root / "schemas/vocabulary.yaml"
+    schema = mini.root / "schemas/page.schema.json"
+    if damage == "not-yaml":
+        vocab.write_text("tags: [unclosed\n")
+    elif damage == "a-list":
+        vocab.write_text("- a\n- b\n")
+    elif damage == "tags-a-number":
+        vocab.write_text(re.sub(r"(?ms)^tags:\n.*?(?=^vocabulary_fields:)", "tags: 5\n", vocab.read_text()))
+    elif damage == "archs-missing":
+        vocab.write_text(re.sub(r"(?m)^architectures:\n(  .*\n)+", "", vocab.read_text()))
+    elif damage == "schema-not-json":
+        schema.write_text("{not json")
+    elif damage == "schema-a-fifo":
+        schema.unlink()
+        os.mkfifo(schema)
+    else:
+        schema.unlink()
+        schema.mkdir()
+    for argv in (["validate"], ["get", "hw-example"], ["query", "example"], ["refresh", "--check"]):
+        code, out, err = mini.run(*argv)
+        _no_traceback((code, out, err))
+        assert code != 0 or argv[0] in ("get", "query"), (argv, code, out, err)
+
+
+@pytest.mark.parametrize("fake", ["H200", "a,b,c", ",", "NVIDIA H200,sm_90a,extra"])
+def test_a_malformed_fake_gpu_or_nvidia_smi_is_no_gpu(monkeypatch, tmp_path, fake):
+    from kernelwiki.harness import env
+
+    monkeypatch.setenv("KERNELWIKI_FAKE_GPU", fake)
+    assert env.detect_gpu() is None or env.detect_gpu().arch.startswith("sm_")
+    monkeypatch.delenv("KERNELWIKI_FAKE_GPU")
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho 'NVIDIA H200, 9.0'\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    assert env.detect_gpu() is None
+
+
+# --- wrong output --------------------------------------------------------------------------------
+@pytest.mark.parametrize("alias, fragment", [
+    ("wiki/sources/example.md", "looks like a path"), ("hardware/example.md", "looks like a path"),
+    ("wgmm\u0430", "mixes Latin letters with CYRILLIC"), ("\u0442\u043c\u0430", "only look like 'tma'"),
+])
+def test_an_alias_is_a_name_people_type(mini, alias, fragment):
+    _set(mini, "wiki/hardware/example.md", "- skill-example\n", f"- skill-example\n- {alias}\n")
+    problems = [p for p in mini.problems() if p["field"] == "aliases[1]"]
+    assert problems and fragment in problems[0]["message"], messages(problems)
+
+
+def test_frontmatter_text_is_composed_unicode(mini):
+    _set(mini, "wiki/hardware/example.md", "- skill-example\n", "- skill-example\n- cafe\u0301\n")
+    problems = [p for p in mini.problems() if p["field"] == "aliases[1]"]
+    assert problems and "NFC" in problems[0]["message"], messages(problems)
+
+
+def test_claim_spans_in_code_blocks_stay_examples_in_the_site():
+    from kernelwiki.docsite.render import claim_spans
+
+    body = ("Prose <!-- claim:peak -->100 TFLOP/s<!-- /claim -->.\n\n```markdown\n"
+            "<!-- claim:peak -->100 TFLOP/s<!-- /claim -->\n```\n")
+    out = claim_spans(body, {"peak"}, "hardware/x.md")
+    assert out.count('class="kw-claim-ref"') == 1 and "```markdown\n<!-- claim:peak -->100 TFLOP/s<!-- /claim -->\n```" in out
+
+
+def test_a_redirect_loop_is_one_line(monkeypatch):
+    import http.server
+    import threading
+
+    from kernelwiki.commands import upstream
+
+    class Loop(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(302)
+            self.send_header("Location", self.path)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Loop)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with pytest.raises(upstream.UpstreamError) as caught:
+            upstream._download(f"http://127.0.0.1:{server.server_address[1]}/f", "f")
+    finally:
+        server.shutdown()
+    assert "\n" not in str(caught.value) and "redirect" in str(caught.value)
+
+
+def test_a_run_id_that_is_yaml_syntax_keeps_its_page_frontmatter():
+    import yaml
+
+    from kernelwiki.commands.refresh import Record
+    from kernelwiki.docsite.records import record_page
+
+    record = {"probe": "probe-x", "run_id": "x: [y", "mode": "run", "status": "passed", "cases": []}
+    page = record_page(Record("artifacts/evidence/probe-x/x: [y.json", record), {}, [])
+    assert yaml.safe_load(page.split("---\n")[1])["title"] == "x: [y"
+
+
+def test_a_dotted_requirement_imports_nothing_in_the_runner(tmp_path, monkeypatch):
+    from kernelwiki.probing.specs import _importable
+
+    package = tmp_path / "boobytrapped"
+    package.mkdir()
+    (package / "__init__.py").write_text(f"open({str(tmp_path / 'imported')!r}, 'w').write('x')\n")
+    (package / "cute.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert _importable("boobytrapped.cute") and not _importable("boobytrapped.absent")
+    assert not (tmp_path / "imported").exists(), "the runner ran a package's __init__ to look for a submodule"
+
+
+def test_only_our_own_schemas_are_compiled_to_code(mini):
+    from kernelwiki.model import fastschema
+
+    schema = mini.root / "schemas/page.schema.json"
+    assert fastschema._compiled(str(mini.root / "schemas"), "page") is not None  # a copy of ours: fast path
+    schema.write_text(schema.read_text().replace('"Human title."', '"Human title, edited."'))
+    fastschema._compiled.cache_clear()
+    assert fastschema._compiled(str(mini.root / "schemas"), "page") is None
+    assert mini.problems() == []  # still checked, by jsonschema
+
+
+def test_chart_labels_from_records_are_text_not_tex():
+    from kernelwiki.docsite import charts
+
+    chart = charts.Chart("lines", "$x^$", "$\\frac{a$", "ratio",
+                         {"$\\frac{p$": {"$\\frac{a$": [(64, 1.0), (128, 1.2), (256, 1.3)], "b": [(64, 1.0), (128, 1.1), (256, 1.2)]}})
+    assert "frac" in charts._draw(chart)

@@ -1,0 +1,97 @@
+"""probe-sparse-decode-sm90's evidence on the CPU: the O gate tells an fp16 P.V from a bf16 one, the
+one-row controls land within 10x of it, and FlashMLA is skipped with a reason where it cannot run."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conftest import load_probe_script
+from kernelwiki.harness import gates
+
+pytest.importorskip("cutlass")   # the probe script imports our kernel module
+
+H, T, D, DV = 64, 2048, 576, 512
+
+
+def _probe():
+    return load_probe_script("probe-sparse-decode-sm90", "sparse_decode_probe")
+
+
+def _bf16(x):
+    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000).astype(np.uint32).view(np.float32).astype(np.float64)
+
+
+def _fp16(x):
+    return np.asarray(x, np.float16).astype(np.float64)
+
+
+def _attention(q, kv):
+    s = q @ kv.T / D ** 0.5
+    p = np.exp(s - s.max(1, keepdims=True))
+    return p / p.sum(1, keepdims=True)
+
+
+def _online_fp16(q, kv, block=64):
+    """Our kernel's arithmetic: online softmax over 64-token tiles, P = exp(s - running max) in fp16."""
+    s = q @ kv.T / D ** 0.5
+    m, l, acc = np.full(H, -np.inf), np.zeros(H), np.zeros((H, DV))
+    for t0 in range(0, T, block):
+        sb = s[:, t0:t0 + block]
+        new = np.maximum(m, sb.max(1))
+        c, pb = np.exp(m - new), np.exp(sb - new[:, None])
+        l, acc, m = l * c + pb.sum(1), acc * c[:, None] + _fp16(pb) @ kv[t0:t0 + block, :DV], new
+    return _bf16(acc / l[:, None])
+
+
+def test_the_rounded_gate_passes_an_fp16_kernel_and_fails_a_bf16_one():
+    """A NumPy model of the three computations (values exact in bf16 and fp16, as the dequantized cache
+    is): against the bf16-rounded exact O, the fp16 computation and our online-softmax kernel sit near
+    each other and a bf16 P.V about three times as far, so ROUNDED_FACTOR x the fp16 error separates them."""
+    probe = _probe()
+    rng = np.random.default_rng(0)
+    q, kv = _bf16(rng.standard_normal((H, D))), _bf16(rng.standard_normal((T, D)))
+    p = _attention(q, kv)
+    exact = p @ kv[:, :DV]
+    rounded = _bf16(exact)
+    tol = probe.ROUNDED_FACTOR * gates.relative_error(_bf16(_fp16(p) @ kv[:, :DV]), rounded)
+    ours = gates.check(_online_fp16(q, kv), rounded, "bf16", tol=tol)
+    bf16 = gates.check(_bf16(_bf16(p) @ kv[:, :DV]), rounded, "bf16", tol=tol)
+    assert ours["passed"] and not bf16["passed"]
+    assert 1 < gates.error_over_gate(bf16) < gates.CONTROL_BLUNT_FACTOR
+
+
+@pytest.mark.parametrize("batch, sequences", [(16, 1), (128, 4)], ids=["split-path", "one-pass"])
+def test_a_one_row_control_lands_within_ten_times_the_gate(batch, sequences):
+    """One token in 2048 read from the next row, in `sequences` of `batch` sequences: the relative
+    error of O over the rounded gate (~1.5 x 7e-4, from the model above) is between 1 and 10."""
+    probe = _probe()
+    rng = np.random.default_rng(1)
+    per_sequence = []
+    for _ in range(4):
+        q, kv = rng.standard_normal((H, D)), rng.standard_normal((T + 1, D))
+        o = _attention(q, kv[:T]) @ kv[:T, :DV]
+        wrong = kv[:T].copy()
+        wrong[0] = kv[T]
+        per_sequence.append(gates.relative_error(_attention(q, wrong) @ wrong[:, :DV], o))
+    rel = float(np.mean(per_sequence)) * (sequences / batch) ** 0.5
+    tol = probe.ROUNDED_FACTOR * 7e-4
+    assert 1 < rel / tol < gates.CONTROL_BLUNT_FACTOR
+
+
+def test_flashmla_is_skipped_with_the_reason_where_it_cannot_run():
+    probe = _probe()
+    assert "supports 64 or 128 query heads, not 16" in probe.flashmla.unsupported(16, 2048, 65536)
+    assert probe.flashmla.unsupported(64, 2048, 65536) is None
+    assert "not whole pages" in probe.flashmla.unsupported(128, 2048, 1000)
+    reason = probe.flashmla_skip_reason(64, 2048, 65536)
+    assert reason is None or "not importable" in reason     # no flash_mla on the CPU machine
+
+
+def test_every_control_is_described_in_probe_yaml():
+    from kernelwiki.model import yamlio
+    from conftest import ROOT
+
+    spec, _ = yamlio.load((ROOT / "probes/probe-sparse-decode-sm90/probe.yaml").read_text())
+    assert set(_probe().NEGATIVE_CONTROLS) == set(spec["negative_control"])
