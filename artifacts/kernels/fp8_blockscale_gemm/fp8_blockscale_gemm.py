@@ -39,6 +39,8 @@ What it does
                    stages leave room for; a store is waited for only when its buffer comes round
                    again. whole_tile_epilogue (the default for 256-row tiles) gives every slice of
                    a tile a buffer (DeepGEMM's smem_d) at the cost of a stage.
+    Everything but the mainloops and the scales is the skeleton shared with the bf16 GEMM
+    (../hopper_gemm/gemm_base.py), whose barrier counts pipeline_checks.py checks at compile time.
     `choose_tiling` picks the tile by waves of tiles on the GPU times a cost per tile fitted to H200
     timings (TILE_COST), and a 1x2 cluster (A multicast) from 129 rows on: 256x128 or 128-row tiles
     at large M (256 rows in the normal layout only), tiles with K tiles in flight and no cluster for
@@ -80,7 +82,6 @@ Run: probe-fp8-blockscale-gemm (kernelwiki probe run --probe probe-fp8-blockscal
 from __future__ import annotations
 
 import argparse
-import warnings
 from pathlib import Path
 
 import cuda.bindings.driver as cuda
@@ -93,17 +94,16 @@ from cutlass.cute.nvgpu import cpasync, warpgroup
 from cutlass.tensor_utils import LayoutEnum
 
 # the pieces both Hopper GEMMs share live beside the bf16 GEMM (listed in this bundle's PROVENANCE)
-from ..hopper_gemm import sm90_common
+from ..hopper_gemm import gemm_base, pipeline_checks, sm90_common
+from ..hopper_gemm.gemm_base import EPI_TILE_N, NamedBarrier, Sm90GemmBase
 from ..hopper_gemm.sm90_common import (DUMP_DIR, SMEM_BYTES, WARPGROUP_THREADS, batch_last, cached_kernel,
                          canonical, current_stream, cute_view, fake_tensor, load_atom, max_active_clusters)
 
-PRODUCER_REGISTERS, CONSUMER_REGISTERS = 40, 232   # setmaxnreg targets (multiples of 8, sum fits 64K)
 BLOCK = 128            # scale granularity along K (and along N for B): one K tile = one scale block
 TILE_MS = (64, 128, 256)  # 64: one consumer warpgroup; 256: two 128-row halves sharing B and the temporary
 TILE_NS = (16, 32, 64, 128, 192)  # a tile meets at most two 128-wide B scale blocks
 MMA_M = 128            # rows of one half: what the consumer warpgroups cover with one round of wgmmas
 MAX_STAGES = 16       # small tiles: more loads in flight for the memory-bound small-M shapes
-EPI_TILE_N = 32       # epilogue slice: (128, 32) columns at a time through shared memory
 EPI_STAGES = 2        # epilogue buffers at least; more where the mainloop stages leave room
 # Estimated time of one wave of output tiles, for choose_tiling: fitted to scratch timings of every
 # tile of this kernel (K tiles in flight up to 128 wide, turns at 128 x 192, halves and the whole-tile
@@ -121,14 +121,15 @@ CONTIGUOUS_TILE_COST = {**{t: c for t, c in TILE_COST.items() if t[0] <= 128}, (
 MASKED_TILE_COST = {t: c for t, c in TILE_COST.items() if t[0] <= 128}
 CLUSTER_FROM_M = 129   # fewer rows: no cluster (A is a few KB per K tile; 1x1 timed faster for 64x32 and 128x64)
 MMA_AHEAD_MAX_N = 128  # widest tile with K tiles in flight: accumulator + two temporaries = 192 FP32 registers
-TURN_BARRIER = 2       # named barriers 2 and 3 (0: syncthreads, 1: the epilogue)
+TURN_BARRIER = int(NamedBarrier.FIRST_FREE)   # this barrier and the next: the two warpgroups' turns
 LAYOUTS = ("normal", "contiguous", "masked")
 CLUSTERS = ((1, 1), (2, 1), (1, 2))
 
-warnings.filterwarnings("ignore", message="Migrated to examples/CuTeDSL/helpers", category=DeprecationWarning)
 
+class Fp8BlockScaleGemm(Sm90GemmBase):
+    """gemm_base's skeleton with a stage of A, B and A's scales, and the block-scaled mainloops: K tiles
+    in flight, turns, 256-row halves, each promoting per 128-K block; work tiles follow the layout's groups."""
 
-class Fp8BlockScaleGemm:
     def __init__(self, layout: str = "normal", tile_n: int = 128, cluster_mn: tuple[int, int] = (2, 1), swizzle: int = 1,
                  tile_m: int = 128, order_warpgroups: bool | None = None, unscaled_k_tile: int = -1,
                  whole_tile_epilogue: bool | None = None, mma_ahead: bool | None = None):
@@ -170,17 +171,15 @@ class Fp8BlockScaleGemm:
         if whole_tile_epilogue is None:   # timed at least as fast for 256-row tiles (2026-12-01)
             whole_tile_epilogue = self.halves == 2
         least = max(EPI_STAGES, slices) if whole_tile_epilogue else EPI_STAGES
-        self.stages = max(s for s in range(1, MAX_STAGES + 1) if self.smem_bytes(s, least) <= SMEM_BYTES)
-        self.epi_stages = max(e for e in range(EPI_STAGES, max(EPI_STAGES, slices) + 1)
-                              if self.smem_bytes(self.stages, e) <= SMEM_BYTES)
+        self.stages, self.epi_stages = self.fit_stages(least, slices, MAX_STAGES)
 
-    def smem_bytes(self, stages: int, epi_stages: int) -> int:
-        """Shared memory of SharedStorage (in __call__) with these stage counts, alignment included."""
-        align = lambda offset, to: -(-offset // to) * to  # noqa: E731
-        offset = align(stages * 2 * 8, 1024) + stages * self.tile_m * BLOCK            # barriers, A
-        offset = align(offset, 1024) + stages * self.tile_n * BLOCK                     # B
-        offset = align(offset, 128) + stages * self.tile_m * 4                          # A scales
-        return align(offset, 1024) + epi_stages * self.epi_tile[0] * self.epi_tile[1] * 2   # D slices
+    def stage_extras(self) -> tuple[tuple[int, int], ...]:
+        """A stage also holds the tile's A scales of its K block: tile_m FP32, 128-byte aligned."""
+        return ((self.tile_m * self.sf_dtype.width // 8, 128),)
+
+    def extra_load_boxes(self) -> tuple[tuple[int, int], ...]:
+        """The A scales' TMA box, (tile_m, 1) FP32, lands in the stage beside A and B."""
+        return ((self.tile_m, self.sf_dtype.width),)
 
     @staticmethod
     def can_implement(layout: str, m: int, n: int, k: int, groups: int = 1, tile_n: int = 128,
@@ -227,30 +226,14 @@ class Fp8BlockScaleGemm:
         sSFA_layout = cute.make_layout((self.tile_m, 1, self.stages))   # the tile's A scales of one K block
         sD_layout = sm90_utils.make_smem_layout_epi(self.d_dtype, LayoutEnum.ROW_MAJOR, self.epi_tile, self.epi_stages)
 
-        cluster_m, cluster_n = self.cluster_mn
-        tma_a, gA_tma = load_atom(mA, sA_layout, (self.tile_m, BLOCK), cluster_n)
-        tma_b, gB_tma = load_atom(mB, sB_layout, (self.tile_n, BLOCK), cluster_m)
+        tma_a, gA_tma, tma_b, gB_tma = self.make_ab_atoms(mA, mB, sA_layout, sB_layout)
         tma_sfa, gSFA_tma = load_atom(mSFA, sSFA_layout, (self.tile_m, 1), 1)
-        tma_d, gD_tma = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileS2GOp(), mD,
-                                                    cute.slice_(sD_layout, (None, None, 0)), self.epi_tile)
-
-        tiles_m, tiles_n = cute.ceil_div(mD.shape[0], self.tile_m), cute.ceil_div(mD.shape[1], self.tile_n)
-        tiles_mnl = (tiles_m, tiles_n, mD.shape[2])
-        scheduler_params = utils.PersistentTileSchedulerParams(tiles_mnl, (cluster_m, cluster_n, 1), self.swizzle, True)
-        grid = utils.StaticPersistentTileScheduler.get_grid_shape(scheduler_params, max_active_clusters)
-
-        @cute.struct
-        class SharedStorage:
-            ab_barriers: cute.struct.MemRange[cutlass.Int64, self.stages * 2]
-            sA: cute.struct.Align[cute.struct.MemRange[self.ab_dtype, cute.cosize(sA_layout)], 1024]
-            sB: cute.struct.Align[cute.struct.MemRange[self.ab_dtype, cute.cosize(sB_layout)], 1024]
-            sSFA: cute.struct.Align[cute.struct.MemRange[self.sf_dtype, cute.cosize(sSFA_layout)], 128]
-            sD: cute.struct.Align[cute.struct.MemRange[self.d_dtype, cute.cosize(sD_layout)], 1024]
-
-        self.shared_storage = SharedStorage
-        self.kernel(tiled_mma, tma_a, gA_tma, tma_b, gB_tma, tma_sfa, gSFA_tma, tma_d, gD_tma, mSFB, mGroup,
-                    sA_layout, sA_mma_layout, sB_layout, sSFA_layout, sD_layout, scheduler_params).launch(
-            grid=grid, block=(self.threads, 1, 1), cluster=(cluster_m, cluster_n, 1), min_blocks_per_mp=1, stream=stream)
+        tma_d, gD_tma = self.make_d_atom(mD, sD_layout)
+        scheduler_params, grid = self.make_scheduler_params(mD, max_active_clusters)
+        self.shared_storage = self.make_shared_storage(sA_layout, sB_layout, sD_layout,
+                                                       (("sSFA", self.sf_dtype, sSFA_layout, 128),))
+        self.launch(self.kernel(tiled_mma, tma_a, gA_tma, tma_b, gB_tma, tma_sfa, gSFA_tma, tma_d, gD_tma, mSFB, mGroup,
+                                sA_layout, sA_mma_layout, sB_layout, sSFA_layout, sD_layout, scheduler_params), grid, stream)
 
     def _tiled_mma(self) -> cute.TiledMma:
         """The consumers' wgmma m64nNk32 (e4m3 x e4m3 -> FP32, both operands K-major in shared memory)."""
@@ -264,19 +247,8 @@ class Fp8BlockScaleGemm:
                gD_tma: cute.Tensor, mSFB: cute.Tensor, mGroup: cute.Tensor, sA_layout: cute.ComposedLayout,
                sA_mma_layout: cute.ComposedLayout, sB_layout: cute.ComposedLayout, sSFA_layout: cute.Layout, sD_layout: cute.ComposedLayout,
                scheduler_params: utils.PersistentTileSchedulerParams):
-        tidx, _, _ = cute.arch.thread_idx()
-        warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
-        warpgroup_idx = cute.arch.make_warp_uniform(tidx // WARPGROUP_THREADS)
-        if warp == 0:
-            for atom in (tma_a, tma_b, tma_sfa, tma_d):
-                cpasync.prefetch_descriptor(atom)
-
-        cluster_m, cluster_n = self.cluster_mn
-        cluster_layout = cute.make_layout((cluster_m, cluster_n, 1))
-        cta_rank = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster())
-        cta_coord = cluster_layout.get_flat_coord(cta_rank)
-        a_mask = cute.make_layout_image_mask(cluster_layout, cta_coord, mode=1) if cutlass.const_expr(cluster_n > 1) else 0
-        b_mask = cute.make_layout_image_mask(cluster_layout, cta_coord, mode=0) if cutlass.const_expr(cluster_m > 1) else 0
+        tidx, warp, warpgroup_idx = self.thread_roles((tma_a, tma_b, tma_sfa, tma_d))
+        cta_coord, a_mask, b_mask = self.cluster_position()
 
         storage = cutlass.memory.SmemAllocator().allocate(self.shared_storage)
         sA = storage.sA.get_tensor(sA_layout.outer, swizzle=sA_layout.inner)   # (tile_m, 128, stages) e4m3
@@ -288,45 +260,24 @@ class Fp8BlockScaleGemm:
         stage_bytes = (cute.size_in_bytes(self.ab_dtype, cute.slice_(sA_layout, (None, None, 0)))
                        + cute.size_in_bytes(self.ab_dtype, cute.slice_(sB_layout, (None, None, 0)))
                        + cute.size_in_bytes(self.sf_dtype, cute.slice_(sSFA_layout, (None, None, 0))))
-        sharers = cluster_m + cluster_n - 1
-        ab_pipeline = pipeline.PipelineTmaAsync.create(
-            num_stages=self.stages,
-            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
-            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread,
-                                                     sharers * self.warpgroups * WARPGROUP_THREADS // 32),
-            tx_count=stage_bytes,
-            barrier_storage=storage.ab_barriers.data_ptr(),
-            cta_layout_vmnk=cute.make_layout((1, cluster_m, cluster_n, 1)),
-            defer_sync=True,
-        )
+        ab_pipeline = self.make_ab_pipeline(storage, stage_bytes, tiled_mma)
         pipeline.pipeline_init_arrive(cluster_shape_mn=self.cluster_mn, is_relaxed=True)
 
-        # gA: (tile_m, 128, tiles_m, k_tiles, L); gB: (tile_n, 128, tiles_n, k_tiles, G);
-        # gSFA: (tile_m, 1, tiles_m, k_tiles, L); gD: (tile_m, tile_n, tiles_m, tiles_n, L)
-        gA = cute.local_tile(gA_tma, (self.tile_m, BLOCK), (None, None, None))
-        gB = cute.local_tile(gB_tma, (self.tile_n, BLOCK), (None, None, None))
+        # tAgA: (TMA, tiles_m, k_tiles, L); tBgB: (TMA, tiles_n, k_tiles, G); gSFA: (tile_m, 1, tiles_m,
+        # k_tiles, L); gD: (tile_m, tile_n, tiles_m, tiles_n, L)
+        ab_loads, k_tiles = self.partition_ab(tma_a, gA_tma, sA, a_mask, tma_b, gB_tma, sB, b_mask, cta_coord)
         gSFA = cute.local_tile(gSFA_tma, (self.tile_m, 1), (None, None, None))
-        gD = cute.local_tile(gD_tma, (self.tile_m, self.tile_n), (None, None, None))
-        tAsA, tAgA = cpasync.tma_partition(tma_a, cta_coord[1], cute.make_layout(cluster_n),
-                                           cute.group_modes(sA, 0, 2), cute.group_modes(gA, 0, 2))
-        tBsB, tBgB = cpasync.tma_partition(tma_b, cta_coord[0], cute.make_layout(cluster_m),
-                                           cute.group_modes(sB, 0, 2), cute.group_modes(gB, 0, 2))
         tSsSFA, tSgSFA = cpasync.tma_partition(tma_sfa, 0, cute.make_layout(1),
                                                cute.group_modes(sSFA, 0, 2), cute.group_modes(gSFA, 0, 2))
-        k_tiles = cute.size(gA, mode=[3])
+        gD = self.tile_d(gD_tma)
         m_rows = gA_tma.shape[0]
 
         pipeline.pipeline_init_wait(cluster_shape_mn=self.cluster_mn)
-
-        if warpgroup_idx == 0:
-            cute.arch.setmaxregister_decrease(PRODUCER_REGISTERS)
-            if warp == 0:
-                self._produce(ab_pipeline, scheduler_params, mGroup, m_rows, k_tiles, tma_a, tAgA, tAsA, a_mask,
-                              tma_b, tBgB, tBsB, b_mask, tma_sfa, tSgSFA, tSsSFA)
-        else:
-            cute.arch.setmaxregister_increase(CONSUMER_REGISTERS)
-            self._consume(ab_pipeline, scheduler_params, mGroup, m_rows, k_tiles, tiled_mma, sA_mma, sB, sSFA, mSFB,
-                          sD, gD, tma_d, tidx - WARPGROUP_THREADS, warp)
+        self.dispatch_roles(warp, warpgroup_idx,
+                            (ab_pipeline, scheduler_params, ab_loads, (tma_sfa, tSgSFA, tSsSFA),
+                             (mGroup, m_rows, k_tiles)),
+                            (ab_pipeline, scheduler_params, mGroup, m_rows, k_tiles, tiled_mma, sA_mma, sB, sSFA, mSFB,
+                             sD, gD, tma_d, tidx, warp))
 
     @cute.jit
     def _work(self, mGroup: cute.Tensor, m_rows, tile_m, l):
@@ -345,48 +296,31 @@ class Fp8BlockScaleGemm:
         return runs, l, l_b
 
     @cute.jit
-    def _produce(self, ab_pipeline, scheduler_params, mGroup, m_rows, k_tiles, tma_a, tAgA, tAsA, a_mask, tma_b,
-                 tBgB, tBsB, b_mask, tma_sfa, tSgSFA, tSsSFA):
-        scheduler = utils.StaticPersistentTileScheduler.create(scheduler_params, cute.arch.block_idx(),
-                                                               cute.arch.grid_dim())
-        work = scheduler.initial_work_tile_info()
-        state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
-        while work.is_valid_tile:
-            tile_m, tile_n, l = work.tile_idx
-            loads = (tma_a, tAgA, tAsA, a_mask, tma_b, tBgB, tBsB, b_mask, tma_sfa, tSgSFA, tSsSFA)
-            if cutlass.const_expr(self.split_groups):
-                first, second, _, _ = self._half_groups(mGroup, m_rows, tile_m)
-                if first >= 0:
-                    state = self._load(ab_pipeline, state, k_tiles, *loads, tile_m, tile_n, l, first)
-                if second >= 0:   # halves of two groups: a second pass over K with the second group's B
-                    state = self._load(ab_pipeline, state, k_tiles, *loads, tile_m, tile_n, l, second)
-            else:
-                runs, l_a, l_b = self._work(mGroup, m_rows, tile_m, l)
-                if runs:
-                    state = self._load(ab_pipeline, state, k_tiles, *loads, tile_m, tile_n, l_a, l_b)
-            scheduler.advance_to_next_work()
-            work = scheduler.get_current_work()
-        ab_pipeline.producer_tail(state)  # do not exit while a consumer in the cluster may still signal us
+    def produce_tile(self, ab_pipeline, state, ab_loads, extra_loads, tile_m, tile_n, l, mGroup, m_rows, k_tiles):
+        """Every K tile of the work tile, from the group(s) its rows belong to; nothing for a skipped tile."""
+        if cutlass.const_expr(self.split_groups):
+            first, second, _, _ = self._half_groups(mGroup, m_rows, tile_m)
+            if first >= 0:
+                state = self.load_k_tiles(ab_pipeline, state, ab_loads, extra_loads, tile_m, tile_n, l, first, 0, k_tiles)
+            if second >= 0:   # halves of two groups: a second pass over K with the second group's B
+                state = self.load_k_tiles(ab_pipeline, state, ab_loads, extra_loads, tile_m, tile_n, l, second, 0,
+                                          k_tiles)
+        else:
+            runs, l_a, l_b = self._work(mGroup, m_rows, tile_m, l)
+            if runs:
+                state = self.load_k_tiles(ab_pipeline, state, ab_loads, extra_loads, tile_m, tile_n, l_a, l_b, 0, k_tiles)
+        return state
+
+    def slice_extra_loads(self, extra_loads, tile_m, l_a):
+        """The A scales of output tile rows tile_m, batch l_a: (tma_sfa, tSgSFA (TMA, k_tiles), tSsSFA)."""
+        tma_sfa, tSgSFA, tSsSFA = extra_loads
+        return tma_sfa, tSgSFA[(None, tile_m, None, l_a)], tSsSFA
 
     @cute.jit
-    def _load(self, ab_pipeline, state, k_tiles, tma_a, tAgA, tAsA, a_mask, tma_b, tBgB, tBsB, b_mask, tma_sfa,
-              tSgSFA, tSsSFA, tile_m, tile_n, l_a, l_b):
-        """TMA-load one tile's K tiles (A, B of group l_b, A's scales) into the ring. Returns the
-        advanced state: the caller rebinds it (the tracer carries locals, not a helper's changes)."""
-        tAgA_tile = tAgA[(None, tile_m, None, l_a)]     # (TMA, k_tiles)
-        tBgB_tile = tBgB[(None, tile_n, None, l_b)]
-        tSgSFA_tile = tSgSFA[(None, tile_m, None, l_a)]
-        for k_tile in cutlass.range(k_tiles, unroll=1):
-            ab_pipeline.producer_acquire(state)
-            barrier = ab_pipeline.producer_get_barrier(state)
-            cute.copy(tma_a, tAgA_tile[(None, k_tile)], tAsA[(None, state.index)], tma_bar_ptr=barrier,
-                      mcast_mask=a_mask)
-            cute.copy(tma_b, tBgB_tile[(None, k_tile)], tBsB[(None, state.index)], tma_bar_ptr=barrier,
-                      mcast_mask=b_mask)
-            cute.copy(tma_sfa, tSgSFA_tile[(None, k_tile)], tSsSFA[(None, state.index)], tma_bar_ptr=barrier)
-            ab_pipeline.producer_commit(state)
-            state.advance()
-        return state
+    def load_stage_extras(self, extra_tile, barrier, stage, k_tile) -> None:
+        """K tile k_tile's A scales into the stage, on the stage's barrier."""
+        tma_sfa, tSgSFA_tile, tSsSFA = extra_tile
+        cute.copy(tma_sfa, tSgSFA_tile[(None, k_tile)], tSsSFA[(None, stage)], tma_bar_ptr=barrier)
 
     @cute.jit
     def _half_groups(self, mGroup, m_rows, tile_m):
@@ -409,9 +343,10 @@ class Fp8BlockScaleGemm:
         return first, second, g0, g1
 
     @cute.jit
-    def _consume(self, ab_pipeline, scheduler_params, mGroup, m_rows, k_tiles, tiled_mma, sA, sB, sSFA, mSFB, sD,
-                 gD, tma_d, consumer_tidx, warp):
+    def consume(self, ab_pipeline, scheduler_params, mGroup, m_rows, k_tiles, tiled_mma, sA, sB, sSFA, mSFB, sD,
+                 gD, tma_d, tidx, warp):
         # sA: (mma_m, 128, stages * halves), half h of stage s at index s * halves + h
+        consumer_tidx = tidx - WARPGROUP_THREADS   # the thread's index among the consumer warpgroups
         thr_mma = tiled_mma.get_slice(consumer_tidx)
         tCrA = tiled_mma.make_fragment_A(thr_mma.partition_A(sA))   # smem descriptors per K block and stage
         tCrB = tiled_mma.make_fragment_B(thr_mma.partition_B(sB))
@@ -431,32 +366,25 @@ class Fp8BlockScaleGemm:
         row0 = consumer_tidx // WARPGROUP_THREADS * 64 + (consumer_tidx % WARPGROUP_THREADS) // 32 * 16 + lane // 4
         n_blocks = mSFB.shape[0]
 
-        r2s_atom = sm90_utils.get_smem_store_op(LayoutEnum.ROW_MAJOR, self.d_dtype, self.acc_dtype)
-        stmatrix = cute.make_copy_atom(cute.nvgpu.warp.StMatrix8x8x16bOp(False, 4), self.d_dtype)
-        r2s = cute.make_tiled_copy_S(r2s_atom, cute.make_tiled_copy_C_atom(stmatrix, tiled_mma))
-        thr_r2s = r2s.get_slice(consumer_tidx)
-        tRS_sD = thr_r2s.partition_D(sD)                      # (R2S, R2S_M, R2S_N, epi_stages)
+        epilogue = self.make_epilogue(tiled_mma, sD, consumer_tidx)
+        r2s, _, slice_shape, _, store_pipeline = epilogue
         tRS_accs = [r2s.retile(acc) for acc in accs]
-        slice_shape = cute.shape(thr_r2s.partition_S(sD))[:3]
         rSlice_out = cute.make_rmem_tensor(slice_shape, self.d_dtype)
         slice_size = cute.size(rSlice_out)
-        consumers = self.warpgroups * WARPGROUP_THREADS
-        epilogue_barrier = pipeline.NamedBarrier(barrier_id=1, num_threads=consumers)
-        store_pipeline = pipeline.PipelineTmaStore.create(
-            num_stages=self.epi_stages, producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, consumers))
-        store_warp = WARPGROUP_THREADS // 32   # the first consumer warp issues the TMA stores
         # Turn-taking: the two consumer warpgroups issue their wgmmas one after the other
         # (barrier 2 = warpgroup 0's turn, 3 = warpgroup 1's), so the tensor core runs one's half
         # K tile while the other waits for its own and promotes, instead of both promoting at once.
         wg = consumer_tidx // WARPGROUP_THREADS
+        if cutlass.const_expr(self.order_warpgroups):
+            pipeline_checks.check("turn named barriers (threads)", 2 * WARPGROUP_THREADS, tiled_mma.size,
+                                  mma_threads=tiled_mma.size)
         my_turn = pipeline.NamedBarrier(barrier_id=TURN_BARRIER + wg, num_threads=2 * WARPGROUP_THREADS)
         other_turn = pipeline.NamedBarrier(barrier_id=TURN_BARRIER + 1 - wg, num_threads=2 * WARPGROUP_THREADS)
         if cutlass.const_expr(self.order_warpgroups):
             if wg == 1:
                 other_turn.arrive()   # warpgroup 0 goes first
 
-        scheduler = utils.StaticPersistentTileScheduler.create(scheduler_params, cute.arch.block_idx(),
-                                                               cute.arch.grid_dim())
+        scheduler = self.make_scheduler(scheduler_params)
         work = scheduler.initial_work_tile_info()
         state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
 
@@ -492,9 +420,7 @@ class Fp8BlockScaleGemm:
                     state = self._mainloop(*loop, my_turn, other_turn, state, l_b, True, True)
 
                 # epilogue: each half (mma_m, tile_n) in (mma_m, 32) slices through a ring of epi_stages
-                gD_slices = cute.zipped_divide(gD[(None, None, tile_m, tile_n, l_a)], self.epi_tile)
-                bSG_sD, bSG_gD = cpasync.tma_partition(tma_d, 0, cute.make_layout(1), cute.group_modes(sD, 0, 2),
-                                                       gD_slices)
+                bSG_sD, bSG_gD = self.partition_d(tma_d, sD, gD, tile_m, tile_n, l_a)
                 slices = self.tile_n // self.epi_tile[1]
                 for h in cutlass.range_constexpr(self.halves):
                     if stores[h]:
@@ -502,16 +428,9 @@ class Fp8BlockScaleGemm:
                             for v in cutlass.range_constexpr(slice_size):
                                 rSlice_out[v] = tRS_accs[h][s * slice_size + v].to(self.d_dtype)
                             # the ring advances by stores made: a buffer comes round only after the
-                            # epi_stages - 1 stores the acquire below leaves in flight
-                            buffer = slices_done % self.epi_stages
-                            cute.copy(r2s, rSlice_out, tRS_sD[(None, None, None, buffer)])
-                            cute.arch.fence_proxy("async.shared", space="cta")   # stmatrix writes -> TMA reads
-                            epilogue_barrier.arrive_and_wait()
-                            if warp == store_warp:
-                                cute.copy(tma_d, bSG_sD[(None, buffer)], bSG_gD[(None, (h, s))])
-                                store_pipeline.producer_commit()
-                                store_pipeline.producer_acquire()
-                            epilogue_barrier.arrive_and_wait()
+                            # epi_stages - 1 stores store_slice's acquire leaves in flight
+                            self.store_slice(epilogue, rSlice_out, slices_done % self.epi_stages, tma_d, bSG_sD,
+                                             bSG_gD, (h, s), warp)
                             slices_done += 1
             scheduler.advance_to_next_work()
             work = scheduler.get_current_work()
@@ -737,8 +656,8 @@ def gemm(a, sfa, b, sfb, layout: str = "normal", group_info=None):
     return d
 
 
-KERNEL_SOURCES = [Path(__file__).resolve(), Path(sm90_common.__file__).resolve()]
-"""The files whose bytes key the on-disk kernel cache (the shared Hopper module named by its import,
+KERNEL_SOURCES = [Path(__file__).resolve(), *(Path(module.__file__).resolve() for module in (gemm_base, pipeline_checks, sm90_common))]
+"""The files whose bytes key the on-disk kernel cache (the shared Hopper modules named by their import,
 not by a path: a path written out broke when the kernel folders became packages)."""
 
 

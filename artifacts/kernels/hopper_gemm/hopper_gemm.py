@@ -17,6 +17,8 @@ What it does
                    (epi_tile slices, a small ring), and one warp TMA-stores each slice.
     A static persistent scheduler walks the output tiles (m, n, l x split_k) cluster by cluster, so
     the producer starts the next tile's loads while the consumers finish the current one.
+    Everything but the mainloop is gemm_base.Sm90GemmBase's, shared with the FP8 GEMM; pipeline_checks
+    checks the ring's arrive counts and transaction bytes while the kernel is traced.
 
 Shapes are dynamic: M, N, K, L and every stride are run-time values of one compiled kernel, so a new
     shape costs a launch, not a compile (and a size-1 mode stays a real mode of the TMA descriptor:
@@ -43,9 +45,7 @@ Run: probe-hopper-gemm (kernelwiki probe run --probe probe-hopper-gemm) on an H2
 from __future__ import annotations
 
 import argparse
-import enum
 import math
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,16 +55,15 @@ import cutlass.cute as cute
 import cutlass.pipeline as pipeline
 import cutlass.utils as utils
 import cutlass.utils.hopper_helpers as sm90_utils
-from cutlass.cute.nvgpu import cpasync, warpgroup
+from cutlass.cute.nvgpu import warpgroup
 from cutlass.tensor_utils import LayoutEnum
+from .gemm_base import EPI_TILE_N, Sm90GemmBase
 from .sm90_common import (DUMP_DIR, SMEM_BYTES, WARPGROUP_THREADS, batch_last, cached_kernel, canonical,
-                         check_alignment, current_stream, cute_view, fake_tensor, load_atom, max_active_clusters)
+                         check_alignment, current_stream, cute_view, fake_tensor, max_active_clusters)
 from .tf32_mma import make_tiled_mma_tf32
 
 WGMMA_M = 64            # rows of one warpgroup's wgmma
-PRODUCER_REGISTERS, CONSUMER_REGISTERS = 40, 232   # setmaxnreg targets (multiples of 8, sum fits 64K)
 K_TILE_BYTES = 128      # one 128-byte swizzle row of K per stage: 64 bf16/fp16, 32 tf32 or 128 fp8 elements
-EPI_TILE_N = 32         # epilogue slice: (tile_m, 32) columns at a time through shared memory
 EPI_STAGES = 4
 AB_DTYPES = (cutlass.BFloat16, cutlass.Float16, cutlass.TFloat32, cutlass.Float8E4M3FN)
 D_DTYPES = (cutlass.BFloat16, cutlass.Float16, cutlass.Float32)
@@ -73,15 +72,6 @@ TILE_NS = (64, 128, 192, 256)
 CLUSTERS = ((1, 1), (2, 1), (1, 2))
 MAX_SPLIT_K = 16
 MAJOR_MODE = {"k": 1, "mn": 0}   # which mode of a (rows, K, L) view is contiguous
-
-
-class NamedBarrier(enum.IntEnum):
-    """Named barrier ids (0 is __syncthreads)."""
-    EPILOGUE = 1
-
-# nvidia-cutlass-dsl 4.8.1 marks its persistent tile scheduler as moved to CUTLASS's examples; at the
-# pinned version the wheel copy is the one available, so only that message is silenced.
-warnings.filterwarnings("ignore", message="Migrated to examples/CuTeDSL/helpers", category=DeprecationWarning)
 
 
 @dataclass(frozen=True)
@@ -99,13 +89,16 @@ class GemmConfig:
                 f"split-k {self.split_k}")
 
 
-class HopperGemm:
+class HopperGemm(Sm90GemmBase):
+    """The mainloop of gemm_base's skeleton for one alpha-scaled product: per K tile, the consumers'
+    wgmmas accumulate into registers with one K tile in flight; work tiles are (m, n, batch x split)."""
+
     def __init__(self, ab_dtype=cutlass.BFloat16, d_dtype=cutlass.BFloat16, tile_n: int = 256,
                  cluster_mn: tuple[int, int] = (2, 1), swizzle: int = 1, skip_last_k_tile: bool = False,
                  tile_m: int = 128):
         self.ab_dtype, self.d_dtype, self.acc_dtype = ab_dtype, d_dtype, cutlass.Float32
-        self.consumers = tile_m // WGMMA_M
-        self.threads = WARPGROUP_THREADS * (1 + self.consumers)
+        self.warpgroups = tile_m // WGMMA_M
+        self.threads = WARPGROUP_THREADS * (1 + self.warpgroups)
         self.tile_mnk = (tile_m, tile_n, K_TILE_BYTES * 8 // ab_dtype.width)
         self.cluster_mn = tuple(cluster_mn)
         self.swizzle = swizzle
@@ -113,9 +106,7 @@ class HopperGemm:
         # K range (one K tile of one tile wrong: an error of a few times the gate, not a hundred)
         self.skip_last_k_tile = skip_last_k_tile
         self.epi_tile = (tile_m, EPI_TILE_N)
-        ab_stage_bytes = (tile_m + tile_n) * K_TILE_BYTES
-        epi_bytes = EPI_STAGES * self.epi_tile[0] * self.epi_tile[1] * d_dtype.width // 8
-        self.stages = (SMEM_BYTES - epi_bytes - 1024) // ab_stage_bytes
+        self.stages, self.epi_stages = self.fit_stages(EPI_STAGES, EPI_STAGES)
 
     @staticmethod
     def can_implement(ab_dtype, d_dtype, m: int, n: int, k: int, tile_n: int = 256,
@@ -163,39 +154,20 @@ class HopperGemm:
         a_layout, b_layout = LayoutEnum.from_tensor(mA), LayoutEnum.from_tensor(mB)   # ROW_MAJOR = K-major
         # the consumer warpgroups stacked along M, each issuing 64 x tile_n wgmmas
         if cutlass.const_expr(self.ab_dtype == cutlass.TFloat32):
-            tiled_mma = make_tiled_mma_tf32((self.consumers, 1, 1), (WGMMA_M, self.tile_mnk[1]))
+            tiled_mma = make_tiled_mma_tf32((self.warpgroups, 1, 1), (WGMMA_M, self.tile_mnk[1]))
         else:
             tiled_mma = sm90_utils.make_trivial_tiled_mma(self.ab_dtype, self.ab_dtype, a_layout.sm90_mma_major_mode(),
                                                           b_layout.sm90_mma_major_mode(), self.acc_dtype,
-                                                          (self.consumers, 1, 1), tiler_mn=(WGMMA_M, self.tile_mnk[1]))
+                                                          (self.warpgroups, 1, 1), tiler_mn=(WGMMA_M, self.tile_mnk[1]))
         sA_layout = sm90_utils.make_smem_layout_a(a_layout, self.tile_mnk, self.ab_dtype, self.stages)
         sB_layout = sm90_utils.make_smem_layout_b(b_layout, self.tile_mnk, self.ab_dtype, self.stages)
-        sD_layout = sm90_utils.make_smem_layout_epi(self.d_dtype, LayoutEnum.ROW_MAJOR, self.epi_tile, EPI_STAGES)
-
-        cluster_m, cluster_n = self.cluster_mn
-        # A is shared by the CTAs of a cluster row (same M, different N): multicast along N; B along M.
-        tma_a, gA_tma = load_atom(mA, sA_layout, (self.tile_mnk[0], self.tile_mnk[2]), cluster_n)
-        tma_b, gB_tma = load_atom(mB, sB_layout, (self.tile_mnk[1], self.tile_mnk[2]), cluster_m)
-        tma_d, gD_tma = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileS2GOp(), mD,
-                                                    cute.slice_(sD_layout, (None, None, 0)), self.epi_tile)
-
-        tiles_m, tiles_n = cute.ceil_div((mD.shape[0], mD.shape[1]), self.tile_mnk[:2])
-        tiles_mnl = (tiles_m, tiles_n, mD.shape[2])
-        scheduler_params = utils.PersistentTileSchedulerParams(tiles_mnl, (cluster_m, cluster_n, 1), self.swizzle, True)
-        grid = utils.StaticPersistentTileScheduler.get_grid_shape(scheduler_params, max_active_clusters)
-
-        @cute.struct
-        class SharedStorage:
-            ab_barriers: cute.struct.MemRange[cutlass.Int64, self.stages * 2]
-            sA: cute.struct.Align[cute.struct.MemRange[self.ab_dtype, cute.cosize(sA_layout)], 1024]
-            sB: cute.struct.Align[cute.struct.MemRange[self.ab_dtype, cute.cosize(sB_layout)], 1024]
-            sD: cute.struct.Align[cute.struct.MemRange[self.d_dtype, cute.cosize(sD_layout)], 1024]
-
-        self.shared_storage = SharedStorage
-        self.kernel(tiled_mma, tma_a, gA_tma, tma_b, gB_tma, tma_d, gD_tma, sA_layout, sB_layout, sD_layout,
-                    scheduler_params, alpha, split_k).launch(grid=grid, block=(self.threads, 1, 1),
-                                                    cluster=(cluster_m, cluster_n, 1), min_blocks_per_mp=1,
-                                                    stream=stream)
+        sD_layout = sm90_utils.make_smem_layout_epi(self.d_dtype, LayoutEnum.ROW_MAJOR, self.epi_tile, self.epi_stages)
+        tma_a, gA_tma, tma_b, gB_tma = self.make_ab_atoms(mA, mB, sA_layout, sB_layout)
+        tma_d, gD_tma = self.make_d_atom(mD, sD_layout)
+        scheduler_params, grid = self.make_scheduler_params(mD, max_active_clusters)
+        self.shared_storage = self.make_shared_storage(sA_layout, sB_layout, sD_layout)
+        self.launch(self.kernel(tiled_mma, tma_a, gA_tma, tma_b, gB_tma, tma_d, gD_tma, sA_layout, sB_layout, sD_layout,
+                                scheduler_params, alpha, split_k), grid, stream)
 
     @cute.kernel
     def kernel(self, tiled_mma: cute.TiledMma, tma_a: cute.CopyAtom, gA_tma: cute.Tensor, tma_b: cute.CopyAtom,
@@ -203,67 +175,28 @@ class HopperGemm:
                sB_layout: cute.ComposedLayout, sD_layout: cute.ComposedLayout,
                scheduler_params: utils.PersistentTileSchedulerParams, alpha: cutlass.Float32,
                split_k: cutlass.Int32):
-        tidx, _, _ = cute.arch.thread_idx()
-        warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
-        warpgroup_idx = cute.arch.make_warp_uniform(tidx // WARPGROUP_THREADS)
-        if warp == 0:
-            for atom in (tma_a, tma_b, tma_d):
-                cpasync.prefetch_descriptor(atom)
-
-        cluster_m, cluster_n = self.cluster_mn
-        cluster_layout = cute.make_layout((cluster_m, cluster_n, 1))
-        cta_rank = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster())
-        cta_coord = cluster_layout.get_flat_coord(cta_rank)
-        # which CTAs of the cluster receive this CTA's multicast: same row for A, same column for B
-        a_mask = cute.make_layout_image_mask(cluster_layout, cta_coord, mode=1) if cutlass.const_expr(cluster_n > 1) else 0
-        b_mask = cute.make_layout_image_mask(cluster_layout, cta_coord, mode=0) if cutlass.const_expr(cluster_m > 1) else 0
+        tidx, warp, warpgroup_idx = self.thread_roles((tma_a, tma_b, tma_d))
+        cta_coord, a_mask, b_mask = self.cluster_position()
 
         storage = cutlass.memory.SmemAllocator().allocate(self.shared_storage)
         sA = storage.sA.get_tensor(sA_layout.outer, swizzle=sA_layout.inner)   # (tile_m, tile_k, stages)
         sB = storage.sB.get_tensor(sB_layout.outer, swizzle=sB_layout.inner)   # (tile_n, tile_k, stages)
-        sD = storage.sD.get_tensor(sD_layout.outer, swizzle=sD_layout.inner)   # (tile_m, 32, EPI_STAGES)
+        sD = storage.sD.get_tensor(sD_layout.outer, swizzle=sD_layout.inner)   # (tile_m, 32, epi_stages)
 
         stage_bytes = cute.size_in_bytes(self.ab_dtype, cute.slice_(sA_layout, (None, None, 0))) + \
             cute.size_in_bytes(self.ab_dtype, cute.slice_(sB_layout, (None, None, 0)))
-        # A stage is free again when every consumer warp of every CTA that received data from
-        # this CTA's loads has released it: the warps of this CTA, times the CTAs sharing A or B.
-        sharers = cluster_m + cluster_n - 1
-        ab_pipeline = pipeline.PipelineTmaAsync.create(
-            num_stages=self.stages,
-            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
-            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread,
-                                                     sharers * self.consumers * WARPGROUP_THREADS // 32),
-            tx_count=stage_bytes,
-            barrier_storage=storage.ab_barriers.data_ptr(),
-            cta_layout_vmnk=cute.make_layout((1, cluster_m, cluster_n, 1)),
-            defer_sync=True,
-        )
+        ab_pipeline = self.make_ab_pipeline(storage, stage_bytes, tiled_mma)
         pipeline.pipeline_init_arrive(cluster_shape_mn=self.cluster_mn, is_relaxed=True)
 
-        # gA: (tile_m, tile_k, tiles_m, k_tiles, L); gB: (tile_n, tile_k, tiles_n, k_tiles, L);
-        # gD: (tile_m, tile_n, tiles_m, tiles_n, L x split_k)
-        gA = cute.local_tile(gA_tma, cute.slice_(self.tile_mnk, (None, 0, None)), (None, None, None))
-        gB = cute.local_tile(gB_tma, cute.slice_(self.tile_mnk, (0, None, None)), (None, None, None))
-        gD = cute.local_tile(gD_tma, cute.slice_(self.tile_mnk, (None, None, 0)), (None, None, None))
-        tAsA, tAgA = cpasync.tma_partition(tma_a, cta_coord[1], cute.make_layout(cluster_n),
-                                           cute.group_modes(sA, 0, 2), cute.group_modes(gA, 0, 2))
-        tBsB, tBgB = cpasync.tma_partition(tma_b, cta_coord[0], cute.make_layout(cluster_m),
-                                           cute.group_modes(sB, 0, 2), cute.group_modes(gB, 0, 2))
-        k_tiles = cute.size(gA, mode=[3])
+        ab_loads, k_tiles = self.partition_ab(tma_a, gA_tma, sA, a_mask, tma_b, gB_tma, sB, b_mask, cta_coord)
+        gD = self.tile_d(gD_tma)   # (tile_m, tile_n, tiles_m, tiles_n, L x split_k)
         # split-K: range s of the K tiles is [s * per_split, min(k_tiles, (s + 1) * per_split))
         per_split = (k_tiles + split_k - 1) // split_k
 
         pipeline.pipeline_init_wait(cluster_shape_mn=self.cluster_mn)
-
-        if warpgroup_idx == 0:
-            cute.arch.setmaxregister_decrease(PRODUCER_REGISTERS)
-            if warp == 0:
-                self._produce(ab_pipeline, scheduler_params, tma_a, tAgA, tAsA, a_mask, tma_b, tBgB, tBsB, b_mask,
-                              k_tiles, per_split, split_k)
-        else:
-            cute.arch.setmaxregister_increase(CONSUMER_REGISTERS)
-            self._consume(ab_pipeline, scheduler_params, tiled_mma, sA, sB, sD, gD, tma_d, tidx - WARPGROUP_THREADS,
-                          warp, k_tiles, per_split, split_k, alpha)
+        self.dispatch_roles(warp, warpgroup_idx, (ab_pipeline, scheduler_params, ab_loads, (), (k_tiles, per_split, split_k)),
+                            (ab_pipeline, scheduler_params, tiled_mma, sA, sB, sD, gD, tma_d, tidx,
+                             warp, k_tiles, per_split, split_k, alpha))
 
     @cute.jit
     def _k_range(self, tile_m, tile_n, tile_l, k_tiles, per_split, split_k):
@@ -280,33 +213,16 @@ class HopperGemm:
         return batch, first, count
 
     @cute.jit
-    def _produce(self, ab_pipeline, scheduler_params, tma_a, tAgA, tAsA, a_mask, tma_b, tBgB, tBsB, b_mask, k_tiles,
-                 per_split, split_k):
-        scheduler = utils.StaticPersistentTileScheduler.create(scheduler_params, cute.arch.block_idx(),
-                                                               cute.arch.grid_dim())
-        work = scheduler.initial_work_tile_info()
-        state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
-        while work.is_valid_tile:
-            tile_m, tile_n, tile_l = work.tile_idx
-            batch, first, count = self._k_range(tile_m, tile_n, tile_l, k_tiles, per_split, split_k)
-            tAgA_tile = tAgA[(None, tile_m, None, batch)]   # (TMA, k_tiles)
-            tBgB_tile = tBgB[(None, tile_n, None, batch)]
-            for kt in cutlass.range(count, unroll=1):
-                ab_pipeline.producer_acquire(state)
-                barrier = ab_pipeline.producer_get_barrier(state)
-                cute.copy(tma_a, tAgA_tile[(None, first + kt)], tAsA[(None, state.index)], tma_bar_ptr=barrier,
-                          mcast_mask=a_mask)
-                cute.copy(tma_b, tBgB_tile[(None, first + kt)], tBsB[(None, state.index)], tma_bar_ptr=barrier,
-                          mcast_mask=b_mask)
-                ab_pipeline.producer_commit(state)
-                state.advance()
-            scheduler.advance_to_next_work()
-            work = scheduler.get_current_work()
-        ab_pipeline.producer_tail(state)  # do not exit while a consumer in the cluster may still signal us
+    def produce_tile(self, ab_pipeline, state, ab_loads, extra_loads, tile_m, tile_n, tile_l, k_tiles, per_split,
+                     split_k):
+        """This work tile's K range (its split) from its batch of A and B."""
+        batch, first, count = self._k_range(tile_m, tile_n, tile_l, k_tiles, per_split, split_k)
+        return self.load_k_tiles(ab_pipeline, state, ab_loads, extra_loads, tile_m, tile_n, batch, batch, first, count)
 
     @cute.jit
-    def _consume(self, ab_pipeline, scheduler_params, tiled_mma, sA, sB, sD, gD, tma_d, consumer_tidx, warp,
-                 k_tiles, per_split, split_k, alpha):
+    def consume(self, ab_pipeline, scheduler_params, tiled_mma, sA, sB, sD, gD, tma_d, tidx, warp,
+                k_tiles, per_split, split_k, alpha):
+        consumer_tidx = tidx - WARPGROUP_THREADS   # the thread's index among the consumer warpgroups
         thr_mma = tiled_mma.get_slice(consumer_tidx)
         tCrA = tiled_mma.make_fragment_A(thr_mma.partition_A(sA))   # smem descriptors per K block and stage
         tCrB = tiled_mma.make_fragment_B(thr_mma.partition_B(sB))
@@ -314,24 +230,13 @@ class HopperGemm:
         rAcc = cute.make_rmem_tensor(thr_mma.partition_C(gD_tile0).shape, self.acc_dtype)   # (MMA, MMA_M, MMA_N)
 
         # registers -> shared memory with stmatrix, then a TMA store per (tile_m, 32) slice
-        r2s_atom = sm90_utils.get_smem_store_op(LayoutEnum.ROW_MAJOR, self.d_dtype, self.acc_dtype)
-        stmatrix = cute.make_copy_atom(cute.nvgpu.warp.StMatrix8x8x16bOp(False, 4), self.d_dtype)
-        r2s = cute.make_tiled_copy_S(r2s_atom, cute.make_tiled_copy_C_atom(stmatrix, tiled_mma))
-        thr_r2s = r2s.get_slice(consumer_tidx)
-        tRS_sD = thr_r2s.partition_D(sD)                      # (R2S, R2S_M, R2S_N, EPI_STAGES)
+        epilogue = self.make_epilogue(tiled_mma, sD, consumer_tidx)
+        r2s, _, slice_shape, _, store_pipeline = epilogue
         tRS_rAcc = r2s.retile(rAcc)
-        slice_shape = cute.shape(thr_r2s.partition_S(sD))[:3]
         rSlice = cute.make_rmem_tensor(slice_shape, self.acc_dtype)
         rSlice_out = cute.make_rmem_tensor(slice_shape, self.d_dtype)
-        epilogue_barrier = pipeline.NamedBarrier(barrier_id=int(NamedBarrier.EPILOGUE),
-                                                 num_threads=self.consumers * WARPGROUP_THREADS)
-        store_pipeline = pipeline.PipelineTmaStore.create(
-            num_stages=EPI_STAGES,
-            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.consumers * WARPGROUP_THREADS))
-        store_warp = WARPGROUP_THREADS // 32   # the first consumer warp issues the TMA stores
 
-        scheduler = utils.StaticPersistentTileScheduler.create(scheduler_params, cute.arch.block_idx(),
-                                                               cute.arch.grid_dim())
+        scheduler = self.make_scheduler(scheduler_params)
         work = scheduler.initial_work_tile_info()
         read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
         release = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
@@ -359,28 +264,19 @@ class HopperGemm:
                 ab_pipeline.consumer_release(release)
                 release.advance()
 
-            # epilogue: (tile_m, tile_n) in (tile_m, 32) slices, EPI_STAGES of them in flight
-            gD_slices = cute.zipped_divide(gD[(None, None, tile_m, tile_n, tile_l)], self.epi_tile)
-            bSG_sD, bSG_gD = cpasync.tma_partition(tma_d, 0, cute.make_layout(1), cute.group_modes(sD, 0, 2), gD_slices)
-            slices = cute.size(gD_slices, mode=[1])
+            # epilogue: (tile_m, tile_n) in (tile_m, 32) slices, epi_stages of them in flight
+            bSG_sD, bSG_gD = self.partition_d(tma_d, sD, gD, tile_m, tile_n, tile_l)
+            slices = self.tile_mnk[1] // self.epi_tile[1]
             done_before = scheduler.num_tiles_executed * slices
             for s in cutlass.range_constexpr(slices):
                 for v in cutlass.range_constexpr(cute.size(rSlice)):
                     rSlice[v] = tRS_rAcc[s * cute.size(rSlice) + v]
                 rSlice_out.store((rSlice.load() * alpha).to(self.d_dtype))
-                buffer = (done_before + s) % EPI_STAGES
-                cute.copy(r2s, rSlice_out, tRS_sD[(None, None, None, buffer)])
-                cute.arch.fence_proxy("async.shared", space="cta")   # stmatrix writes -> TMA reads
-                epilogue_barrier.arrive_and_wait()
-                if warp == store_warp:
-                    cute.copy(tma_d, bSG_sD[(None, buffer)], bSG_gD[(None, s)])
-                    store_pipeline.producer_commit()
-                    store_pipeline.producer_acquire()
-                epilogue_barrier.arrive_and_wait()
+                self.store_slice(epilogue, rSlice_out, (done_before + s) % self.epi_stages, tma_d, bSG_sD,
+                                 bSG_gD, s, warp)
             scheduler.advance_to_next_work()
             work = scheduler.get_current_work()
         store_pipeline.producer_tail()
-
 
 # ----------------------------------------------------------------------------------------------------
 # Choosing a configuration
@@ -458,7 +354,8 @@ def compile_for(arch: str = "sm_90a", m: int = 1024, n: int = 1024, k: int = 102
                     tuple(sorted(variant.items())))
 
 
-KERNEL_SOURCES = [Path(__file__).resolve().parent / name for name in ("hopper_gemm.py", "sm90_common.py", "tf32_mma.py")]
+KERNEL_SOURCES = [Path(__file__).resolve().parent / name
+                  for name in ("hopper_gemm.py", "gemm_base.py", "pipeline_checks.py", "sm90_common.py", "tf32_mma.py")]
 
 
 def kernel_for(ab_dtype, d_dtype, a_major: str, b_major: str, config: GemmConfig, variant: tuple = ()):
