@@ -535,7 +535,7 @@ def test_cross_references_read_as_titles(site):
 
 KERNEL_ENGINEER_QUERIES = {
     "wgmma": "/hardware/wgmma/",
-    "split-K": "/kernels/hopper-gemm/",
+    "split-K": "/techniques/decode-gemm/",   # the page about split-K, stream-K and swap-AB
     "tcgen05": "/hardware/tcgen05-mma/",
     "swizzle": "/techniques/swizzling/",
     "mbarrier": "/hardware/mbarrier/",
