@@ -249,11 +249,11 @@ def _draw(chart: Chart, scheme: str = "light") -> str:
     lines = chart.panels.get("") or next(iter(chart.panels.values()), {})
     # Legends and tick labels build their own Text objects; a `$` in a label from a record must not
     # start TeX there either: it is shown as the full-width dollar sign.
-    lines = {name.replace("$", "\uff04"): pts for name, pts in lines.items()}
+    lines = {_fit(name.replace("$", "\uff04")): pts for name, pts in lines.items()}
     chart = Chart(chart.kind, *(str(t).replace("$", "\uff04") for t in (chart.title, chart.xlabel, chart.ylabel)),
-                  chart.panels, str(chart.baseline).replace("$", "\uff04"), chart.ceiling)
+                  chart.panels, _fit(str(chart.baseline).replace("$", "\uff04")), chart.ceiling)
     if chart.kind == "bars":
-        lines = {name: [(str(p[0]).replace("$", "\uff04"), *p[1:]) for p in pts] for name, pts in lines.items()}
+        lines = {name: [(_fit(str(p[0]).replace("$", "\uff04")), *p[1:]) for p in pts] for name, pts in lines.items()}
     if chart.kind != "history":  # (x, ours) without a baseline value: the baseline is not drawn
         lines = {name: [tuple(p) + (None,) * (3 - len(p)) for p in pts] for name, pts in lines.items()}
     handles: list = []
@@ -338,3 +338,13 @@ def page_charts(page_id: str, probes: dict[str, ProbeSpec], records: dict[str, l
         if history is not None:
             charts.append(history)
     return charts
+
+
+LABEL_CHARS = 34
+"""Longer labels (a baseline named by its whole pipeline, a long case id) are shortened with an
+ellipsis: the tight bounding box grows with the longest label, and a chart must stay one phone-
+readable panel (tests/test_site.py checks the width)."""
+
+
+def _fit(text: str, limit: int = LABEL_CHARS) -> str:
+    return text if len(text) <= limit else text[:limit - 1].rstrip() + "\u2026"
