@@ -9,11 +9,11 @@ import re
 import statistics
 from datetime import datetime, timedelta
 
+from kernelwiki.commands.evidence import LOWER_IS_BETTER_UNITS
 from kernelwiki.probing.specs import ProbeSpec
 from kernelwiki.storage.records import Record, latest
 
 BAD_RUN = ("incorrect", "control-passed", "failed", "crashed", "timeout")
-LOWER_IS_BETTER_UNITS = ("us", "ms", "ns", "s", "cycles", "ulp")
 REGRESSION = 0.10
 HISTORY = 3                # earlier runs whose median a new run is compared with
 LAUNCH_BOUND_MS = 0.05   # timings below this are launch overhead and jitter, not kernel speed
