@@ -76,7 +76,10 @@ def dropped(runs: list[Record]) -> bool:
                     and (s := _score(c, like=case)) is not None]
         if not previous:
             continue
-        change = score / statistics.median(previous)
+        middle = statistics.median(previous)
+        if middle <= 0:
+            continue   # earlier scores around zero (e.g. -1 and +1): no ratio says how far it fell
+        change = score / middle
         if (case.get("headline") or {}).get("unit") in LOWER_IS_BETTER_UNITS:
             change = 1 / change if change else 0
         if change < 1 - REGRESSION:
