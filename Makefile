@@ -10,7 +10,7 @@ export NO_MKDOCS_2_WARNING := 1
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev,compile,site,mcp]'
+	$(PY) -m pip install -q -e '.[dev,compile,site,mcp,fleet]'
 	$(PY) -m compileall -q kernelwiki
 	touch $(STAMP)
 

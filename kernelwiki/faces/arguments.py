@@ -193,6 +193,57 @@ def record_name(value: Any) -> str | None:
     return value
 
 
+GPU_LIST = re.compile(r"[0-9]{1,3}(,[0-9]{1,3})*")
+
+
+def gpus(value: Any) -> str | int | list[int] | None:
+    """--gpus: 'all', a count N (the first N GPUs) or a comma list of nvidia-smi indices (0,2,3);
+    None when not given. Whether the host has them is the runner's check."""
+    if value is None:
+        return None
+    _name("gpus", value, "all, a number of GPUs or a list of GPU indices like 0,1,3")
+    text = value.strip()
+    if text == "all":
+        return "all"
+    if not GPU_LIST.fullmatch(text):
+        raise ArgumentError(f"gpus: {value!r} is not all, a number of GPUs (4) or a list of GPU indices (0,1,3)")
+    if "," not in text:
+        count = int(text)
+        if count < 1:
+            raise ArgumentError("gpus: 0 GPUs; give at least 1, or all")
+        return count
+    indices = [int(part) for part in text.split(",")]
+    if len(set(indices)) != len(indices):
+        raise ArgumentError(f"gpus: {value!r} names a GPU twice")
+    return indices
+
+
+RAY_ADDRESS = re.compile(r"auto|local|(ray://)?[A-Za-z0-9.\[\]:_-]+:[0-9]{1,5}")
+GPU_MODEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,60}")
+
+
+def ray_address(value: Any) -> str | None:
+    """--ray: auto, local, HOST:PORT or ray://HOST:PORT (what ray.init takes); None when not given."""
+    if value is None:
+        return None
+    _name("ray", value, "the Ray cluster's address (auto, HOST:PORT or ray://HOST:PORT)")
+    if not RAY_ADDRESS.fullmatch(value):
+        raise ArgumentError(f"ray: {value!r} is not auto, local, HOST:PORT or ray://HOST:PORT")
+    return value
+
+
+def gpu_models(values: Any) -> list[str]:
+    """--gpu-model: GPU models as run ids name them (H200, H100-80GB-HBM3); a node offers each as
+    the Ray resource kernelwiki-gpu:MODEL."""
+    models = []
+    for value in _list("gpu-model", values):
+        _name("gpu-model", value, "a GPU model such as H200")
+        if not GPU_MODEL.fullmatch(value):
+            raise ArgumentError(f"gpu-model: {value!r} is not a GPU model like H200 or H100-80GB-HBM3")
+        models.append(value)
+    return models
+
+
 def case_ids(values: Any) -> list[str]:
     return [_name("case", value, "a case id") for value in _list("case", values)]
 

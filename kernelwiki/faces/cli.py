@@ -294,6 +294,13 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=_seconds, help="per-probe timeout in seconds (default: the probe's own)")
     p.add_argument("--no-refresh", action="store_true", help="write records but leave the pages alone")
     p.add_argument("--no-record", action="store_true", help="run and report only; write no record (implies --no-refresh)")
+    p.add_argument("--gpus", help="run on these GPUs of this host at once, one probe process per GPU: all, "
+                                  "the first N, or indices 0,2,3 (default: one GPU)")
+    p.add_argument("--ray", metavar="ADDRESS", help="run each probe as a Ray task on a GPU of the cluster at ADDRESS "
+                                                     "(auto, HOST:PORT, ray://HOST:PORT); records land here")
+    p.add_argument("--gpu-model", action="append", default=[],
+                   help="--ray: only GPUs of this model, e.g. H200 (repeatable; default: every model the cluster offers)")
+    p.add_argument("--repeat", type=int, help="--ray: run each probe this many times per model, spread over nodes")
 
 
 def cmd_probe_run(args) -> int:
@@ -319,11 +326,32 @@ def cmd_probe_run(args) -> int:
         return 2
     options = Options(mode="compile-only" if args.compile_only else "run", cases=cases, archs=archs,
                       seed=args.seed, timeout_s=args.timeout, write=not args.no_record)
+    devices = _gpu_devices(arguments.gpus(args.gpus))
+    address = arguments.ray_address(args.ray)
+    models = arguments.gpu_models(args.gpu_model)
+    repeat = arguments.count("repeat", args.repeat, 1, minimum=1)
+    if address and devices:
+        raise ArgumentError("ray: --ray and --gpus exclude each other (a Ray task gets one GPU of a node)")
+    if (models or args.repeat) and not address:
+        raise ArgumentError("gpu-model: --gpu-model and --repeat go with --ray ADDRESS")
     from kernelwiki.probing.processes import Interrupted, interruptible
 
     try:
         with interruptible(), runner_lock(repo):
-            outcomes = run_probes(repo, specs, options)
+            if address:
+                from kernelwiki.probing.fleet import FleetError, run_on_ray
+
+                try:
+                    outcomes = run_on_ray(repo, specs, options, address, models=models, repeat=repeat)
+                except FleetError as err:
+                    print(f"error: {err}", file=sys.stderr)
+                    return 2
+            elif devices:
+                from kernelwiki.probing.gpus import run_on_gpus
+
+                outcomes = run_on_gpus(repo, specs, options, devices)
+            else:
+                outcomes = run_probes(repo, specs, options)
             if options.write and not args.no_refresh:
                 for change in refresh(repo):
                     print(change.refused or f"refreshed {change.rel} ({', '.join(change.fields)})", file=sys.stderr)
@@ -337,6 +365,19 @@ def cmd_probe_run(args) -> int:
     print(summary_table(outcomes))
     bad = [o for o in outcomes if o.status not in ("passed", "compiled", "skipped")]
     return 1 if bad else 0
+
+
+def _gpu_devices(selection):
+    """The GPUs --gpus chose on this host (None without --gpus); an ArgumentError if it lacks them."""
+    if selection is None:
+        return None
+    from kernelwiki.harness.env import list_gpus
+    from kernelwiki.probing.gpus import GpuChoiceError, choose
+
+    try:
+        return choose(selection, list_gpus())
+    except GpuChoiceError as err:
+        raise arguments.ArgumentError(str(err)) from None
 
 
 def cmd_probe_list(args) -> int:

@@ -39,6 +39,30 @@ def detect_gpu() -> Gpu | None:
     return Gpu(name, ARCH_SUFFIX.get(cap, "sm_" + cap.replace(".", "")), driver)
 
 
+@dataclass(frozen=True)
+class Device:
+    """One GPU of this host, as the runner places a probe on it (CUDA_VISIBLE_DEVICES=index)."""
+    index: int
+    uuid: str
+    gpu: Gpu
+
+
+def list_gpus() -> list[Device]:
+    """Every GPU of this host in nvidia-smi order; [] without a driver. Under KERNELWIKI_FAKE_GPU
+    (tests), KERNELWIKI_FAKE_GPU_COUNT fake GPUs of that model (default 1)."""
+    if os.environ.get("KERNELWIKI_FAKE_GPU"):
+        gpu = detect_gpu()
+        assert gpu is not None
+        count = int(os.environ.get("KERNELWIKI_FAKE_GPU_COUNT") or 1)
+        return [Device(i, f"GPU-fake-{i:04d}", gpu) for i in range(count)]
+    out = _run(["nvidia-smi", "--query-gpu=index,uuid,name,compute_cap,driver_version", "--format=csv,noheader"])
+    devices = []
+    for line in (out or "").splitlines():
+        index, uuid, name, cap, driver = [part.strip() for part in line.split(",")]
+        devices.append(Device(int(index), uuid, Gpu(name, ARCH_SUFFIX.get(cap, "sm_" + cap.replace(".", "")), driver)))
+    return devices
+
+
 FAKE_DRIVER = "fake"
 """The driver a KERNELWIKI_FAKE_GPU record carries; such a record is never a measurement."""
 
@@ -61,9 +85,11 @@ def short_gpu_name(name: str | None) -> str:
     return re.sub(r"\s+", "-", name.replace("NVIDIA", "").strip())
 
 
-def clocks() -> dict:
-    """Current SM clock (MHz), power draw and power limit (W); empty where nvidia-smi is absent."""
-    out = _run(["nvidia-smi", "--query-gpu=clocks.sm,power.draw,power.limit,temperature.gpu",
+def clocks(index: int | None = None) -> dict:
+    """Current SM clock (MHz), power draw and power limit (W) of GPU `index` (default: the first);
+    empty where nvidia-smi is absent."""
+    which = ["-i", str(index)] if index is not None else []
+    out = _run(["nvidia-smi", *which, "--query-gpu=clocks.sm,power.draw,power.limit,temperature.gpu",
                 "--format=csv,noheader,nounits"])
     if not out:
         return {}

@@ -100,6 +100,7 @@ def runner_lock(repo: Repo, out: TextIO | None = None) -> Iterator[None]:
 def run_probes(repo: Repo, specs: list[ProbeSpec], options: Options, out: TextIO | None = None) -> list[Outcome]:
     out = out or sys.stderr
     gpu = env_mod.detect_gpu()
+    gpu_count = len(env_mod.list_gpus()) if gpu else 0
     machine = f"{gpu.name} ({gpu.arch})" if gpu else "no GPU"
     print(f"kernelwiki probe run: {len(specs)} probe(s), mode {options.mode}, on {machine}", file=out)
     environment = env_mod.fingerprint(repo.root)
@@ -107,7 +108,7 @@ def run_probes(repo: Repo, specs: list[ProbeSpec], options: Options, out: TextIO
     extra_env: dict[str, str] = {}
     for index, spec in enumerate(specs, 1):
         prefix = f"[{index}/{len(specs)}] {spec.id}"
-        reason = spec.skip_reason(options.mode, gpu)
+        reason = spec.skip_reason(options.mode, gpu, gpu_count)
         if reason:
             print(f"{prefix}: skipped: {reason}", file=out)
             outcomes.append(Outcome(spec.id, "skipped", reason))
@@ -126,7 +127,8 @@ def run_probes(repo: Repo, specs: list[ProbeSpec], options: Options, out: TextIO
 def _run_one(repo: Repo, spec: ProbeSpec, options: Options, environment: dict, timeout: float,
              extra_env: dict[str, str], out: TextIO) -> Outcome:
     started = datetime.now(timezone.utc)
-    clock_before = env_mod.clocks().get("sm_clock_mhz") if options.mode == "run" else None
+    index = environment.get("gpu_index")  # set when the runner placed the probe on one GPU of several
+    clock_before = env_mod.clocks(index).get("sm_clock_mhz") if options.mode == "run" else None
     with tempfile.TemporaryDirectory() as tmp:
         result_path = Path(tmp) / "result.json"
         extra_env = dict(extra_env, CUTE_DSL_DUMP_DIR=tmp)  # compiler dumps stay out of the checkout
@@ -149,7 +151,7 @@ def _run_one(repo: Repo, spec: ProbeSpec, options: Options, environment: dict, t
     if status == "skipped":
         return Outcome(spec.id, status, reason)
     env = dict(environment, sm_clock_mhz_before=clock_before,
-               sm_clock_mhz_after=env_mod.clocks().get("sm_clock_mhz") if options.mode == "run" else None)
+               sm_clock_mhz_after=env_mod.clocks(index).get("sm_clock_mhz") if options.mode == "run" else None)
     record = {
         "schema_version": 1, "probe": spec.id, "run_id": "", "mode": options.mode, "status": status,
         "started_at": _iso(started), "finished_at": _iso(finished),
@@ -303,9 +305,21 @@ def _write_record(repo: Repo, probe_id: str, record: dict) -> str:
     repo.inside(directory)  # OutsideRepo if artifacts/evidence or the probe's directory links elsewhere
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{record['run_id']}.json"
-    text = json.dumps(record, indent=1, sort_keys=False, ensure_ascii=False, allow_nan=False) + "\n"
+    # Compact, one case per line: records are never edited, and a large kernel probe's record at
+    # indent=1 was 160 kB (the repository travels to the GPU machine whole, under 4 MiB).
+    text = _compact(record) + "\n"
     replace_file(path, text.encode("utf-8"))
     return repo.rel(path)
+
+
+def _compact(record: dict) -> str:
+    """Standard JSON without indentation, each case on a line of its own."""
+    def dump(value) -> str:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    head = {k: v for k, v in record.items() if k != "cases"}
+    cases = record.get("cases") or []
+    body = ",\n".join(dump(case) for case in cases)
+    return dump(head)[:-1] + (',"cases":[\n' + body + "\n]}" if cases else ',"cases":[]}')
 
 
 def summary_table(outcomes: list[Outcome]) -> str:

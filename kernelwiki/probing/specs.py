@@ -51,6 +51,10 @@ class ProbeSpec:
     def entry(self) -> Path:
         return self.directory / self.data["entry"]
 
+    @property
+    def min_gpus(self) -> int:
+        return int(self.data.get("min_gpus", 1))
+
     def case(self, case_id: str) -> dict | None:
         return self._cases().get(case_id)
 
@@ -69,8 +73,8 @@ class ProbeSpec:
             object.__setattr__(self, "_by_id", cached)
         return cached
 
-    def skip_reason(self, mode: str, gpu: Gpu | None) -> str | None:
-        """Why this machine cannot run the probe in this mode, or None."""
+    def skip_reason(self, mode: str, gpu: Gpu | None, gpu_count: int = 1) -> str | None:
+        """Why this machine (with `gpu_count` GPUs for the probe) cannot run it in this mode, or None."""
         needed = self.data.get("compile_requires" if mode == "compile-only" else "requires") or []
         missing = [module for module in needed if not _importable(module)]
         if missing:
@@ -84,6 +88,8 @@ class ProbeSpec:
             return "no GPU on this machine"
         if gpu.arch not in self.archs:
             return f"requires {' or '.join(self.archs)}; this GPU is {gpu.arch}"
+        if gpu_count < self.min_gpus:
+            return f"requires {self.min_gpus} or more GPUs; this machine has {gpu_count}"
         return None
 
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 from kernelwiki.harness import compile as compile_mod
 from kernelwiki.harness.probe import Probe
 
-from artifacts.kernels.tcgen05_gemm import nvfp4_gemm
+from artifacts.kernels.tcgen05_gemm import block_scaled_gemm
 
 
 def compile_kernel(arch: str) -> compile_mod.Emitted:
-    return compile_mod.from_cute(nvfp4_gemm.compile_for(arch), arch)
+    return compile_mod.from_cute(block_scaled_gemm.compile_for(arch, fmt="nvfp4"), arch)
 
 
 if __name__ == "__main__":

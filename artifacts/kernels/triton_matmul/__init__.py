@@ -1,0 +1,1 @@
+"""A persistent Triton matmul for Hopper (pointer loads or TMA descriptors); see persistent_matmul.py."""

@@ -1,0 +1,207 @@
+"""`kernelwiki probe run --ray ADDRESS`: a fleet of GPU machines through Ray, not an engine of our own.
+
+Each node of the cluster says which GPUs it has with one custom resource per GPU model,
+`kernelwiki-gpu:<MODEL>` (MODEL as record run ids name it: H200, H100-80GB-HBM3, B200), e.g.
+`ray start --address HEAD --num-gpus 8 --resources '{"kernelwiki-gpu:H200": 8}'`. Every probe becomes
+one Ray task per model (and per --repeat copy) with `num_gpus=1` and one unit of that model's
+resource, spread over the nodes. The task runs the probe on its node exactly as the local runner
+does (its own process, timeout, tagged children) from a copy of this checkout that Ray ships
+(runtime_env working_dir), and returns the record; nothing is written on the node.
+
+Back here each record is untrusted input: it lands in artifacts/evidence only if it passes
+check_record (schema, probe, run id, times), written atomically; a record that does not is replaced
+by a `failed` one saying why. A task whose worker or node dies is retried by Ray (max_retries); when
+the retries are spent the probe is recorded `crashed`. A record is never half-written.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import sys
+import threading
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, TextIO
+
+from kernelwiki.harness import env as env_mod
+from kernelwiki.probing import processes
+from kernelwiki.probing.gpus import batch_id
+from kernelwiki.probing.runner import Options, Outcome, _iso, _run_one, _write_record
+from kernelwiki.probing.specs import ProbeSpec, load_probes
+from kernelwiki.storage.records import check_record
+from kernelwiki.storage.repo import Repo
+
+RESOURCE_PREFIX = "kernelwiki-gpu:"
+SHIPPED_EXCLUDES = [".git", ".venv", ".kernelwiki-cache", "site", "node_modules", "**/__pycache__"]
+SAFE_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,200}")
+
+
+class FleetError(RuntimeError):
+    """Ray is missing, or the cluster cannot run what was asked; the message says what to do."""
+
+
+def gpu_resource(model: str) -> str:
+    """The custom resource a node offers per GPU of `model` ('H200' -> 'kernelwiki-gpu:H200')."""
+    return RESOURCE_PREFIX + model
+
+
+def cluster_models(resources: dict[str, float]) -> list[str]:
+    """The GPU models a cluster offers, from ray.cluster_resources()."""
+    return sorted(key[len(RESOURCE_PREFIX):] for key, amount in resources.items()
+                  if key.startswith(RESOURCE_PREFIX) and amount >= 1)
+
+
+@dataclass(frozen=True)
+class Task:
+    """What one Ray task runs: a probe on one GPU of one model."""
+    probe: str
+    model: str
+    mode: str
+    cases: list[str]
+    archs: list[str]
+    seed: int | None
+    timeout_s: float | None
+
+
+def _import_ray():
+    try:
+        import ray
+    except ImportError:
+        raise FleetError("--ray needs Ray: pip install 'kernelwiki[fleet]'") from None
+    return ray
+
+
+def run_on_ray(repo: Repo, specs: list[ProbeSpec], options: Options, address: str, *, models: list[str] | None = None,
+               repeat: int = 1, max_retries: int = 2, out: TextIO | None = None) -> list[Outcome]:
+    """Run every probe on every GPU model asked for (default: all the cluster offers), `repeat`
+    times each; land each record here. Outcomes in the order the tasks ended."""
+    out = out or sys.stderr
+    ray = _import_ray()
+    env_vars = {"KERNELWIKI_COMMIT": env_mod.fingerprint(repo.root).get("commit") or ""}
+    if os.environ.get("KERNELWIKI_FAKE_GPU"):  # tests: the fake GPUs of the nodes are those of this one
+        env_vars["KERNELWIKI_FAKE_GPU"] = os.environ["KERNELWIKI_FAKE_GPU"]
+    # The checkout goes to the nodes as the job's working directory (only a job can ship one).
+    ray.init(address=address, log_to_driver=False, runtime_env={"working_dir": str(repo.root), "excludes": SHIPPED_EXCLUDES,
+                                                                 "env_vars": env_vars})
+    try:
+        return _schedule(ray, repo, specs, options, models, repeat, max_retries, out)
+    finally:
+        ray.shutdown()
+
+
+def _schedule(ray, repo: Repo, specs: list[ProbeSpec], options: Options, models: list[str] | None, repeat: int,
+              max_retries: int, out: TextIO) -> list[Outcome]:
+    offered = cluster_models(ray.cluster_resources())
+    wanted = models or offered
+    missing = [m for m in wanted if m not in offered]
+    if not wanted or missing:
+        raise FleetError(f"no node of the Ray cluster offers {', '.join(gpu_resource(m) for m in missing or ['<MODEL>'])}; "
+                         "start GPU nodes with ray start --num-gpus N --resources '{\"" + gpu_resource("H200") + "\": N}'")
+    remote = ray.remote(_probe_task)
+    pending: dict[Any, Task] = {}
+    for spec in specs:
+        for model in wanted:
+            task = Task(spec.id, model, options.mode, options.cases, options.archs, options.seed, options.timeout_s)
+            for _ in range(repeat):
+                ref = remote.options(num_gpus=1, resources={gpu_resource(model): 1}, max_retries=max_retries,
+                                     retry_exceptions=False, scheduling_strategy="SPREAD").remote(asdict(task))
+                pending[ref] = task
+    print(f"kernelwiki probe run --ray: {len(pending)} task(s) of {len(specs)} probe(s) on {', '.join(wanted)}",
+          file=out, flush=True)
+    probes = {s.id: s for s in specs}
+    known = set(load_probes(repo))
+    batch = batch_id(socket.gethostname())
+    lock = threading.Lock()
+    outcomes = []
+    try:
+        while pending:
+            [ref], _ = ray.wait(list(pending), num_returns=1, timeout=None)
+            task = pending.pop(ref)
+            try:
+                result = ray.get(ref)
+            except ray.exceptions.RayError as err:   # the worker or its node died, retries spent
+                result = {"status": "crashed", "record": _crashed_record(task, max_retries, err)}
+            if isinstance(result, dict) and isinstance(result.get("record"), dict):
+                result["record"]["batch"] = batch
+            outcome = _land(repo, probes[task.probe], known, task, result, options.write, lock)
+            outcomes.append(outcome)
+            print(f"{task.probe} on {task.model}: {outcome.status}" + (f" ({outcome.reason})" if outcome.reason else "")
+                  + (f" -> {outcome.path}" if outcome.path else ""), file=out, flush=True)
+    except processes.Interrupted:
+        for ref in pending:   # a cancelled task's runner kills its probe's process tree on the node
+            ray.cancel(ref)
+        raise
+    return outcomes
+
+
+def _probe_task(task: dict) -> dict:
+    """On a node: run one probe on the GPU Ray gave this task; the record, not written."""
+    import ray
+
+    task = Task(**task)
+    repo = Repo(Path.cwd().resolve())  # the shipped copy of the checkout
+    spec = load_probes(repo).get(task.probe)
+    if spec is None:
+        return {"status": "failed", "reason": f"no probe {task.probe} in the checkout shipped to the node"}
+    gpu = env_mod.detect_gpu()
+    reason = spec.skip_reason(task.mode, gpu, 1)
+    if reason:
+        return {"status": "skipped", "reason": reason}
+    ids = [int(i) for i in ray.get_gpu_ids()]
+    index = ids[0] if ids else None
+    uuid = next((d.uuid for d in env_mod.list_gpus() if d.index == index), None)
+    environment = dict(env_mod.fingerprint(repo.root), host=socket.gethostname(), gpu_index=index, gpu_uuid=uuid,
+                       ray_node=ray.get_runtime_context().get_node_id())
+    options = Options(mode=task.mode, cases=task.cases, archs=task.archs, seed=task.seed, timeout_s=task.timeout_s,
+                      write=False)
+    timeout = task.timeout_s or spec.timeout_s
+    outcome = _run_one(repo, spec, options, environment, timeout, {}, sys.stderr)
+    return {"status": outcome.status, "reason": outcome.reason, "record": outcome.record}
+
+
+def _crashed_record(task: Task, retries: int, err: BaseException) -> dict:
+    now = _iso(datetime.now(timezone.utc))
+    return {
+        "schema_version": 1, "probe": task.probe, "run_id": f"{now.replace('-', '').replace(':', '')}-{task.model.lower()}-{task.mode}",
+        "mode": task.mode, "status": "crashed", "started_at": now, "finished_at": now,
+        "reason": f"the Ray worker or node running it died, {retries + 1} attempt(s) in all ({type(err).__name__})",
+        "environment": {"gpu": None, "arch": None, "driver": None, "host": None},
+        "cases": [], "log_tail": str(err)[-4000:],
+    }
+
+
+def _land(repo: Repo, spec: ProbeSpec, known: set[str], task: Task, result: Any, write: bool,
+          lock: threading.Lock) -> Outcome:
+    """Check what a node sent back and write it, or a `failed` record saying what was wrong with it."""
+    if not isinstance(result, dict) or not isinstance(result.get("status"), str):
+        result = {"status": "failed", "reason": "the node sent back something that is not a result"}
+    record = result.get("record")
+    if record is None:
+        return Outcome(spec.id, result["status"], str(result.get("reason", ""))[:1000])
+    with lock:
+        problems = _problems(repo, spec.id, known, record)
+        if problems:
+            reason = "the record the node sent back fails its check: " + "; ".join(problems[:5])
+            record = _crashed_record(task, 0, RuntimeError(reason))
+            record.update(status="failed", reason=reason[:1000])
+            problems = _problems(repo, spec.id, known, record)
+        if problems:  # never write what would not validate
+            return Outcome(spec.id, "failed", "; ".join(problems)[:1000])
+        path = _write_record(repo, spec.id, record) if write else None
+    return Outcome(spec.id, record["status"], record.get("reason", ""), record, path)
+
+
+def _problems(repo: Repo, probe_id: str, known: set[str], record: Any) -> list[str]:
+    """What check_record finds wrong with the record as it would land; its run id made unique first."""
+    if not isinstance(record, dict) or not SAFE_RUN_ID.fullmatch(str(record.get("run_id", ""))):
+        return ["run_id: missing or not a plain file name"]
+    base, candidate, n = record["run_id"], record["run_id"], 2
+    while (repo.evidence / probe_id / f"{candidate}.json").exists():
+        candidate, n = f"{base}-{n}", n + 1
+    record["run_id"] = candidate
+    path = repo.evidence / probe_id / f"{candidate}.json"
+    found = check_record(repo, repo.rel(path), path, record, known, datetime.now(timezone.utc))
+    return [f"{p.field}: {p.message}" for p in found]
