@@ -227,3 +227,81 @@ def test_spec_cases_are_indexed_by_id():
     start = time.perf_counter()
     assert all(spec.case(f"c{i}")["id"] == f"c{i}" for i in range(20000))
     assert time.perf_counter() - start < 1.0
+
+
+def test_records_all_in_the_future_stop_refresh_instead_of_demoting_every_page(mini):
+    page = _setup(mini, [_record("r1", "2026-11-30T10:00:00Z", [_case("c1", 500.0)])])
+    mini.run("refresh")
+    before = page.read_text()
+    future = _record("r1", "2999-01-01T00:00:00Z", [_case("c1", 500.0)])
+    mini.write("artifacts/evidence/probe-x/r1.json", json.dumps(future))
+    code, out, _ = mini.run("refresh")
+    assert code == 1 and "every run record (1) is dated after this machine's clock" in out
+    assert page.read_text() == before
+
+
+def test_a_future_record_is_refused_by_itself(mini):
+    page = _setup(mini, [_record("r1", "2026-11-30T10:00:00Z", [_case("c1", 500.0)]),
+                         _record("r2", "2999-01-01T00:00:00Z", [_case("c1", 900.0)])])
+    assert mini.run("refresh")[0] == 0
+    assert _claims(page)["measured.x.c1"]["value"] == 500.0
+    assert "r2.json:1: started_at: 2999-01-01T00:00:00Z is in the future" in messages(mini.problems())
+
+
+def test_refresh_refuses_a_page_over_the_size_limit_naming_the_record(mini):
+    cases = [_case(f"c{i}", 100.0 + i / 100, params={"dtype": "bf16", "shape": f"{i}x64x64"})
+             for i in range(5000)]
+    probe = PROBE_YAML.replace("- id: c1\n- id: c2\n", "".join(f"- id: c{i}\n" for i in range(5000)))
+    page = _setup(mini, [_record("big", "2026-11-30T10:00:00Z", cases)], probe)
+    before = page.read_bytes()
+    code, out, _ = mini.run("refresh")
+    assert code == 1 and "over the 1,048,576-byte page limit; from artifacts/evidence/probe-x/big.json" in out
+    assert page.read_bytes() == before
+
+
+def test_refresh_refuses_an_integer_frontmatter_cannot_hold(mini):
+    huge = _case("c1", 10 ** 399, headline={"metric": "count", "value": 10 ** 399, "unit": "items"})
+    page = _setup(mini, [_record("r1", "2026-11-30T10:00:00Z", [huge, _case("c2", 5.0)])])
+    before = page.read_bytes()
+    code, out, err = mini.run("refresh")
+    assert code == 1 and "at most 100 are accepted; from artifacts/evidence/probe-x/r1.json" in out, (out, err)
+    assert page.read_bytes() == before and "Traceback" not in err
+
+
+def test_a_page_that_cannot_be_written_is_one_message(mini, monkeypatch):
+    """A read-only page folder or `ulimit -f` (EFBIG) during refresh: one line per page, no traceback."""
+    import errno
+
+    import kernelwiki.commands.refresh as refresh_module
+
+    def refuse(path, data):
+        raise OSError(errno.EFBIG, "File too large")
+
+    page = _setup(mini, [_record("r1", "2026-11-30T10:00:00Z", [_case("c1", 500.0)])])
+    monkeypatch.setattr(refresh_module, "replace_file", refuse)
+    code, out, err = mini.run("refresh")
+    assert code == 1 and out.strip() == "wiki/hardware/example.md:1: -: not refreshed: cannot write it (File too large)"
+    assert "Traceback" not in err and "measured.x.c1" not in page.read_text()
+
+
+def test_wrong_typed_settings_in_pyproject_are_ignored_with_a_message(mini):
+    _setup(mini, [_record("r1", "2026-11-30T10:00:00Z", [_case("c1", 500.0)])])
+    mini.write("pyproject.toml", '[tool.kernelwiki]\nfreshness_days = "ninety"\npins = 3\n')
+    code, _, err = mini.run("refresh")
+    assert code == 0 and "tool.kernelwiki.freshness_days: 'ninety' is not a number of days" in err
+    assert "tool.kernelwiki.pins: 3 is not a table of version strings" in err
+
+
+def test_an_unknown_case_id_exits_2_and_runs_nothing(mini):
+    _setup(mini, [])
+    import io
+    from contextlib import redirect_stderr
+
+    from kernelwiki.faces.cli import main
+
+    err = io.StringIO()
+    with redirect_stderr(err):
+        code = main(["probe", "run", "--probe", "probe-x", "--case", "c3", "--no-record", "--root", str(mini.root)])
+    err = err.getvalue()
+    assert code == 2 and "case: no case 'c3' in probe-x" in err
+    assert not (mini.root / "artifacts/evidence/probe-x").exists() or not any((mini.root / "artifacts/evidence/probe-x").iterdir())

@@ -85,7 +85,7 @@ def impossible_problem(case: dict, gpu: Any) -> str | None:
         key = params.get("dtype") if headline.get("unit") == "TFLOP/s" else None
         peak = peaks.datasheet(short_gpu_name(gpu), key) if isinstance(key, str) else None
         if peak and value > peak:
-            return f"its headline {value:g} {headline.get('unit')} exceeds the datasheet peak ({peak:g})"
+            return f"its headline {str(value)[:20]} {headline.get('unit')} exceeds the datasheet peak ({peak:g})"
     for name, entry in (case.get("timing") or {}).items() if isinstance(case.get("timing"), dict) else ():
         if not isinstance(entry, dict):
             continue

@@ -6,6 +6,7 @@ case reproduces and our own variants).
 
 from __future__ import annotations
 
+import math
 import re
 import statistics
 
@@ -98,9 +99,9 @@ def render_versus(linked: list[ProbeSpec], records: dict[str, list[Record]], pag
                     continue
                 for entry in case.get("baselines") or []:
                     name = str(entry.get("name", ""))
-                    if entry.get("ratio") is None or not (name == case_spec.get("reproduced_by") or OUR_VARIANT.match(name)):
+                    if _ratio(entry) is None or not (name == case_spec.get("reproduced_by") or OUR_VARIANT.match(name)):
                         continue
-                    ratios.setdefault((case["id"], name), []).append(float(entry["ratio"]))
+                    ratios.setdefault((case["id"], name), []).append(_ratio(entry))
         for (case_id, name), values in sorted(ratios.items()):
             cells = ", ".join(f"{v:.3g}" for v in values)
             rows.append(f"| {spec.id} | {case_id} | {name} | {cells} | {statistics.median(values):.3g} |")
@@ -108,6 +109,16 @@ def render_versus(linked: list[ProbeSpec], records: dict[str, list[Record]], pag
         rows = ["", "No passing run of a linked probe compares ours with another kernel or a variant of ours yet."]
     rows.append("")
     return "\n".join(rows) + "\n"
+
+
+def _ratio(entry: dict) -> float | None:
+    """An entry's ratio as a finite float, or None (absent, or an integer past float range)."""
+    value = entry.get("ratio") if isinstance(entry, dict) else None
+    try:
+        number = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    except OverflowError:
+        return None
+    return number if number is not None and math.isfinite(number) else None
 
 
 def evidence(record: Record, case: dict) -> bool:
@@ -141,10 +152,10 @@ def render_runs(linked: list[ProbeSpec], records: dict[str, list[Record]], page_
             for case in record.data.get("cases") or []:
                 headline = case.get("headline") or {}
                 pages = (spec.case(case.get("id", "")) or {}).get("pages")
-                if not evidence(record, case) or headline.get("ratio") is None or (
+                if not evidence(record, case) or _ratio(headline) is None or (
                         pages is not None and page_id not in pages):
                     continue
-                ratios.setdefault((case["id"], str(headline.get("baseline", ""))), []).append(float(headline["ratio"]))
+                ratios.setdefault((case["id"], str(headline.get("baseline", ""))), []).append(_ratio(headline))
         for (case_id, baseline), values in sorted(ratios.items()):
             cells = ", ".join(f"{v:.3g}" for v in values)
             rows.append(f"| {spec.id} | {case_id} | {baseline} | {cells} | {min(values):.3g} | "

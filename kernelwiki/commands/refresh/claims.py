@@ -6,6 +6,7 @@ expected instructions for. The claims carry the record and case they come from.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -73,8 +74,11 @@ def _percentile(values: list[float], q: float) -> float:
 def spread(pairs: list[tuple[Record, dict]]) -> dict | None:
     """p10/p90 of the runs' headline values and how many runs (and GPUs, where several) fed the
     claim; None for a single run."""
-    values = [float(case["headline"]["value"]) for _, case in pairs]
-    if len(values) < 2:
+    try:
+        values = [float(case["headline"]["value"]) for _, case in pairs]
+    except OverflowError:
+        return None   # an integer past float range: the claim's value says it; refresh refuses the page
+    if len(values) < 2 or not all(math.isfinite(v) for v in values):
         return None
     out: dict[str, Any] = {"p10": round(_percentile(values, 0.1), 4), "p90": round(_percentile(values, 0.9), 4),
                            "runs": len(values)}
@@ -92,7 +96,7 @@ def _gpu_identity(record: Record) -> str:
 def median_run(pairs: list[tuple[Record, dict]]) -> tuple[Record, dict]:
     """The run whose headline value is the median (the lower middle one for an even count), so
     that the claim's value, baseline and ratio are one run's, which validate can check."""
-    ordered = sorted(pairs, key=lambda pair: float(pair[1]["headline"]["value"]))
+    ordered = sorted(pairs, key=lambda pair: pair[1]["headline"]["value"])
     return ordered[(len(ordered) - 1) // 2]
 
 

@@ -5,6 +5,7 @@ or evidence from another toolchain than pyproject.toml pins), verified or draft.
 
 from __future__ import annotations
 
+import math
 import re
 import statistics
 from datetime import datetime, timedelta
@@ -95,10 +96,19 @@ def _score(case: dict, like: dict | None = None) -> float | None:
         return None
     reference = (like or case).get("headline") or {}
     if reference.get("ratio") and headline.get("ratio") and reference.get("baseline") == headline.get("baseline"):
-        return float(headline["ratio"])
+        return _float(headline["ratio"])
     if like is not None and reference.get("ratio"):
         return None   # the newer case has a ratio this one lacks: not comparable
-    return float(headline["value"])
+    return _float(headline["value"])
+
+
+def _float(value) -> float | None:
+    """A finite float, or None for an integer past float range (validate lets JSON integers of any size through)."""
+    try:
+        number = float(value)
+    except (OverflowError, TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _launch_bound(case: dict) -> bool:
