@@ -124,11 +124,13 @@ def written_page_problem(data: bytes, rel: str, repo: Repo) -> str | None:
     """Why refresh must not write these bytes (what it writes always passes validate), naming the
     records the page's claims come from; None when they are fine."""
     page = parse_page(data, rel)
+    # The line endings and byte-order mark are the page's own; refresh keeps them as they were.
+    problems = [p for p in page.problems if "CRLF" not in p.message and "byte-order" not in p.message]
     why = None
     if len(data) > MAX_PAGE_BYTES:
         why = f"it would be {len(data):,} bytes, over the {MAX_PAGE_BYTES:,}-byte page limit"
-    elif page.meta is None or page.problems:
-        why = "; ".join(p.message for p in page.problems) or "its frontmatter would not parse"
+    elif page.meta is None or problems:
+        why = "; ".join(p.message for p in problems) or "its frontmatter would not parse"
     else:
         problems = schema_check(repo.schemas, "page", page.meta, rel, page.line)
         why = "; ".join(p.message for p in problems[:3]) if problems else None
