@@ -70,6 +70,8 @@ claims:
   dtype: bf16
   evidence: source-reported
   source: src-example
+  locator: facts[0]
+  quote: The example kernel reaches 100 TFLOP/s.
 ---
 # Example hardware
 

@@ -64,3 +64,30 @@ def test_cli_exit_codes_and_summary(mini):
     assert "1 performance numbers in prose: 0 in claim spans, 0 marked unclaimed (0.0%), 1 bare" in err
     page.write_text(HW_PAGE + "It reaches <!-- claim:peak -->100 TFLOP/s<!-- /claim -->.\n", encoding="utf-8")
     assert mini.run("audit")[0] == 0
+
+
+def test_frontmatter_numbers_need_a_claim_that_carries_them(mini):
+    """Title, summary and a source page's facts cannot hold a span: their numbers must be claims' values."""
+    page = mini.root / "wiki/hardware/example.md"
+    page.write_text(HW_PAGE.replace("summary: A feature", "summary: At 100 TFLOP/s, a feature"), encoding="utf-8")
+    assert mini.run("audit")[0] == 0   # the page's claim `peak` carries 100
+    page.write_text(HW_PAGE.replace("summary: A feature", "summary: At 250 TFLOP/s, a feature"), encoding="utf-8")
+    code, out, _ = mini.run("audit")
+    assert code == 1 and "example.md:5: summary: performance number '250 TFLOP/s' in the frontmatter" in out
+    source = mini.root / "wiki/sources/example.md"
+    source.write_text(source.read_text().replace("reaches 100 TFLOP/s.", "reaches 100 TFLOP/s and 3.2 TB/s."))
+    page.write_text(HW_PAGE, encoding="utf-8")
+    code, out, _ = mini.run("audit")
+    assert code == 1 and out.splitlines() == [
+        "wiki/sources/example.md:9: facts[0]: performance number '3.2 TB/s' in the frontmatter that no claim "
+        "carries; make it the value of a claim of a page citing this source (the number in its value or quote), "
+        "or leave it out"]
+
+
+def test_a_sentence_that_promises_evidence_is_reported(mini):
+    page = mini.root / "wiki/hardware/example.md"
+    page.write_text(HW_PAGE + "Its results appear in the table once the runner has recorded them.\n", encoding="utf-8")
+    code, out, _ = mini.run("audit")
+    assert code == 1 and "prose: promises evidence that is not there" in out
+    page.write_text(HW_PAGE + "The table has the results of its one run.\n", encoding="utf-8")
+    assert mini.run("audit")[0] == 0

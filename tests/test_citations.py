@@ -62,19 +62,36 @@ def test_quotes_checked_in_wheels_mirrors_and_files(mini, tmp_path):
     code, out, err = mini.run("audit", "--sources", "--wheels", str(wheels), "--mirror", str(mirrors),
                               "--references", str(refs))
     assert code == 1, (out, err)
-    assert "9 spec/source-reported claims: 8 with a quote (89%), 6 checkable here, 4 matched" in err
+    assert "9 spec/source-reported claims: 9 with a quote (100%), 6 checkable here, 4 matched" in err
     lines = page.read_text().splitlines()
     e_quote = next(i for i, line in enumerate(lines) if "regs'': 999" in line) + 1
     f_locator = lines.index("  locator: some_pkg/other.py") + 1
     assert out.splitlines() == [
-        f"wiki/hardware/example.md:{e_quote}: claims[5].quote: not found in some-pkg@1.2.3 some_pkg/mod.py",
+        f"wiki/hardware/example.md:{e_quote}: claims[5].quote: not found in some-pkg@1.2.3 some_pkg/mod.py at line 2",
         f"wiki/hardware/example.md:{f_locator}: claims[6].locator: no file 'some_pkg/other.py' in some-pkg@1.2.3",
     ]
 
 
+def test_a_quote_is_checked_at_its_line_not_anywhere_in_the_file(mini, tmp_path):
+    """`path:N` says where the quote stands: words that stand elsewhere in the file do not match."""
+    refs = tmp_path / "refs"
+    refs.mkdir()
+    (refs / "notes.txt").write_text("intro\nResult: cosine 0.999999\n" + "filler\n" * 10 + "late: 42 TFLOP/s\n")
+    mini.write("wiki/sources/ref.md", source("src-ref", "origin:\n  file: notes.txt\n"))
+    claims = [claim("a", "src-ref", "notes.txt:2", "cosine 0.999999"),
+              claim("b", "src-ref", "notes.txt:1-3", "cosine 0.999999"),
+              claim("c", "src-ref", "notes.txt:2", "late: 42 TFLOP/s"),      # stands at line 13
+              claim("d", "src-ref", "end of the notes", "late: 42 TFLOP/s")]   # no line: the whole file
+    mini.write("wiki/hardware/example.md", page_with(claims, ["src-example", "src-ref"]))
+    code, out, _ = mini.run("audit", "--sources", "--references", str(refs))
+    assert code == 1
+    assert [line.split(": ", 2)[1:] for line in out.splitlines()] == [
+        ["claims[3].quote", "not found in notes.txt notes.txt at line 2"]]
+
+
 def test_nothing_checkable_passes(mini):
     code, _, err = mini.run("audit", "--sources")
-    assert code == 0 and "1 spec/source-reported claims: 0 with a quote (0%), 0 checkable here, 0 matched" in err
+    assert code == 0 and "1 spec/source-reported claims: 1 with a quote (100%), 0 checkable here, 0 matched" in err
 
 
 def test_normalize_drops_markup_and_whitespace():

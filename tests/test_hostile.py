@@ -17,6 +17,7 @@ RECORD = {
     "status": "passed", "started_at": "2026-11-29T10:00:00Z",
     "environment": {"gpu": "NVIDIA H200", "arch": "sm_90a", "cuda_runtime": "13.0", "cutlass_dsl": "4.8.1",
                     "torch": "2.11.0", "driver": "580"},
+    "negative_control": {"description": "broken", "failed_gate": True},
     "cases": [{"id": "c1", "status": "passed", "params": {"dtype": "bf16"},
                "headline": {"metric": "tflops", "value": 123.4, "unit": "TFLOP/s"}}],
 }
@@ -83,7 +84,7 @@ def test_non_finite_numbers_are_refused(mini, value):
 def test_fence_with_trailing_space_is_reported_fixed_and_never_crashes_refresh(mini):
     page = mini.write("wiki/hardware/example.md", HW_PAGE.replace("\n---\n# Example", "\n--- \n# Example"))
     [problem] = mini.problems()
-    assert problem["line"] == "24" and "trailing whitespace" in problem["message"]
+    assert problem["line"] == "26" and "trailing whitespace" in problem["message"]
     every_command(mini)
     assert mini.run("refresh")[0] == 0
     assert mini.run("validate", "--fix")[0] == 0
@@ -226,6 +227,7 @@ def test_same_second_records_sort_by_counter(mini):
     page = with_probe(mini)
     later = dict(RECORD, run_id=RECORD["run_id"] + "-2")
     later["cases"] = [dict(RECORD["cases"][0], headline={"metric": "tflops", "value": 222.2, "unit": "TFLOP/s"})]
+    later["environment"] = dict(RECORD["environment"], commit="newer")   # the newest kernel version's runs count
     mini.write(f"artifacts/evidence/probe-x/{later['run_id']}.json", json.dumps(later))
     assert mini.run("refresh")[0] == 0
     assert "value: 222.2" in page.read_text()

@@ -13,7 +13,7 @@ RECORD = {
     "started_at": "2026-11-29T10:00:00Z",
     "environment": {"gpu": "NVIDIA H200", "arch": "sm_90a", "driver": "580.1", "cuda_runtime": "13.0",
                     "cutlass_dsl": "4.8.1", "torch": "2.11.0"},
-    "protocol": {"method": "cuda-events"},
+    "protocol": {"method": "cuda-events"}, "negative_control": {"description": "broken", "failed_gate": True},
     "cases": [{"id": "c1", "status": "passed", "params": {"dtype": "bf16", "shape": "64x64x64"},
                "headline": {"metric": "tflops", "value": 123.4, "unit": "TFLOP/s"}}],
 }

@@ -124,8 +124,8 @@ def test_a_claim_locator_never_leaves_its_package(mini, tmp_path):
     source = (mini.root / "wiki/sources/example.md")
     source.write_text(source.read_text().replace("retrieved:", f"origin:\n  package: PyYAML\n  version: '{dist.version}'\nretrieved:", 1))
     page = mini.root / "wiki/hardware/example.md"
-    page.write_text(page.read_text().replace("  source: src-example\n", f"  source: src-example\n  locator: '{rel}:1'\n"
-                                             f"  quote: {SECRET.strip()}\n", 1))
+    page.write_text(page.read_text().replace("  locator: facts[0]\n  quote: The example kernel reaches 100 TFLOP/s.\n",
+                                             f"  locator: '{rel}:1'\n  quote: {SECRET.strip()}\n", 1))
     problems = [p for p in mini.problems() if "locator" in p["field"]]
     assert problems and "leaves" in problems[0]["message"], messages(problems)
     code, out, err = mini.run("audit", "--sources")
@@ -317,7 +317,7 @@ def test_terminal_escapes_in_frontmatter_are_refused_and_never_printed(mini, esc
 def test_terminal_escapes_in_a_page_body_are_reported_and_shown_as_escapes(mini):
     _set(mini, "wiki/hardware/example.md", "Body text about wgmma", "Body \x1b]0;owned\x07 text about wgmma")
     problems = [p for p in mini.problems() if p["path"] == "wiki/hardware/example.md"]
-    assert problems and problems[0]["line"] == "27" and "control character U+001B" in problems[0]["message"], messages(problems)
+    assert problems and problems[0]["line"] == "29" and "control character U+001B" in problems[0]["message"], messages(problems)
     code, out, err = mini.run("get", "hw-example")
     assert "\x1b" not in out and "\\x1b]0;owned\\x07" in out
 

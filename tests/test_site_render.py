@@ -71,7 +71,7 @@ def test_claim_spans_render_as_text_linked_to_their_row():
 
 def _record(cases: list[dict], started: str = "2026-11-29T18:00:00Z", path: str = "artifacts/evidence/p/r.json") -> Record:
     return Record(path, {"probe": "p", "run_id": "r", "mode": "run", "status": "passed", "started_at": started,
-                         "environment": {"gpu": "NVIDIA H200"}, "protocol": {"method": "cuda-events"},
+                         "environment": {"gpu": "NVIDIA H200"}, "protocol": {"method": "cuda-events"}, "negative_control": {"failed_gate": True},
                          "cases": cases})
 
 
@@ -169,7 +169,8 @@ def test_refresh_copies_comparable_from_the_case_into_the_measured_claim():
     record = _record([_case("a", 1.1, dtype="bf16", shape="8x8x8"), _case("b", 0.9, dtype="bf16", shape="8x8x8")])
     spec = ProbeSpec("probe-gemm", Path("."), {"id": "probe-gemm", "cases": [
         {"id": "a", "claim": "reported-a", "comparable": True}, {"id": "b", "claim": "reported-b"}]})
-    claims = {c["case"]: c for c in _measured_claims(spec, record, "kernel-x", {"reported-a", "reported-b"}, vocab)}
+    claims = {c["case"]: c for case in record.data["cases"]
+              for c in _measured_claims(spec, [(record, case)], {"reported-a", "reported-b"}, vocab)}
     assert claims["a"]["reproduces"] == "reported-a" and claims["a"]["comparable"] is True
     assert claims["b"]["reproduces"] == "reported-b" and "comparable" not in claims["b"]
 

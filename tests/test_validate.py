@@ -134,6 +134,7 @@ def test_measured_page_through_a_valid_record_passes(mini):
     record = {
         "schema_version": 1, "probe": "probe-x", "run_id": "run1", "mode": "run", "status": "passed",
         "started_at": "2026-11-29T00:00:00Z", "environment": {"gpu": "NVIDIA H200", "arch": "sm_90a"},
+        "negative_control": {"description": "broken", "failed_gate": True},
         "cases": [{"id": "c1", "status": "passed", "headline": {"metric": "tflops", "value": 101.0}}],
     }
     mini.write("artifacts/evidence/probe-x/run1.json", json.dumps(record))

@@ -1,4 +1,4 @@
-"""`kernelwiki audit`: find performance numbers in prose that no claim backs.
+"""`kernelwiki audit`: find performance numbers in prose and frontmatter text that no claim backs.
 
 A performance number is a number followed by a performance unit (TFLOP/s, GB/s, ×, %, µs, cycles,
 ...). In page prose it must sit inside an inline claim span (kernelwiki.model.spans) so that `refresh`
@@ -6,6 +6,14 @@ owns its text. Not audited: the frontmatter, fenced code, inline `code`, claim s
 blocks and HTML comments. A line that carries `<!-- unclaimed: reason -->` is exempt — for numbers
 that are not measurements (a definition, an example input) — and is counted, so the share of
 exemptions stays visible.
+
+Frontmatter text (title, summary, symptom, and a source page's `facts`) cannot hold a span, so a
+performance number there must be a value a claim carries: on a page, one of its own claims (its
+value, ratio, baseline or quote); on a source page, a claim of any page that cites the source
+(its value or quote), so that each figure a source page states is one some page quotes verbatim.
+
+Sentences that promise evidence instead of stating it ("once the runner has recorded them") are
+reported too: a page says what the records hold, or that a result is missing.
 """
 
 from __future__ import annotations
@@ -14,7 +22,7 @@ import re
 from dataclasses import dataclass, field
 
 from kernelwiki.model.pages import read_page
-from kernelwiki.model.problems import Problem
+from kernelwiki.model.problems import Problem, field_path
 from kernelwiki.storage.repo import Repo
 from kernelwiki.model.fences import prose_lines
 from kernelwiki.model.spans import SPAN, body_first_line
@@ -76,13 +84,72 @@ def audit_body(rel: str, body: str, first_line: int, result: Audit) -> None:
                 "<!-- claim:ID -->...<!-- /claim --> or mark the line <!-- unclaimed: reason -->"))
 
 
+PROMISE = re.compile(r"\b(?:once|when|after|as soon as)\s+the\s+(?:runner|probe|record|lead)s?\s+(?:has|have)?\s*"
+                     r"(?:recorded|run|measured|records|runs|measures)\b", re.IGNORECASE)
+FRONTMATTER_TEXT = ("title", "summary", "symptom")
+BARE_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+
+
+def _numbers(text: str) -> set[float]:
+    return {float(n.replace(",", "")) for n in BARE_NUMBER.findall(text) if n.replace(",", "").count(".") <= 1}
+
+
+def claim_numbers(claim: dict) -> set[float]:
+    """The numbers a claim carries: its value, ratio, baseline value and the numbers of its quote."""
+    out: set[float] = set()
+    for value in (claim.get("value"), claim.get("ratio"), (claim.get("baseline") or {}).get("value")
+                  if isinstance(claim.get("baseline"), dict) else None):
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            out.add(float(value))
+        elif isinstance(value, str):
+            out |= _numbers(value)
+    if isinstance(claim.get("quote"), str):
+        out |= _numbers(claim["quote"])
+    return out
+
+
+def audit_frontmatter(rel: str, meta: dict, backed: set[float], line, result: Audit) -> None:
+    """Performance numbers in a page's frontmatter text that no claim in `backed` carries."""
+    fields = [((key,), meta.get(key)) for key in FRONTMATTER_TEXT]
+    if meta.get("type") == "source" and isinstance(meta.get("facts"), list):
+        fields += [(("facts", index), fact) for index, fact in enumerate(meta["facts"])]
+    for path, text in fields:
+        if not isinstance(text, str):
+            continue
+        for match in PERFORMANCE_NUMBER.finditer(text):
+            if float(BARE_NUMBER.search(match.group(0)).group(0).replace(",", "")) in backed:
+                continue
+            result.bare += 1
+            where = ("a claim of a page citing this source (the number in its value or quote)"
+                     if meta.get("type") == "source" else "one of the page's claims")
+            result.problems.append(Problem(rel, line(path), field_path(path),
+                                           f"performance number {match.group(0).strip()!r} in the frontmatter that no "
+                                           f"claim carries; make it the value of {where}, or leave it out"))
+
+
 def audit(repo: Repo) -> Audit:
-    """Audit the prose of every page under wiki/."""
+    """Audit the prose and frontmatter text of every page under wiki/."""
     result = Audit()
+    pages = []
     for path in sorted(repo.wiki.rglob("*.md")):
         page = read_page(path, repo.rel(path))
-        if page.meta is None:
-            continue   # validate reports unreadable pages
-        audit_body(page.rel, page.body, body_first_line(page.frontmatter_text), result)
+        if page.meta is not None and isinstance(page.meta, dict):
+            pages.append(page)   # validate reports unreadable pages
+    by_source: dict[str, set[float]] = {}
+    for page in pages:
+        for claim in page.meta.get("claims") or []:
+            if isinstance(claim, dict) and isinstance(claim.get("source"), str):
+                by_source.setdefault(claim["source"], set()).update(claim_numbers(claim))
+    for page in pages:
+        first = body_first_line(page.frontmatter_text)
+        audit_body(page.rel, page.body, first, result)
+        for offset, text in enumerate(page.body.split("\n")):
+            if PROMISE.search(text):
+                result.problems.append(Problem(page.rel, first + offset, "prose",
+                                               "promises evidence that is not there; say what the records hold, "
+                                               "or that the result is missing"))
+        own = set().union(*(claim_numbers(c) for c in page.meta.get("claims") or [] if isinstance(c, dict)))
+        backed = by_source.get(page.meta.get("id"), set()) if page.meta.get("type") == "source" else own
+        audit_frontmatter(page.rel, page.meta, backed, page.line, result)
     return result
 

@@ -7,7 +7,9 @@ verbatim words). Its source page's `origin` says where the text lives:
     origin: {repo: deepseek-ai/DeepGEMM, commit: <40 hex>}  # a local git mirror
     origin: {file: notes-README.txt}                        # a file the project was given
 
-The file is the locator up to its first ':' or ','. A package is read from the installed
+The file is the locator up to its first ':' or ','; a line number after it (`path:N`, `path:N-M`)
+says where the quote stands, and it is looked for there only (lines N..M, or N and the WRAP lines
+after it), not anywhere in the file. A package is read from the installed
 distribution when its version is the pinned one, else from `<name>-<version>-*.whl` in a wheel
 directory; a repository from `<dir>/<owner>+<name>/repo` (a bare git directory, read with
 `git show COMMIT:path`) in a mirror directory; a given file from a references directory (its
@@ -132,6 +134,22 @@ def locator_file(locator: str) -> str:
     return re.split(r"[:,]", locator, maxsplit=1)[0].strip()
 
 
+LINES = re.compile(r"^[^:,]+:(?P<first>[0-9]+)(?:-(?P<last>[0-9]+))?(?![0-9])")
+WRAP = 2
+"""Lines after a one-line locator (`path:N`) the quote may run on to: a sentence wrapped in the file."""
+
+
+def located_text(text: str, locator: str) -> tuple[str, str]:
+    """The part of a file a locator points at, and how to name it: lines N..M of `path:N-M`,
+    lines N..N+WRAP of `path:N`; the whole file when the locator gives no line."""
+    match = LINES.match(locator)
+    if not match:
+        return text, ""
+    first = int(match.group("first"))
+    last = int(match.group("last") or first + WRAP)
+    return "\n".join(text.splitlines()[max(first - 1, 0):max(last, first)]), f" at line {match.group(0).split(':', 1)[1]}"
+
+
 def locator_problem(locator: object) -> str | None:
     """Why a locator may not be read as a path, or None: an absolute path or one with '..' would
     let a page test whether any file on the machine holds its quote."""
@@ -186,9 +204,9 @@ def check_citations(repo: Repo, wheels: list[Path], mirrors: list[Path], referen
             if text is None:
                 result.problems.append(Problem(page.rel, page.line(("claims", index, "locator")),
                                                f"claims[{index}].locator", f"no file {file!r} in {where}"))
-            elif normalize(quote) not in normalize(text):
+            elif normalize(quote) not in normalize(located_text(text, locator)[0]):
                 result.problems.append(Problem(page.rel, line, f"claims[{index}].quote",
-                                               f"not found in {where} {file}"))
+                                               f"not found in {where} {file}{located_text(text, locator)[1]}"))
             else:
                 result.matched += 1
     return result

@@ -26,6 +26,7 @@ from kernelwiki.probing.specs import entry_problem, link_problem
 from kernelwiki.model.files import UnsafeFile, replace_file, sha256_file, stays_below
 from kernelwiki.commands.upstream import repo_name
 from kernelwiki.commands.citations import locator_problem
+from kernelwiki.commands.evidence import HEADLINE_RULE_FROM, claim_source_problem, headline_exception, headline_problem
 from kernelwiki.model.schema import check as schema_check
 from kernelwiki.model.spans import body_first_line, span_problems
 from kernelwiki.model.vocab import did_you_mean
@@ -65,6 +66,7 @@ def validate(wiki: Wiki, fix: bool = False) -> Report:
     records = _load_json_files(wiki, report)
     probes = _check_probes(wiki, report)
     _check_cross_references(wiki, report, probes, records)
+    _check_headlines(report, probes, records)
     _check_provenance(wiki, report)
     report.problems = sorted(set(report.problems))
     return report
@@ -125,6 +127,11 @@ def page_problems(wiki: Wiki, page: Page) -> list[Problem]:
         leaves = locator_problem(claim.get("locator"))
         if leaves:
             add(("claims", index, "locator"), leaves)
+        if claim.get("evidence") in ("spec", "source-reported"):
+            for key in ("locator", "quote"):
+                if not (isinstance(claim.get(key), str) and claim[key].strip()):
+                    add(("claims", index), f"a {claim['evidence']} claim needs `{key}`: where the value stands in "
+                                           "the source and its verbatim words, so a reader can check it")
 
     for index, alias in _strings(meta.get("aliases")):
         wrong = alias_problem(alias)
@@ -268,6 +275,20 @@ def _check_cross_references(wiki: Wiki, report: Report, probes: dict[str, Any], 
                 report.problems.append(Problem(rel, 1, f"pages[{index}]", f"page {page_id} does not list {probe_id} in its probes"))
 
 
+def _check_headlines(report: Report, probes: dict[str, Any], records: dict[str, Any]) -> None:
+    """Each passing case of a run started from HEADLINE_RULE_FROM on headlines its strongest correct
+    baseline, or the exception its probe.yaml declares (kernelwiki.commands.evidence)."""
+    for rel, data in records.items():
+        if not isinstance(data, dict) or data.get("mode") != "run" or str(data.get("started_at", "")) < HEADLINE_RULE_FROM:
+            continue
+        for index, case in _dicts(data.get("cases")):
+            if case.get("status") != "passed":
+                continue
+            why = headline_problem(case, headline_exception(probes.get(data.get("probe")), case.get("id")))
+            if why:
+                report.problems.append(Problem(rel, 1, f"cases[{index}].headline.baseline", why))
+
+
 def measured_claim_problems(claim: dict, record: dict, page_probes: list) -> list[tuple[tuple, str]]:
     """What makes a measured claim disagree with the run record it names: (field path, message).
 
@@ -294,6 +315,9 @@ def measured_claim_problems(claim: dict, record: dict, page_probes: list) -> lis
     headline = case.get("headline") if isinstance(case.get("headline"), dict) else {}
     if case.get("status") != "passed":
         out.append((("case",), f"case {claim.get('case')!r} of {name} is {case.get('status')}, not passed"))
+    refused = claim_source_problem(record, case)
+    if refused:
+        out.append((("record",), f"case {claim.get('case')!r} of {name} is no evidence: {refused}"))
     if claim.get("candidate") is not None:   # another kernel timed in the case: its baselines entry
         values = [b.get("value") for b in case.get("baselines") or []
                   if isinstance(b, dict) and b.get("name") == claim.get("candidate")]

@@ -248,6 +248,17 @@ def case_ids(values: Any) -> list[str]:
     return [_name("case", value, "a case id") for value in _list("case", values)]
 
 
+def known_case_ids(specs: list, cases: list[str]) -> list[str]:
+    """`cases` when each is a case of one of the selected probes; a typo would otherwise run (and
+    record) every case of the probe."""
+    known = set().union(*(spec.case_ids() for spec in specs)) if specs else set()
+    for case in cases:
+        if case not in known:
+            raise ArgumentError(f"case: no case {case!r} in {', '.join(s.id for s in specs) or 'the selected probes'}"
+                                f"{did_you_mean(case, sorted(known))}")
+    return cases
+
+
 def query(wiki: Wiki, raw: dict) -> tuple[list[str], Filters, int]:
     """A query's words, filters and limit from the raw arguments of either face."""
     from kernelwiki.commands.query import Filters

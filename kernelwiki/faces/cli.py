@@ -324,6 +324,7 @@ def cmd_probe_run(args) -> int:
     except UnknownProbe as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    arguments.known_case_ids(specs, cases)
     options = Options(mode="compile-only" if args.compile_only else "run", cases=cases, archs=archs,
                       seed=args.seed, timeout_s=args.timeout, write=not args.no_record)
     devices = _gpu_devices(arguments.gpus(args.gpus))

@@ -110,6 +110,8 @@ def run_probes(repo: Repo, specs: list[ProbeSpec], options: Options, out: TextIO
     for index, spec in enumerate(specs, 1):
         prefix = f"[{index}/{len(specs)}] {spec.id}"
         reason = spec.skip_reason(options.mode, gpu, gpu_count)
+        if options.cases and not any(spec.case(case) for case in options.cases):
+            reason = f"none of the cases {', '.join(options.cases)} is one of its cases"
         if reason:
             print(f"{prefix}: skipped: {reason}", file=out)
             outcomes.append(Outcome(spec.id, "skipped", reason))

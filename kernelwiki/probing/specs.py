@@ -56,7 +56,22 @@ class ProbeSpec:
         return int(self.data.get("min_gpus", 1))
 
     def case(self, case_id: str) -> dict | None:
-        return next((c for c in self.data.get("cases") or [] if c.get("id") == case_id), None)
+        return self._cases().get(case_id)
+
+    def case_ids(self) -> set[str]:
+        return set(self._cases())
+
+    def _cases(self) -> dict[str, dict]:
+        """Cases by id, built once: refresh asks for a case per record case, which over thousands
+        of cases must not scan the list each time."""
+        cached = self.__dict__.get("_by_id")
+        if cached is None:
+            cached = {}
+            for c in self.data.get("cases") or []:
+                if isinstance(c, dict) and isinstance(c.get("id"), str):
+                    cached.setdefault(c["id"], c)
+            object.__setattr__(self, "_by_id", cached)
+        return cached
 
     def skip_reason(self, mode: str, gpu: Gpu | None, gpu_count: int = 1) -> str | None:
         """Why this machine (with `gpu_count` GPUs for the probe) cannot run it in this mode, or None."""

@@ -190,6 +190,16 @@ def load_records(repo: Repo, probe: str = "*", quiet: bool = False) -> dict[str,
     """probe id -> its records (of one probe, if given), oldest first; only records that validate
     accepts. The others are named on stderr (unless `quiet`), so that a refused record is never
     silently ignored."""
+    return load_and_refused(repo, probe, quiet)[0]
+
+
+def in_the_future(record: RecordFile) -> bool:
+    """Whether validate refused a record only for being dated after this machine's clock."""
+    return bool(record.problems) and all("is in the future" in p.message for p in record.problems)
+
+
+def load_and_refused(repo: Repo, probe: str = "*", quiet: bool = False) -> tuple[dict[str, list[Record]], list[RecordFile]]:
+    """load_records, and the records it refused."""
     out: dict[str, list[Record]] = {}
     refused = []
     for record in scan(repo, probe_ids(repo), probe=probe):
@@ -201,7 +211,7 @@ def load_records(repo: Repo, probe: str = "*", quiet: bool = False) -> dict[str,
         print(f"{record.problems[0]} (record ignored; see kernelwiki validate)", file=sys.stderr)
     for records in out.values():
         records.sort(key=lambda r: order_key(r.started, r.path))
-    return out
+    return out, refused
 
 
 def _matches(record: Record, mode: str | None, status: str | None, arch: str | None, with_cases: bool) -> bool:

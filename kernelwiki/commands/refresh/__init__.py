@@ -17,6 +17,8 @@ renders the generated blocks.
 
 from __future__ import annotations
 
+import re
+import sys
 import tomllib
 from dataclasses import dataclass
 
@@ -24,13 +26,13 @@ from kernelwiki.commands.refresh.blocks import RENDERERS, render_blocks, render_
 from kernelwiki.commands.refresh.frontmatter import implied_meta
 from kernelwiki.model import yamlio
 from kernelwiki.model.files import UnsafeFile, replace_file
-from kernelwiki.model.pages import FENCE, parse_page, read_page_bytes
+from kernelwiki.model.pages import FENCE, MAX_PAGE_BYTES, parse_page, read_page_bytes
 from kernelwiki.model.schema import check as schema_check
 from kernelwiki.model.spans import render_spans
 from kernelwiki.model.vocab import Vocabulary
 from kernelwiki.probing.specs import ProbeSpec, load_probes
 from kernelwiki.storage.index import scan_pages
-from kernelwiki.storage.records import Record, load_records
+from kernelwiki.storage.records import Record, in_the_future, load_and_refused
 from kernelwiki.storage.repo import Repo
 
 
@@ -42,12 +44,32 @@ class Change:
     """Why the page was left as it is although the records imply a change ('' when written)."""
 
 
+SETTINGS = {"freshness_days": int, "pins": dict}
+"""`[tool.kernelwiki]` keys refresh reads, with their types; a value of another type is ignored."""
+
+
 def load_pins(repo: Repo) -> dict:
+    """`[tool.kernelwiki]` of pyproject.toml: the freshness window and the toolchain pins. A value of
+    the wrong type is left out with a message on stderr (the defaults apply), never a traceback."""
     try:
         config = tomllib.loads((repo.root / "pyproject.toml").read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError):
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
         return {}
-    return config.get("tool", {}).get("kernelwiki", {})
+    tool = config.get("tool") if isinstance(config.get("tool"), dict) else {}
+    section = tool.get("kernelwiki") if isinstance(tool.get("kernelwiki"), dict) else {}
+    out = {}
+    for key, value in section.items():
+        wanted = SETTINGS.get(key)
+        if wanted is None:
+            out[key] = value
+        elif isinstance(value, wanted) and not isinstance(value, bool) and (
+                all(isinstance(v, str) for v in value.values()) if wanted is dict else 0 < value <= 36500):
+            out[key] = value
+        else:
+            print(f"pyproject.toml: tool.kernelwiki.{key}: {value!r} is not "
+                  f"{'a number of days (1 to 36500)' if wanted is int else 'a table of version strings'};"
+                  " ignored, the default applies", file=sys.stderr)
+    return out
 
 
 def refresh(repo: Repo, check: bool = False) -> list[Change]:
@@ -56,7 +78,11 @@ def refresh(repo: Repo, check: bool = False) -> list[Change]:
     would drop them): its Change carries `refused`."""
     vocab = Vocabulary.load(repo.schemas)
     probes = load_probes(repo)
-    records = load_records(repo)
+    records, refused = load_and_refused(repo)
+    if refused and not records and all(in_the_future(r) for r in refused):
+        # A clock behind the records would otherwise strip every page of its measured evidence.
+        return [Change("artifacts/evidence", [], refused=f"artifacts/evidence:1: -: not refreshed: every run record "
+                       f"({len(refused)}) is dated after this machine's clock; check the clock")]
     settings = load_pins(repo)
     newest = max((r.started for rs in records.values() for r in rs), default="")
     changes = []
@@ -80,10 +106,39 @@ def refresh(repo: Repo, check: bool = False) -> list[Change]:
             changes.append(Change(rel, new[1], refused=f"{rel}:{comment + 2}: -: not refreshed: its frontmatter "
                                   "holds a YAML comment, which the rewrite would drop; move it into the prose"))
             continue
+        unwritable = written_page_problem(new[0], rel, repo)
+        if unwritable:
+            changes.append(Change(rel, new[1], refused=unwritable))
+            continue
         changes.append(Change(rel, new[1]))
         if not check:
-            replace_file(path, new[0])
+            try:
+                replace_file(path, new[0])
+            except OSError as err:   # a read-only folder, a full disk, `ulimit -f`: one line per page
+                changes[-1] = Change(rel, new[1], refused=f"{rel}:1: -: not refreshed: cannot write it "
+                                     f"({err.strerror or err})")
     return changes
+
+
+def written_page_problem(data: bytes, rel: str, repo: Repo) -> str | None:
+    """Why refresh must not write these bytes (what it writes always passes validate), naming the
+    records the page's claims come from; None when they are fine."""
+    page = parse_page(data, rel)
+    # The line endings and byte-order mark are the page's own; refresh keeps them as they were.
+    problems = [p for p in page.problems if "CRLF" not in p.message and "byte-order" not in p.message]
+    why = None
+    if len(data) > MAX_PAGE_BYTES:
+        why = f"it would be {len(data):,} bytes, over the {MAX_PAGE_BYTES:,}-byte page limit"
+    elif page.meta is None or problems:
+        why = "; ".join(p.message for p in problems) or "its frontmatter would not parse"
+    else:
+        problems = schema_check(repo.schemas, "page", page.meta, rel, page.line)
+        why = "; ".join(p.message for p in problems[:3]) if problems else None
+    if why is None:
+        return None
+    records = sorted({m.decode() for m in re.findall(rb"record: (artifacts/\S+\.json)", data)})
+    return (f"{rel}:1: -: not refreshed: {why}; from {', '.join(records[:5]) or 'its records'}"
+            f"{' and others' if len(records) > 5 else ''}")
 
 
 def refresh_text(raw: bytes, rel: str, vocab: Vocabulary, probes: dict[str, ProbeSpec],

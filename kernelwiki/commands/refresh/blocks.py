@@ -6,9 +6,12 @@ case reproduces and our own variants).
 
 from __future__ import annotations
 
+import math
 import re
 import statistics
 
+from kernelwiki.commands.evidence import control_failed, impossible_problem
+from kernelwiki.harness.timing import case_below_floor
 from kernelwiki.model.claims import Style, markdown_rows
 from kernelwiki.model.fences import code_mask
 from kernelwiki.probing.specs import ProbeSpec
@@ -91,14 +94,14 @@ def render_versus(linked: list[ProbeSpec], records: dict[str, list[Record]], pag
             for case in record.data.get("cases") or []:
                 case_spec = spec.case(case.get("id", "")) or {}
                 pages = case_spec.get("pages")
-                if (case.get("status") != "passed" or (pages is not None and page_id not in pages)
+                if (not evidence(record, case) or (pages is not None and page_id not in pages)
                         or (case.get("params") or {}).get("variant")):
                     continue
                 for entry in case.get("baselines") or []:
                     name = str(entry.get("name", ""))
-                    if entry.get("ratio") is None or not (name == case_spec.get("reproduced_by") or OUR_VARIANT.match(name)):
+                    if _ratio(entry) is None or not (name == case_spec.get("reproduced_by") or OUR_VARIANT.match(name)):
                         continue
-                    ratios.setdefault((case["id"], name), []).append(float(entry["ratio"]))
+                    ratios.setdefault((case["id"], name), []).append(_ratio(entry))
         for (case_id, name), values in sorted(ratios.items()):
             cells = ", ".join(f"{v:.3g}" for v in values)
             rows.append(f"| {spec.id} | {case_id} | {name} | {cells} | {statistics.median(values):.3g} |")
@@ -106,6 +109,25 @@ def render_versus(linked: list[ProbeSpec], records: dict[str, list[Record]], pag
         rows = ["", "No passing run of a linked probe compares ours with another kernel or a variant of ours yet."]
     rows.append("")
     return "\n".join(rows) + "\n"
+
+
+def _ratio(entry: dict) -> float | None:
+    """An entry's ratio as a finite float, or None (absent, or an integer past float range)."""
+    value = entry.get("ratio") if isinstance(entry, dict) else None
+    try:
+        number = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    except OverflowError:
+        return None
+    return number if number is not None and math.isfinite(number) else None
+
+
+def evidence(record: Record, case: dict) -> bool:
+    """Whether a case of a passing run may stand in a generated block: it passed, its run's negative
+    control failed, it is above the timing protocol's floor and its numbers are possible (the rules
+    the measured claims follow, kernelwiki.commands.evidence)."""
+    return (isinstance(case, dict) and case.get("status") == "passed" and control_failed(record.data)
+            and not case_below_floor(case)
+            and impossible_problem(case, (record.data.get("environment") or {}).get("gpu")) is None)
 
 
 def _kernel_version(record: Record) -> tuple:
@@ -130,10 +152,10 @@ def render_runs(linked: list[ProbeSpec], records: dict[str, list[Record]], page_
             for case in record.data.get("cases") or []:
                 headline = case.get("headline") or {}
                 pages = (spec.case(case.get("id", "")) or {}).get("pages")
-                if case.get("status") != "passed" or headline.get("ratio") is None or (
+                if not evidence(record, case) or _ratio(headline) is None or (
                         pages is not None and page_id not in pages):
                     continue
-                ratios.setdefault((case["id"], str(headline.get("baseline", ""))), []).append(float(headline["ratio"]))
+                ratios.setdefault((case["id"], str(headline.get("baseline", ""))), []).append(_ratio(headline))
         for (case_id, baseline), values in sorted(ratios.items()):
             cells = ", ".join(f"{v:.3g}" for v in values)
             rows.append(f"| {spec.id} | {case_id} | {baseline} | {cells} | {min(values):.3g} | "

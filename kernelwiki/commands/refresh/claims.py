@@ -1,62 +1,147 @@
-"""Claims derived from run records: one `measured` claim per passing case of a probe's latest run
-on each architecture (with the reproduction of another kernel's reported value, where a case says
-`reproduced_by`), and one `compiled` claim per architecture a compile-only record found the
+"""Claims derived from run records: one `measured` claim per passing case and architecture, the
+median of the case's latest runs (case_evidence says which runs count), with the reproduction of
+another kernel's reported value where a case says `reproduced_by`; and one `compiled` claim per architecture a compile-only record found the
 expected instructions for. The claims carry the record and case they come from.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
+from kernelwiki.commands.evidence import control_failed, impossible_problem
 from kernelwiki.harness.env import short_gpu_name
+from kernelwiki.harness.timing import case_below_floor
 from kernelwiki.model.vocab import Vocabulary
 from kernelwiki.probing.specs import ProbeSpec
 from kernelwiki.storage.records import Record
 
-def measured_claims(spec: ProbeSpec, record: Record, page_id: str, hand_ids: set, vocab: Vocabulary) -> list[dict]:
+CLAIM_RUNS = 3
+"""A measured claim is the median of a case's latest CLAIM_RUNS passing runs (a batch of several GPUs
+of one model, `--gpus`/`--ray`, counts as one run and gives all its GPUs' values)."""
+
+
+def case_evidence(spec: ProbeSpec, runs: list[Record], page_id: Any) -> dict[tuple[str, str], list[tuple[Record, dict]]]:
+    """(arch, case id) -> the (record, case) pairs a page's claim for that case is built from.
+
+    `runs` are the probe's real passing runs, oldest first. A case counts where it passed, is on the
+    page, is above the timing protocol's floor and is possible evidence (commands.evidence: its run's
+    negative control failed, its numbers under the datasheet peak). Of those, only the runs of the
+    kernel version (environment.commit) and GPU model of the newest run that holds the case count,
+    and of them the latest CLAIM_RUNS batches. Each case is read from the records that contain it,
+    so a run of some cases (`--case X`) leaves the other cases' claims where they were."""
+    found: dict[tuple[str, str], list[tuple[Record, dict]]] = {}
+    for record in runs:
+        if not control_failed(record.data):
+            continue
+        for case in record.data.get("cases") or []:
+            headline = case.get("headline") or {}
+            case_spec = spec.case(case.get("id", "")) or {}
+            if case.get("status") != "passed" or "value" not in headline:
+                continue
+            if isinstance(case_spec.get("pages"), list) and page_id not in case_spec["pages"]:   # [] = on no page
+                continue
+            if case_below_floor(case) or impossible_problem(case, (record.data.get("environment") or {}).get("gpu")):
+                continue
+            found.setdefault((str(record.arch), case["id"]), []).append((record, case))
+    out = {}
+    for key, pairs in found.items():
+        version = _version(pairs[-1][0])
+        same = [pair for pair in pairs if _version(pair[0]) == version]
+        batches = list(dict.fromkeys(_batch(record) for record, _ in same))[-CLAIM_RUNS:]
+        out[key] = [pair for pair in same if _batch(pair[0]) in batches]
+    return out
+
+
+def _version(record: Record) -> tuple:
     env = record.data.get("environment") or {}
-    claims = []
-    for case in record.data.get("cases") or []:
-        headline = case.get("headline") or {}
-        case_spec = spec.case(case.get("id", "")) or {}
-        if case.get("status") != "passed" or "value" not in headline:
-            continue
-        if isinstance(case_spec.get("pages"), list) and page_id not in case_spec["pages"]:   # [] = on no page
-            continue
-        params = dict(case.get("params") or {})
-        claim: dict[str, Any] = {
-            "id": f"measured.{spec.id.removeprefix('probe-')}.{case['id']}",
-            "metric": headline["metric"], "value": headline["value"],
-        }
-        if headline.get("unit"):
-            claim["unit"] = headline["unit"]
-        claim.update(gpu=short_gpu_name(env.get("gpu")), arch=str(record.arch))
-        dtype = params.pop("dtype", None)
-        if isinstance(dtype, str) and dtype in vocab.dtypes:
-            claim["dtype"] = dtype
-        if params.get("shape"):
-            claim["shape"] = str(params.pop("shape"))
-        params.pop("ceiling", None)
-        params.update({k: v for k, v in (case.get("metrics") or {}).items() if v is not None})
-        if params:
-            claim["conditions"] = ", ".join(f"{k}={_short(v)}" for k, v in params.items())
-        claim.update(evidence="measured", record=record.path, case=case["id"])
-        if case_spec.get("claim") in hand_ids:
-            claim["reproduces"] = case_spec["claim"]
-            if isinstance(case_spec.get("comparable"), bool):
-                claim["comparable"] = case_spec["comparable"]
-        if "baseline" in headline and "baseline_value" in headline:
-            claim["baseline"] = {"name": headline["baseline"], "value": headline["baseline_value"]}
-            claim["ratio"] = headline["ratio"]
-        for key in ("fraction_of_peak", "fraction_of_ceiling"):
-            if key in headline:
-                claim[key] = headline[key]
-        claim["measured_at"] = record.started
-        claims.append(claim)
-        reproduction = candidate_claim(claim, case, case_spec, hand_ids)
-        if reproduction is not None:
-            claims.append(reproduction)
+    return env.get("commit"), short_gpu_name(env.get("gpu"))
+
+
+def _batch(record: Record) -> str:
+    return str(record.data.get("batch") or record.path)
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    position = q * (len(ordered) - 1)
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def spread(pairs: list[tuple[Record, dict]]) -> dict | None:
+    """p10/p90 of the runs' headline values and how many runs (and GPUs, where several) fed the
+    claim; None for a single run."""
+    try:
+        values = [float(case["headline"]["value"]) for _, case in pairs]
+    except OverflowError:
+        return None   # an integer past float range: the claim's value says it; refresh refuses the page
+    if len(values) < 2 or not all(math.isfinite(v) for v in values):
+        return None
+    out: dict[str, Any] = {"p10": round(_percentile(values, 0.1), 4), "p90": round(_percentile(values, 0.9), 4),
+                           "runs": len(values)}
+    gpus = {_gpu_identity(record) for record, _ in pairs}
+    if len(gpus) > 1:
+        out["gpus"] = len(gpus)
+    return out
+
+
+def _gpu_identity(record: Record) -> str:
+    env = record.data.get("environment") or {}
+    return str(env.get("gpu_uuid") or (env.get("host"), env.get("gpu_index")))
+
+
+def median_run(pairs: list[tuple[Record, dict]]) -> tuple[Record, dict]:
+    """The run whose headline value is the median (the lower middle one for an even count), so
+    that the claim's value, baseline and ratio are one run's, which validate can check."""
+    ordered = sorted(pairs, key=lambda pair: pair[1]["headline"]["value"])
+    return ordered[(len(ordered) - 1) // 2]
+
+
+def measured_claims(spec: ProbeSpec, pairs: list[tuple[Record, dict]], hand_ids: set, vocab: Vocabulary) -> list[dict]:
+    """The claim of one case (and its reproduction of another kernel's value) from its runs."""
+    record, case = median_run(pairs)
+    env = record.data.get("environment") or {}
+    headline = case.get("headline") or {}
+    case_spec = spec.case(case.get("id", "")) or {}
+    params = dict(case.get("params") or {})
+    claim: dict[str, Any] = {
+        "id": f"measured.{spec.id.removeprefix('probe-')}.{case['id']}",
+        "metric": headline["metric"], "value": headline["value"],
+    }
+    if headline.get("unit"):
+        claim["unit"] = headline["unit"]
+    claim.update(gpu=short_gpu_name(env.get("gpu")), arch=str(record.arch))
+    dtype = params.pop("dtype", None)
+    if isinstance(dtype, str) and dtype in vocab.dtypes:
+        claim["dtype"] = dtype
+    if params.get("shape"):
+        claim["shape"] = str(params.pop("shape"))
+    params.pop("ceiling", None)
+    params.update({k: v for k, v in (case.get("metrics") or {}).items() if v is not None})
+    if params:
+        claim["conditions"] = ", ".join(f"{k}={_short(v)}" for k, v in params.items())
+    claim.update(evidence="measured", record=record.path, case=case["id"])
+    if case_spec.get("claim") in hand_ids:
+        claim["reproduces"] = case_spec["claim"]
+        if isinstance(case_spec.get("comparable"), bool):
+            claim["comparable"] = case_spec["comparable"]
+    if "baseline" in headline and "baseline_value" in headline:
+        claim["baseline"] = {"name": headline["baseline"], "value": headline["baseline_value"]}
+        claim["ratio"] = headline["ratio"]
+    for key in ("fraction_of_peak", "fraction_of_ceiling"):
+        if key in headline:
+            claim[key] = headline[key]
+    runs = spread(pairs)
+    if runs:
+        claim["spread"] = runs
+    claim["measured_at"] = record.started
+    claims = [claim]
+    reproduction = candidate_claim(claim, case, case_spec, hand_ids)
+    if reproduction is not None:
+        claims.append(reproduction)
     return claims
 
 

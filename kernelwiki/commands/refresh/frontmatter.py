@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernelwiki.commands.refresh.claims import compiled_claim, measured_claims
+from kernelwiki.commands.refresh.claims import case_evidence, compiled_claim, measured_claims
 from kernelwiki.commands.refresh.status import page_status
 from kernelwiki.harness.env import is_fake, short_gpu_name
 from kernelwiki.model.claims import RECORD_LEVELS
@@ -26,21 +26,23 @@ def implied_meta(meta: dict, vocab: Vocabulary, probes: dict[str, ProbeSpec], re
     hand_claims = [c for c in meta.get("claims") or [] if not (isinstance(c, dict) and c.get("evidence") in RECORD_LEVELS)]
     hand_ids = {c.get("id") for c in hand_claims if isinstance(c, dict)}
     record_claims: list[dict] = []
-    used: list[Record] = []
+    used: dict[str, Record] = {}
     run_archs: set[str] = set()
     compiled_archs: set[str] = set()
     for spec in linked:
         probe_records = records.get(spec.id, [])
         # Records made under KERNELWIKI_FAKE_GPU are test fixtures, never measurements.
         real = [r for r in probe_records if not is_fake(r.data.get("environment"))]
-        for record in latest_by(real, Record.archs, mode="run", status="passed").values():
-            used.append(record)
-            run_archs.add(str(record.arch))
-            record_claims += measured_claims(spec, record, page_id, hand_ids, vocab)
+        passing = [r for r in real if r.mode == "run" and r.status == "passed"]
+        for (arch, _), pairs in case_evidence(spec, passing, page_id).items():
+            run_archs.add(arch)
+            for record, _ in pairs:
+                used.setdefault(record.path, record)
+            record_claims += measured_claims(spec, pairs, hand_ids, vocab)
         for arch, record in latest_by(probe_records, Record.archs, mode="compile-only").items():
             if record.status == "compiled" and arch not in run_archs:
                 compiled_archs.add(str(arch))
-                used.append(record)
+                used.setdefault(record.path, record)
                 record_claims.append(compiled_claim(spec, record, str(arch)))
     claims = hand_claims + sorted(record_claims, key=lambda c: c["id"])
 
@@ -55,11 +57,11 @@ def implied_meta(meta: dict, vocab: Vocabulary, probes: dict[str, ProbeSpec], re
         else:
             by_arch[arch] = _hand_level(hand_claims, canonical, vocab)
 
-    managed: dict[str, Any] = {"status": page_status(linked, records, claims, used, settings, newest)}
+    managed: dict[str, Any] = {"status": page_status(linked, records, claims, list(used.values()), settings, newest)}
     if archs:
         managed["evidence_level"] = by_arch[archs[0]]
         managed["evidence_by_arch"] = by_arch
-    runs = [r for r in used if r.data.get("mode") == "run"]
+    runs = [r for r in used.values() if r.data.get("mode") == "run"]
     if runs:
         latest = max(runs, key=lambda r: r.started)
         managed["measured_on"] = measured_on(latest.data)

@@ -5,15 +5,16 @@ or evidence from another toolchain than pyproject.toml pins), verified or draft.
 
 from __future__ import annotations
 
+import math
 import re
 import statistics
 from datetime import datetime, timedelta
 
+from kernelwiki.commands.evidence import LOWER_IS_BETTER_UNITS
 from kernelwiki.probing.specs import ProbeSpec
 from kernelwiki.storage.records import Record, latest
 
 BAD_RUN = ("incorrect", "control-passed", "control-too-blunt", "failed", "crashed", "timeout")
-LOWER_IS_BETTER_UNITS = ("us", "ms", "ns", "s", "cycles", "ulp")
 REGRESSION = 0.10
 HISTORY = 3                # earlier runs whose median a new run is compared with
 LAUNCH_BOUND_MS = 0.05   # timings below this are launch overhead and jitter, not kernel speed
@@ -76,7 +77,10 @@ def dropped(runs: list[Record]) -> bool:
                     and (s := _score(c, like=case)) is not None]
         if not previous:
             continue
-        change = score / statistics.median(previous)
+        middle = statistics.median(previous)
+        if middle <= 0:
+            continue   # earlier scores around zero (e.g. -1 and +1): no ratio says how far it fell
+        change = score / middle
         if (case.get("headline") or {}).get("unit") in LOWER_IS_BETTER_UNITS:
             change = 1 / change if change else 0
         if change < 1 - REGRESSION:
@@ -92,10 +96,19 @@ def _score(case: dict, like: dict | None = None) -> float | None:
         return None
     reference = (like or case).get("headline") or {}
     if reference.get("ratio") and headline.get("ratio") and reference.get("baseline") == headline.get("baseline"):
-        return float(headline["ratio"])
+        return _float(headline["ratio"])
     if like is not None and reference.get("ratio"):
         return None   # the newer case has a ratio this one lacks: not comparable
-    return float(headline["value"])
+    return _float(headline["value"])
+
+
+def _float(value) -> float | None:
+    """A finite float, or None for an integer past float range (validate lets JSON integers of any size through)."""
+    try:
+        number = float(value)
+    except (OverflowError, TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _launch_bound(case: dict) -> bool:
