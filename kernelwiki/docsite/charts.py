@@ -340,7 +340,7 @@ def page_charts(page_id: str, probes: dict[str, ProbeSpec], records: dict[str, l
     return charts
 
 
-LABEL_CHARS = 34
+LABEL_CHARS = 24
 """Longer labels (a baseline named by its whole pipeline, a long case id) are shortened with an
 ellipsis: the tight bounding box grows with the longest label, and a chart must stay one phone-
 readable panel (tests/test_site.py checks the width)."""
