@@ -77,3 +77,10 @@ def test_the_llm_shapes_summary_refuses_a_partial_run_and_summarizes_a_full_one(
     assert out["correctness"]["passed"] and out["metrics"]["choose_config_worst_ratio"] == 0.8
     assert out["headline"]["baseline"] == probe.STRONGEST
     assert out["headline"]["ratio"] == pytest.approx(out["metrics"]["choose_config_geomean_ratio"], abs=1e-3)
+
+
+def test_the_first_pass_keeps_the_fastest_configurations(held_out):
+    times = {"64x64 1x1 s1": 0.9, "128x256 2x1 s1": 0.2, "128x128 1x1 s2": 0.5, "64x256 1x1 s1": 0.3}
+    assert held_out.finalists(times, 2) == ["128x256 2x1 s1", "64x256 1x1 s1"]
+    assert held_out.finalists(times) == ["128x256 2x1 s1", "64x256 1x1 s1", "128x128 1x1 s2"]
+    assert held_out.finalists({}) == []

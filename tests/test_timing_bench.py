@@ -175,8 +175,23 @@ def test_a_failed_capture_names_the_candidate():
         def graph(self, launch):
             raise RuntimeError("operation not permitted when stream is capturing")
 
-    with pytest.raises(RuntimeError, match="^deepgemm: CUDA-graph capture failed"):
+    with pytest.raises(RuntimeError, match="^deepgemm: CUDA-graph capture failed 2 times"):
         timing.bench({"deepgemm": kernel(NoGraphs(), 0.1)}, lambda i: i, MiB, device=NoGraphs())
+
+
+def test_a_capture_that_fails_once_is_tried_again():
+    class FailsOnce(FakeDevice):
+        failed = False
+
+        def graph(self, launch):
+            if not self.failed:
+                self.failed = True
+                raise RuntimeError("operation failed due to a previous error during capture")
+            return super().graph(launch)
+
+    device = FailsOnce()
+    result = timing.bench({"fa4": kernel(device, 0.1)}, lambda i: i, MiB, device=device)
+    assert device.failed and result["fa4"]["median_ms"] == pytest.approx(0.1)
 
 
 def test_the_protocol_names_the_rules_and_the_libraries():

@@ -307,11 +307,22 @@ def _cycle(fn: Callable[[Any], object], sets: list, launches: int) -> Callable[[
     return run
 
 
+CAPTURE_ATTEMPTS = 2
+"""A capture that fails is tried once more after the device is synchronized: FlashAttention-4's
+backward failed one capture on the H200 (cudaErrorStreamCaptureInvalidated) that its other 35 cases
+passed; a failure that repeats is the candidate's, and is raised with its name."""
+
+
 def _capture(device: Device, name: str, launch: Callable[[], object]) -> Callable[[], object]:
-    try:
-        return device.graph(launch)
-    except Exception as err:
-        raise RuntimeError(f"{name}: CUDA-graph capture failed ({type(err).__name__}: {err})"[:500]) from err
+    for attempt in range(1, CAPTURE_ATTEMPTS + 1):
+        try:
+            return device.graph(launch)
+        except Exception as err:
+            if attempt == CAPTURE_ATTEMPTS:
+                raise RuntimeError(f"{name}: CUDA-graph capture failed {attempt} times "
+                                   f"({type(err).__name__}: {err})"[:500]) from err
+            device.synchronize()
+    raise AssertionError("unreachable")
 
 
 def empty_launch_floor(device: Device, method: str, iters: int = 30) -> float:
