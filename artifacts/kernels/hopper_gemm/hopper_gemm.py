@@ -104,6 +104,9 @@ class HopperGemm(Sm90GemmBase):
         self.swizzle = swizzle
         # the negative controls: output tile (0, 0) never loads or uses the last K tile of its last
         # K range (one K tile of one tile wrong: an error of a few times the gate, not a hundred)
+        if skip_last_k_tile and self.cluster_mn != (1, 1):
+            raise ValueError(f"skip_last_k_tile with cluster_mn={self.cluster_mn}: the partner CTA would wait "
+                             f"for the skipped K tile's multicast forever; use cluster_mn=(1, 1)")
         self.skip_last_k_tile = skip_last_k_tile
         self.epi_tile = (tile_m, EPI_TILE_N)
         self.stages, self.epi_stages = self.fit_stages(EPI_STAGES, EPI_STAGES)

@@ -225,9 +225,9 @@ def fadd(a: Float32, b: Float32) -> Float32:
 def torch_to_cute_dtype(dtype) -> Any:
     import torch
 
-    table = {torch.bfloat16: cutlass.BFloat16, torch.float16: cutlass.Float16, torch.float32: cutlass.Float32}
+    table = {torch.bfloat16: cutlass.BFloat16, torch.float16: cutlass.Float16}   # the row kernels' types
     if dtype not in table:
-        raise ValueError(f"dtype {dtype} unsupported; supported: torch.bfloat16, torch.float16, torch.float32")
+        raise ValueError(f"dtype {dtype} unsupported; supported: torch.bfloat16, torch.float16")
     return table[dtype]
 
 
