@@ -11,7 +11,7 @@
 # FlashMLA's own switch (-DFLASH_MLA_DISABLE_FP16: the dispatcher then refuses fp16 instead of referencing it);
 # the dense path references no sm_100 symbol, so no stubs are needed. On the GPU machine
 # (after `source .device/prelude.sh`):
-#   source .device/flashmla-dense.sh   # unpacks, builds once per machine (about 2-3 minutes: one large TU), PYTHONPATH
+#   source .device/flashmla-dense.sh   # unpacks, builds once per machine (about 1-2 minutes on 16 cores: four TUs, the dense kernel one ~70 s), PYTHONPATH
 #   python3 -c 'import flash_mla.cuda as c; print(c.dense_decode_fwd)'
 # Source it AFTER .device/flashmla.sh when both are used: its flash_mla package comes first on PYTHONPATH and also
 # exposes the sparse decode of that bundle's build when it is there.
