@@ -9,9 +9,10 @@
 # the dense decode's bf16 instantiation (csrc/sm90/decode/dense), the scheduler metadata and the split-KV combine
 # (csrc/smxx/decode) it launches, and a binding of dense_decode_fwd only. The fp16 instantiation is left out with
 # FlashMLA's own switch (-DFLASH_MLA_DISABLE_FP16: the dispatcher then refuses fp16 instead of referencing it);
-# the dense path references no sm_100 symbol, so no stubs are needed. On the GPU machine
-# (after `source .device/prelude.sh`):
-#   source .device/flashmla-dense.sh   # unpacks, builds once per machine (about 1-2 minutes on 16 cores: four TUs, the dense kernel one ~70 s), PYTHONPATH
+# the dense path references no sm_100 symbol, so no stubs are needed. The .cu files compile on a CPU machine with
+# nvcc alone (`python3 build.py --flags` in the unpacked bundle lists the sources and flags); the binding needs torch.
+# On the GPU machine (its own python3 has torch and ninja; .device/prelude.sh is not needed):
+#   source .device/flashmla-dense.sh   # unpacks, builds once per machine (about 1 minute on 16 cores), sets PYTHONPATH
 #   python3 -c 'import flash_mla.cuda as c; print(c.dense_decode_fwd)'
 # Source it AFTER .device/flashmla.sh when both are used: its flash_mla package comes first on PYTHONPATH and also
 # exposes the sparse decode of that bundle's build when it is there.
