@@ -59,7 +59,12 @@ if sys.argv[1:] == ["--flags"]:
     print("\n".join(["SOURCES"] + [os.path.join(c, s) for s in SOURCES] + ["NVCC"] + NVCC_FLAGS
                     + ["CXX"] + CXX_FLAGS + ["INCLUDES"] + INCLUDES))
     sys.exit(0)
-from torch.utils.cpp_extension import load
+from torch.utils.cpp_extension import CUDA_HOME, load
+# CUDA 13 keeps libcu++ (cuda/std/...) under include/cccl, which nvcc adds itself but the host compiler of
+# the .cpp binding does not (the first H200 build failed there: cuda/std/utility not found)
+cccl = os.path.join(CUDA_HOME or "/usr/local/cuda", "include", "cccl")
+if os.path.isdir(cccl):
+    INCLUDES.append(cccl)
 os.environ.setdefault("MAX_JOBS", str(os.cpu_count() or 8))
 t = time.time()
 mod = load("flash_mla_dense_cuda", [os.path.join(c, s) for s in SOURCES], extra_cflags=CXX_FLAGS,
