@@ -156,8 +156,10 @@ def test_pingpong_shapes(m, n, k):
 @pytest.mark.parametrize("cluster", [(1, 1), (2, 1)], ids=["1x1", "2x1"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
 def test_pingpong_tiles_and_clusters(tile_n, cluster, dtype):
-    # 333 rows: six 64-row tiles, the last ragged; an odd and an even number of tiles per CTA
-    a, b = _operands(dtype, (), 333, 776, 1000, seed=tile_n)
+    # 3000 rows: 47 row tiles, the last ragged (56 rows), 776 columns ragged in every tile width:
+    # 188 (tile_n 256) to 611 (64) tiles over 132 SMs, so both warpgroups take turns, some CTAs an
+    # odd number of tiles (the last one's turn unanswered), in 2x1 an odd tile row count
+    a, b = _operands(dtype, (), 3000, 776, 1000, seed=tile_n)
     d = hopper_gemm.gemm(a, b, tile_n=tile_n, cluster_mn=cluster, alpha=0.5, **PINGPONG)
     _check(a, b, d, 0.5)
 
