@@ -129,3 +129,23 @@ def test_a_cooperative_count_in_pingpong_fails_the_compile():
                                         r"the kernel facts give 8"):
         cute.compile(op, fake_tensor(BF16, 1), fake_tensor(BF16, 1), fake_tensor(BF16, 1), cutlass.Float32(1.0),
                      cutlass.Int32(1), 66, make_fake_stream(), options="--gpu-arch sm_90a")
+
+
+def test_hand_overs_sit_where_the_overlap_and_the_shared_buffers_need_them():
+    """In the PTX of the consumer loop: the mainloop's hand-over (bar.arrive over 256 threads) comes
+    after the last wgmma is issued and before wgmma.wait_group 0 (handing over after the wait would
+    serialize the two mainloops' tails); the epilogue's hand-over comes after the TMA stores have read
+    the D buffers (cp.async.bulk.wait_group.read 0), which the other warpgroup overwrites next."""
+    ptx = compile_mod.from_cute(hopper_gemm.compile_for("sm_90a", **_pingpong(tile_n=128, cluster_mn=(1, 1))),
+                                "sm_90a").ptx
+    events = [(m.start(), m.group(0)) for m in re.finditer(
+        r"bar\.arrive %r\d+, 256|bar\.sync \t?%r\d+, 256|wgmma\.mma_async|wgmma\.wait_group\.sync\.aligned \t?\d|"
+        r"cp\.async\.bulk\.wait_group\.read \t?0", ptx)]
+    kinds = [re.sub(r"%r\d+|\t", "", text) for _, text in events]
+    arrives = [i for i, kind in enumerate(kinds) if kind.startswith("bar.arrive")]
+    assert len(arrives) == 2, kinds
+    mma_hand_over, epilogue_hand_over = arrives
+    assert "wgmma.mma_async" in kinds[:mma_hand_over]
+    assert kinds[mma_hand_over - 1] in ("wgmma.mma_async", "wgmma.wait_group.sync.aligned 1")   # the K loop
+    assert kinds[mma_hand_over + 1] == "wgmma.wait_group.sync.aligned 0"
+    assert kinds[epilogue_hand_over - 1] == "cp.async.bulk.wait_group.read 0"
