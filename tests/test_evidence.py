@@ -305,3 +305,24 @@ def test_an_unknown_case_id_exits_2_and_runs_nothing(mini):
     err = err.getvalue()
     assert code == 2 and "case: no case 'c3' in probe-x" in err
     assert not (mini.root / "artifacts/evidence/probe-x").exists() or not any((mini.root / "artifacts/evidence/probe-x").iterdir())
+
+
+def test_a_short_case_timed_one_launch_per_event_pair_stays_off_the_page(mini):
+    """Record 20261201T010914Z timed bf16 512^3 (6.1 us) one launch between two CUDA events after an
+    L2 flush: under 50 us that measures the launch (the case ranged 0.53-1.13x run to run)."""
+    from kernelwiki.harness.timing import case_below_floor
+
+    flushed = {"method": "cuda-events", "l2": "flushed: read (sum) of 120 MiB before each launch"}
+    short = _case("c2", 24.3, timing={"ours": {"median_ms": 0.011}, "cuBLAS": {"median_ms": 0.0061}})
+    long = _case("c1", 500.0, timing={"ours": {"median_ms": 1.5}, "cuBLAS": {"median_ms": 1.51}})
+    assert case_below_floor(short, flushed) and not case_below_floor(long, flushed)
+    assert not case_below_floor(short, {"method": "cuda-events", "l2": "warm"})   # an L2-state probe's Timer
+    assert not case_below_floor(short)
+    page = _setup(mini, [_record("r1", "2026-11-30T10:00:00Z", [long, short], protocol=flushed)])
+    mini.run("refresh")
+    assert "measured.x.c1" in _claims(page) and "measured.x.c2" not in _claims(page) and "| c2 |" not in page.read_text()
+    text = page.read_text().replace("claims:\n", "claims:\n- id: measured.x.c2\n  metric: tflops\n  value: 24.3\n"
+                                    "  unit: TFLOP/s\n  gpu: H200\n  arch: sm_90a\n  evidence: measured\n"
+                                    "  record: artifacts/evidence/probe-x/r1.json\n  case: c2\n", 1)
+    page.write_text(text)
+    assert "under the timing protocol's floor" in messages(mini.problems())

@@ -6,6 +6,8 @@ and refresh applies before it writes a measured claim (issue 23).
 - A passing case above the datasheet peak, or faster than the empty launch measured beside it, is
   impossible: it is a timing or FLOP-count bug, never a claim source.
 - A measured claim rests on a run whose negative control ran and failed its gate.
+- A case under the timing protocol's floor (kernelwiki.harness.timing.case_below_floor) is no claim
+  source: what was timed is the launch.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 
 from kernelwiki.harness import peaks
 from kernelwiki.harness.env import short_gpu_name
+from kernelwiki.harness.timing import case_below_floor
 
 LOWER_IS_BETTER_UNITS = ("us", "ms", "ns", "s", "cycles", "ulp")
 
@@ -112,6 +115,8 @@ def claim_source_problem(record: dict, case: dict) -> str | None:
     """Why a passing case of a record may not be the source of a measured claim, or None."""
     if not control_failed(record):
         return "its run has no negative control that ran and failed the gate"
+    if case_below_floor(case, record.get("protocol")):
+        return "its fastest candidate is under the timing protocol's floor (it measures the launch, not the kernel)"
     return impossible_problem(case, (record.get("environment") or {}).get("gpu"))
 
 

@@ -126,7 +126,7 @@ def evidence(record: Record, case: dict) -> bool:
     control failed, it is above the timing protocol's floor and its numbers are possible (the rules
     the measured claims follow, kernelwiki.commands.evidence)."""
     return (isinstance(case, dict) and case.get("status") == "passed" and control_failed(record.data)
-            and not case_below_floor(case)
+            and not case_below_floor(case, record.data.get("protocol"))
             and impossible_problem(case, (record.data.get("environment") or {}).get("gpu")) is None)
 
 

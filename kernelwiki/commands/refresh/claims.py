@@ -42,7 +42,7 @@ def case_evidence(spec: ProbeSpec, runs: list[Record], page_id: Any) -> dict[tup
                 continue
             if isinstance(case_spec.get("pages"), list) and page_id not in case_spec["pages"]:   # [] = on no page
                 continue
-            if case_below_floor(case) or impossible_problem(case, (record.data.get("environment") or {}).get("gpu")):
+            if case_below_floor(case, record.data.get("protocol")) or impossible_problem(case, (record.data.get("environment") or {}).get("gpu")):
                 continue
             found.setdefault((str(record.arch), case["id"]), []).append((record, case))
     out = {}
