@@ -33,6 +33,9 @@ from kernelwiki.model.vocab import did_you_mean
 
 LEVEL_RANK = {"spec": 0, "source-reported": 1, "compiled": 2, "measured": 3}
 RECORD_LEVELS = ("measured", "compiled")
+PINNED_KINDS = ("package", "code", "readme")
+"""Source kinds whose text lives in a package or repository we can pin: their quotes can be read
+offline, so they must say where (`origin`). Papers, blogs and vendor web pages may have none."""
 COMMENT_PROBLEM = ("YAML comment in the frontmatter: the tools that rewrite frontmatter (refresh, validate --fix) "
                    "cannot keep it, so they leave this page alone; move the note into the prose")
 
@@ -111,6 +114,9 @@ def page_problems(wiki: Wiki, page: Page) -> list[Problem]:
 
     if meta.get("type") != "source" and isinstance(meta.get("sources"), list) and not meta["sources"]:
         add(("sources",), "a page must cite at least one source page")
+    if meta.get("type") == "source" and meta.get("kind") in PINNED_KINDS and "origin" not in meta:
+        add(("kind",), f"a {meta['kind']} source needs `origin` (the package and version, repository and commit, "
+                       "or given file its text was read at), so that `audit --sources` can check its quotes")
 
     claim_ids: dict[str, int] = {}
     for index, claim in _dicts(meta.get("claims")):
