@@ -326,3 +326,20 @@ def test_a_short_case_timed_one_launch_per_event_pair_stays_off_the_page(mini):
                                     "  record: artifacts/evidence/probe-x/r1.json\n  case: c2\n", 1)
     page.write_text(text)
     assert "under the timing protocol's floor" in messages(mini.problems())
+
+
+def test_a_compiled_claim_on_a_record_older_than_its_probe_is_refused(mini):
+    """footgun-nested-layout-flatten's claim rested on a record of the probe before it built the two
+    views the page compares: the record found none of the facts the probe now expects."""
+    record = _record("c1-cpu-compile-only", "2026-11-30T10:00:00Z", [], mode="compile-only", status="compiled",
+                     instructions={"sm_90a": {"found": ["fact:coalesced"], "missing": [], "ptx_bytes": 0,
+                                              "sass_scanned": False}})
+    probe = PROBE_YAML.replace("kind: microbench", "kind: compile") + "expected_instructions:\n  sm_90a:\n  - fact:coalesced\n"
+    page = _setup(mini, [record], probe)
+    text = page.read_text().replace("claims:\n", "claims:\n- id: compiled.x.sm_90a\n  metric: instructions-found\n"
+                                    "  value: fact:coalesced\n  arch: sm_90a\n  evidence: compiled\n"
+                                    "  record: artifacts/evidence/probe-x/c1-cpu-compile-only.json\n", 1)
+    page.write_text(text)
+    assert "did not find" not in messages(mini.problems())
+    mini.write("probes/probe-x/probe.yaml", probe + "  - fact:two-views-compared\n")
+    assert "did not find fact:two-views-compared, which probe-x now expects" in messages(mini.problems())

@@ -6,6 +6,8 @@ and refresh applies before it writes a measured claim (issue 23).
 - A passing case above the datasheet peak, or faster than the empty launch measured beside it, is
   impossible: it is a timing or FLOP-count bug, never a claim source.
 - A measured claim rests on a run whose negative control ran and failed its gate.
+- A compiled claim rests on a record that found every instruction (or fact) its probe now expects:
+  a record from before the probe was changed shows what the old probe checked, not what the page says.
 - A case under the timing protocol's floor (kernelwiki.harness.timing.case_below_floor) is no claim
   source: what was timed is the launch.
 """
@@ -118,6 +120,23 @@ def claim_source_problem(record: dict, case: dict) -> str | None:
     if case_below_floor(case, record.get("protocol")):
         return "its fastest candidate is under the timing protocol's floor (it measures the launch, not the kernel)"
     return impossible_problem(case, (record.get("environment") or {}).get("gpu"))
+
+
+def stale_compile_problem(claim: dict, record: dict, probe: dict | None) -> str | None:
+    """Why a compiled claim's record does not show what its probe now checks, or None: an entry of the
+    probe's `expected_instructions` for the claim's arch that the record did not find."""
+    if not isinstance(probe, dict) or not isinstance(probe.get("expected_instructions"), dict):
+        return None
+    expected = probe["expected_instructions"].get(claim.get("arch"))
+    scanned = (record.get("instructions") or {}).get(claim.get("arch")) if isinstance(record.get("instructions"), dict) else None
+    if not isinstance(expected, list) or not isinstance(scanned, dict):
+        return None
+    found = scanned.get("found") if isinstance(scanned.get("found"), list) else []
+    missing = [str(e) for e in expected if e not in found]
+    if not missing:
+        return None
+    return (f"record {record.get('run_id', '?')} did not find {', '.join(missing[:4])}, which {record.get('probe')} now "
+            "expects: it predates the probe's change (or the probe fails); re-run it (--compile-only) and refresh")
 
 
 def weak_headlines(records: dict[str, Any], probes: dict[str, Any]) -> list[tuple[str, str, str]]:

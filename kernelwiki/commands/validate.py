@@ -26,7 +26,8 @@ from kernelwiki.probing.specs import entry_problem, link_problem
 from kernelwiki.model.files import UnsafeFile, replace_file, sha256_file, stays_below
 from kernelwiki.commands.upstream import repo_name
 from kernelwiki.commands.citations import locator_problem
-from kernelwiki.commands.evidence import HEADLINE_RULE_FROM, claim_source_problem, headline_exception, headline_problem
+from kernelwiki.commands.evidence import (HEADLINE_RULE_FROM, claim_source_problem, headline_exception, headline_problem,
+                                          stale_compile_problem)
 from kernelwiki.model.schema import check as schema_check
 from kernelwiki.model.spans import body_first_line, span_problems
 from kernelwiki.model.vocab import did_you_mean
@@ -254,6 +255,10 @@ def _check_cross_references(wiki: Wiki, report: Report, probes: dict[str, Any], 
                     cases = {c.get("id") for c in records[record].get("cases", []) if isinstance(c, dict)}
                     if claim["case"] not in cases:
                         add(("claims", index, "case"), f"record {record} has no case {claim['case']!r}")
+            if claim.get("evidence") == "compiled" and isinstance(record, str) and isinstance(records.get(record), dict):
+                stale = stale_compile_problem(claim, records[record], probes.get(records[record].get("probe")))
+                if stale:
+                    add(("claims", index, "record"), stale)
             if claim.get("evidence") == "measured" and isinstance(record, str) and isinstance(records.get(record), dict):
                 for path, message in measured_claim_problems(claim, records[record], [p for _, p in _strings(entry.get("probes"))]):
                     add(("claims", index, *path), message)
