@@ -343,3 +343,18 @@ def test_a_compiled_claim_on_a_record_older_than_its_probe_is_refused(mini):
     assert "did not find" not in messages(mini.problems())
     mini.write("probes/probe-x/probe.yaml", probe + "  - fact:two-views-compared\n")
     assert "did not find fact:two-views-compared, which probe-x now expects" in messages(mini.problems())
+
+
+def test_prose_that_names_a_removed_or_superseded_run_is_refused(mini):
+    """dsv4-sparse-decode said "the results of its one H200 run (20261201T011112Z)" after its claims had
+    moved to 20261201T150031Z; the FP8 page's masked 256-row sentence rested on records deleted in 4b85185."""
+    page = _setup(mini, [_record("20261129T100000Z-h200-run", "2026-11-29T10:00:00Z", [_case("c1", 300.0)], commit="old"),
+                         _record("20261130T100000Z-h200-run", "2026-11-30T10:00:00Z", [_case("c1", 500.0)])])
+    mini.run("refresh")
+    text = page.read_text()
+    page.write_text(text + "\nThe table has the results of the latest run (20261130T100000Z).\n")
+    assert "names run" not in messages(mini.problems())
+    page.write_text(text + "\nThe table has the results of its one run (20261129T100000Z).\n")
+    assert "names run 20261129T100000Z, but its probe has the newer passing run 20261130T100000Z" in messages(mini.problems())
+    page.write_text(text + "\nThe 256-row tiles were slower (20261128T090000Z-h200-run).\n")
+    assert "names run 20261128T090000Z, which no record under artifacts/evidence holds" in messages(mini.problems())

@@ -71,6 +71,7 @@ def validate(wiki: Wiki, fix: bool = False) -> Report:
     probes = _check_probes(wiki, report)
     _check_cross_references(wiki, report, probes, records)
     _check_headlines(report, probes, records)
+    _check_named_runs(wiki, report, records)
     _check_provenance(wiki, report)
     report.problems = sorted(set(report.problems))
     return report
@@ -298,6 +299,50 @@ def _check_headlines(report: Report, probes: dict[str, Any], records: dict[str, 
             why = headline_problem(case, headline_exception(probes.get(data.get("probe")), case.get("id")))
             if why:
                 report.problems.append(Problem(rel, 1, f"cases[{index}].headline.baseline", why))
+
+
+RUN_ID = re.compile(r"(?<![\w-])(\d{8}T\d{6}Z)(?:-[a-z0-9-]+)?(?![\w])")
+GENERATED = re.compile(r"^<!-- kernelwiki:(begin|end) [a-z0-9-]+ -->\s*$")
+
+
+def _check_named_runs(wiki: Wiki, report: Report, records: dict[str, Any]) -> None:
+    """A run a page's prose names must be in the tree, and may not be a run of a probe superseded by
+    a later passing run when none of the page's claims rests on it: a sentence about "its one run
+    (ID)" outlives the run once the claims move on (issue 23: removed and superseded records)."""
+    by_run: dict[str, list[dict]] = defaultdict(list)
+    latest: dict[str, str] = {}   # probe -> its newest passing run
+    for rel, data in records.items():
+        data = data if isinstance(data, dict) else {}
+        run = Path(rel).name.split("-", 1)[0].removesuffix(".json")
+        by_run[run].append(data)
+        if data.get("mode") == "run" and data.get("status") == "passed":
+            probe = str(data.get("probe"))
+            latest[probe] = max(latest.get(probe, ""), run)
+    for entry in wiki.entries.values():
+        page = wiki.page(entry.rel)
+        if page.meta is None:
+            continue
+        cited = {Path(c["record"]).name.split("-", 1)[0] for _, c in _dicts(page.meta.get("claims"))
+                 if isinstance(c.get("record"), str)}
+        first, in_block = body_first_line(page.frontmatter_text), False
+        for offset, line in enumerate(page.body.split("\n")):
+            marker = GENERATED.match(line)
+            if marker:
+                in_block = marker.group(1) == "begin"
+                continue
+            for match in [] if in_block else RUN_ID.finditer(line):
+                run = match.group(1)
+                if run not in by_run:
+                    report.problems.append(Problem(entry.rel, first + offset, "prose",
+                                                   f"names run {run}, which no record under artifacts/evidence holds "
+                                                   "(removed?); rewrite the sentence from the records in the tree"))
+                    continue
+                newer = [latest[str(d.get("probe"))] for d in by_run[run] if latest.get(str(d.get("probe")), run) > run]
+                if newer and run not in cited:
+                    report.problems.append(Problem(entry.rel, first + offset, "prose",
+                                                   f"names run {run}, but its probe has the newer passing run "
+                                                   f"{max(newer)} and no claim here rests on {run}; say what the "
+                                                   "records the page stands on hold"))
 
 
 def measured_claim_problems(claim: dict, record: dict, page_probes: list) -> list[tuple[tuple, str]]:
