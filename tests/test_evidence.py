@@ -358,3 +358,19 @@ def test_prose_that_names_a_removed_or_superseded_run_is_refused(mini):
     assert "names run 20261129T100000Z, but its probe has the newer passing run 20261130T100000Z" in messages(mini.problems())
     page.write_text(text + "\nThe 256-row tiles were slower (20261128T090000Z-h200-run).\n")
     assert "names run 20261128T090000Z, which no record under artifacts/evidence holds" in messages(mini.problems())
+
+
+def test_a_weak_headline_of_any_date_is_no_claim_source(mini):
+    """Record 20261201T010914Z headlined cuBLAS at 4096 x 28672 x 8192 while quack ran faster in the same
+    case: the ratio flattered by the gap. Before the cut-off validate only lists such records; refresh
+    must still keep the case off the page."""
+    page = _setup(mini, [_record("r1", "2026-11-30T10:00:00Z", [_case("c1", 500.0), _weak()])])
+    record = json.loads((mini.root / "artifacts/evidence/probe-x/r1.json").read_text())
+    record["cases"][1]["id"] = "c2"
+    mini.write("artifacts/evidence/probe-x/r1.json", json.dumps(record))
+    mini.run("refresh")
+    assert "measured.x.c1" in _claims(page) and "measured.x.c2" not in _claims(page) and "| c2 |" not in page.read_text()
+    declared = PROBE_YAML + "headline_baseline:\n  name: serial loop\n  reason: the loop is the production path\n"
+    mini.write("probes/probe-x/probe.yaml", declared)
+    mini.run("refresh")
+    assert "measured.x.c2" in _claims(page) and mini.problems() == []

@@ -113,13 +113,32 @@ def control_failed(record: dict) -> bool:
     return not isinstance(listed, list) or all(isinstance(c, dict) and c.get("failed_gate") is True for c in listed)
 
 
-def claim_source_problem(record: dict, case: dict) -> str | None:
+def weaker_headline(case: dict, exception: dict | None) -> str | None:
+    """Why a case's headline is against a weaker baseline than another correct candidate it timed,
+    whatever the record's date, or None. Only a stronger *named candidate* counts here: an older
+    record whose headline name is spelt otherwise than its baselines (cuDNN SDPA / cudnn) is listed
+    by weak_headlines, not refused."""
+    why = headline_problem(case, exception)
+    return why if why and why.startswith("headline is against") else None
+
+
+def case_refusal(record: dict, case: dict, probe: dict | None = None) -> str | None:
+    """Why a passing case may stand neither in a claim nor in a generated block, or None: it timed the
+    launch (under the protocol's floor), its numbers are impossible, or its headline is against a weaker
+    baseline than one it timed (the ratio flatters). refresh and validate both ask this."""
+    if case_below_floor(case, record.get("protocol")):
+        return "its fastest candidate is under the timing protocol's floor (it measures the launch, not the kernel)"
+    impossible = impossible_problem(case, (record.get("environment") or {}).get("gpu"))
+    if impossible:
+        return impossible
+    return weaker_headline(case, headline_exception(probe, case.get("id")))
+
+
+def claim_source_problem(record: dict, case: dict, probe: dict | None = None) -> str | None:
     """Why a passing case of a record may not be the source of a measured claim, or None."""
     if not control_failed(record):
         return "its run has no negative control that ran and failed the gate"
-    if case_below_floor(case, record.get("protocol")):
-        return "its fastest candidate is under the timing protocol's floor (it measures the launch, not the kernel)"
-    return impossible_problem(case, (record.get("environment") or {}).get("gpu"))
+    return case_refusal(record, case, probe)
 
 
 def stale_compile_problem(claim: dict, record: dict, probe: dict | None) -> str | None:

@@ -261,7 +261,8 @@ def _check_cross_references(wiki: Wiki, report: Report, probes: dict[str, Any], 
                 if stale:
                     add(("claims", index, "record"), stale)
             if claim.get("evidence") == "measured" and isinstance(record, str) and isinstance(records.get(record), dict):
-                for path, message in measured_claim_problems(claim, records[record], [p for _, p in _strings(entry.get("probes"))]):
+                for path, message in measured_claim_problems(claim, records[record], [p for _, p in _strings(entry.get("probes"))],
+                                                             probes.get(records[record].get("probe"))):
                     add(("claims", index, *path), message)
         for index, claim in _dicts(entry.get("performance_claims")):
             source = claim.get("source_id")
@@ -345,7 +346,7 @@ def _check_named_runs(wiki: Wiki, report: Report, records: dict[str, Any]) -> No
                                                    "records the page stands on hold"))
 
 
-def measured_claim_problems(claim: dict, record: dict, page_probes: list) -> list[tuple[tuple, str]]:
+def measured_claim_problems(claim: dict, record: dict, page_probes: list, probe: dict | None = None) -> list[tuple[tuple, str]]:
     """What makes a measured claim disagree with the run record it names: (field path, message).
 
     The record must have passed, have run (not only compiled) on the claim's GPU and architecture,
@@ -371,7 +372,7 @@ def measured_claim_problems(claim: dict, record: dict, page_probes: list) -> lis
     headline = case.get("headline") if isinstance(case.get("headline"), dict) else {}
     if case.get("status") != "passed":
         out.append((("case",), f"case {claim.get('case')!r} of {name} is {case.get('status')}, not passed"))
-    refused = claim_source_problem(record, case)
+    refused = claim_source_problem(record, case, probe if isinstance(probe, dict) else None)
     if refused:
         out.append((("record",), f"case {claim.get('case')!r} of {name} is no evidence: {refused}"))
     if claim.get("candidate") is not None:   # another kernel timed in the case: its baselines entry
