@@ -8,6 +8,8 @@ import statistics
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 
 import pytest
@@ -44,6 +46,23 @@ class StdioClient:
 
     def call(self, name: str, **arguments) -> dict:
         return self.request("tools/call", {"name": name, "arguments": arguments})["result"]
+
+    def raw(self, data: bytes) -> dict:
+        """Write bytes as they are (one line, not necessarily JSON) and read the one line answering them."""
+        self.proc.stdin.flush()
+        self.proc.stdin.buffer.write(data + b"\n")
+        self.proc.stdin.buffer.flush()
+        # Before the fix the server sent nothing and a plain readline waited forever: a deadline instead.
+        reader = ThreadPoolExecutor(1)
+        try:
+            line = reader.submit(self.proc.stdout.readline).result(timeout=60)
+        except FutureTimeout:
+            self.proc.kill()
+            pytest.fail(f"no answer to {data[:80]!r} in 60 s")
+        finally:
+            reader.shutdown(wait=False)
+        assert line, f"server closed stdout; stderr:\n{self.proc.stderr.read()}"
+        return json.loads(line)
 
     def _send(self, message: dict) -> None:
         self.proc.stdin.write(json.dumps(message) + "\n")
@@ -339,3 +358,72 @@ def test_every_argument_of_every_tool_is_checked(client):
                 (tool["name"], field, result["content"][0]["text"][:200])
             checked += 1
     assert checked >= 20
+
+
+# --- every line that asks is answered (JSON-RPC 2.0), the malformed ones too -------------------------------
+# (bytes on the wire, the JSON-RPC error code, the id answered, a fragment of the message)
+MALFORMED = [
+    (b"not json", -32700, None, "parse error: the line is not JSON"),
+    (b'{"jsonrpc": "2.0", "id": 3, "method": "tools/list"', -32700, None, "parse error"),
+    (b'{"jsonrpc": "2.0", "id": 3, "method": "tools/\xff"}', -32700, None, "not UTF-8"),
+    (b"[" * 100_000 + b"]" * 100_000, -32700, None, "nests too deeply"),
+    (b'{"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {"x": NaN}}', -32700, None, "NaN"),
+    (b'[{"jsonrpc": "2.0", "id": 3, "method": "tools/list"}]', -32600, None, "not part of MCP since protocol 2025-06-18"),
+    (b"[]", -32600, None, "batch"),
+    (b"5", -32600, None, "a JSON-RPC message is an object, not int"),
+    (b'{"id": 41}', -32600, 41, 'jsonrpc must be "2.0"'),
+    (b'{"jsonrpc": "2.0", "id": null, "method": "tools/list"}', -32600, None, "id: None is not a string or an integer"),
+    (b'{"jsonrpc": "2.0", "id": true, "method": "tools/list"}', -32600, None, "id: True is not"),
+    (b'{"jsonrpc": "2.0", "id": 42, "method": 7}', -32600, 42, "method must be a string"),
+    (b'{"jsonrpc": "2.0", "id": 43, "method": "tools/list", "params": [1]}', -32602, 43,
+     "tools/list: params must be an object, not list"),
+    (b'{"jsonrpc": "2.0", "id": "s", "method": "tools/call", "params": "get_page"}', -32602, "s", "params must be an object"),
+    (b'{"jsonrpc": "2.0", "id": 44, "method": "tools/call", "params": {"name": "query", "arguments": [1]}}', -32602, 44,
+     "params.arguments must be an object, not list"),
+    (b'{"jsonrpc": "2.0", "id": 45, "method": "resources/read", "params": {}}', -32602, 45, "params.uri is missing"),
+]
+
+
+@pytest.mark.parametrize("data, code, request_id, fragment", MALFORMED, ids=[m[3][:30] for m in MALFORMED])
+def test_a_malformed_line_is_answered_in_a_live_session(client, data, code, request_id, fragment):
+    """In a session set up by the MCP handshake, each malformed line gets its one JSON-RPC error, and the
+    session goes on answering."""
+    reply = client.raw(data)
+    assert reply["jsonrpc"] == "2.0" and reply["id"] == request_id and reply["error"]["code"] == code, reply
+    assert reply["error"]["message"].startswith("error: ") and fragment in reply["error"]["message"], reply
+    assert client.call("query", words="wgmma", limit=1)["structuredContent"]["hits"]
+
+
+def test_raw_bytes_on_stdin_are_each_answered_and_the_server_exits_cleanly():
+    """The same lines as bytes on a pipe that then closes, with a malformed notification and a blank line
+    (nothing to answer), between real requests: one answer for each line that asks, nothing else lost."""
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
+    lines = [json.dumps(init).encode(), b'{"jsonrpc": "2.0", "method": "notifications/initialized"}']
+    lines += [data for data, *_ in MALFORMED]
+    lines += [b'{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": [1]}', b"   ",
+              b'{"jsonrpc": "2.0", "id": 99, "method": "tools/list"}']
+    done = subprocess.run([sys.executable, "-m", "kernelwiki", "mcp", "--root", str(ROOT)], cwd=ROOT,
+                          input=b"\n".join(lines) + b"\n", capture_output=True, timeout=120,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    replies = [json.loads(line) for line in done.stdout.splitlines()]
+    assert done.returncode == 0 and b"Traceback" not in done.stderr, done.stderr[-2000:]
+    assert [r["id"] for r in replies] == [1] + [m[2] for m in MALFORMED] + [99]
+    assert [r["error"]["code"] for r in replies[1:-1]] == [m[1] for m in MALFORMED]
+    assert "tools" in replies[-1]["result"] and b"dropped a malformed notification" in done.stderr
+    assert replies[0]["result"]["protocolVersion"] == "2025-11-25"  # the version whose spec has no batches
+
+
+def test_a_handler_that_prints_or_reads_stdin_cannot_touch_the_wire():
+    """While serving, fd 0 reads /dev/null and fd 1 goes to stderr: the wire is on private descriptors."""
+    code = ("import os, sys\n"
+            "from kernelwiki.faces.mcp_wire import claimed_stdio\n"
+            "with claimed_stdio() as (wire_in, wire_out):\n"
+            "    print('stray print', flush=True)\n"
+            "    assert os.read(0, 100) == b''\n"
+            "    wire_out.write(wire_in.readline().upper()); wire_out.flush()\n"
+            "print('after')\n")
+    done = subprocess.run([sys.executable, "-c", code], input=b"line\nrest\n", capture_output=True, timeout=60,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == b"LINE\nafter\n" and b"stray print" in done.stderr
