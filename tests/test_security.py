@@ -578,6 +578,8 @@ def test_a_malformed_fake_gpu_or_nvidia_smi_is_no_gpu(monkeypatch, tmp_path, fak
 @pytest.mark.parametrize("alias, fragment", [
     ("wiki/sources/example.md", "looks like a path"), ("hardware/example.md", "looks like a path"),
     ("wgmm\u0430", "mixes Latin letters with CYRILLIC"), ("\u0442\u043c\u0430", "only look like 'tma'"),
+    ("wgmm\u03b1", "mixes Latin letters with GREEK"), ("\u03a4\u039c\u0391", "only look like 'TMA'"),
+    ("\u0442m\u03b1", "mixes Latin letters with CYRILLIC, GREEK"),
 ])
 def test_an_alias_is_a_name_people_type(mini, alias, fragment):
     _set(mini, "wiki/hardware/example.md", "- skill-example\n", f"- skill-example\n- {alias}\n")
@@ -589,6 +591,47 @@ def test_frontmatter_text_is_composed_unicode(mini):
     _set(mini, "wiki/hardware/example.md", "- skill-example\n", "- skill-example\n- cafe\u0301\n")
     problems = [p for p in mini.problems() if p["field"] == "aliases[1]"]
     assert problems and "NFC" in problems[0]["message"], messages(problems)
+
+
+def _decomposed(text: str) -> str:
+    import unicodedata
+
+    out = unicodedata.normalize("NFD", text)
+    assert out != text
+    return out
+
+
+def test_decomposed_input_finds_composed_pages_over_both_faces(mini):
+    """Pages are composed (validate requires NFC); a name or word typed or sent decomposed finds them:
+    NFC at the boundary, for get, query, MCP tool arguments and resource URIs."""
+    pytest.importorskip("mcp")
+    from kernelwiki.faces.mcp_server import call, read_page
+    from kernelwiki.storage.repo import Repo
+
+    _set(mini, "wiki/hardware/example.md", "- skill-example\n", "- skill-example\n- caf\u00e9-unit\n")
+    _set(mini, "wiki/hardware/example.md", "Body text about", "Body text, after Schr\u00f6dinger, about")
+    assert mini.problems() == []
+    code, out, err = mini.run("get", _decomposed("CAF\u00c9-unit"))
+    assert code == 0 and out.startswith("---\nid: hw-example\n"), err
+    code, out, err = mini.run("query", _decomposed("schr\u00f6dinger"))
+    assert code == 0 and "hw-example" in out and "not covered" not in out, out + err
+    result = call(Repo(mini.root), "get_page", {"page": _decomposed("caf\u00e9-unit"), "part": "frontmatter"})
+    assert not result.is_error and "id: hw-example" in result.content[0].text, result.content[0].text
+    result = call(Repo(mini.root), "query", {"words": _decomposed("Schr\u00f6dinger")})
+    assert [hit["id"] for hit in result.structured_content["hits"]] == ["hw-example"]
+    assert result.structured_content == call(Repo(mini.root), "query", {"words": "Schr\u00f6dinger"}).structured_content
+    assert read_page(Repo(mini.root), "kernelwiki://page/" + _decomposed("caf\u00e9-unit")).startswith("---\nid: hw-example")
+
+
+def test_a_decomposed_page_is_refused_and_still_found_composed(mini):
+    """A page written decomposed is refused by validate, and until it is fixed a composed query finds it."""
+    _set(mini, "wiki/hardware/example.md", "- skill-example\n", "- skill-example\n" + _decomposed("- caf\u00e9-unit\n"))
+    _set(mini, "wiki/hardware/example.md", "Body text about", _decomposed("Body text, after Schr\u00f6dinger, about"))
+    assert any("NFC" in p["message"] for p in mini.problems())
+    code, out, err = mini.run("get", "caf\u00e9-unit")
+    assert code == 0 and out.startswith("---\nid: hw-example\n"), err
+    code, out, err = mini.run("query", "schr\u00f6dinger")
+    assert code == 0 and "hw-example" in out and "not covered" not in out, out + err
 
 
 def test_claim_spans_in_code_blocks_stay_examples_in_the_site():

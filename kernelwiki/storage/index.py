@@ -24,7 +24,7 @@ from typing import Any, Callable
 from kernelwiki.model.files import UnsafeFile
 from kernelwiki.model.pages import Page, parse_page, read_page, read_page_bytes
 from kernelwiki.model.problems import Problem
-from kernelwiki.model.vocab import QUERY_ALIASES, Vocabulary, closest
+from kernelwiki.model.vocab import QUERY_ALIASES, Vocabulary, closest, fold
 from kernelwiki.storage import cache
 from kernelwiki.storage.cache import cache_key
 from kernelwiki.storage.repo import Repo
@@ -318,12 +318,12 @@ class Wiki:
         return out
 
     def aliases(self) -> dict[str, Entry]:
-        """alias (lower-case) -> entry."""
+        """alias (folded: NFC, lower case) -> entry."""
         out: dict[str, Entry] = {}
         for entry in self.by_id().values():
             for alias in entry.get("aliases") or []:
                 if isinstance(alias, str):
-                    out.setdefault(alias.lower(), entry)
+                    out.setdefault(fold(alias), entry)
         return out
 
     def resolve(self, name: str) -> Entry:
@@ -332,9 +332,9 @@ class Wiki:
         ids = self.by_id()
         if name in ids:
             return ids[name]
-        lowered = name.lower()
+        lowered = fold(name)
         for page_id, entry in ids.items():
-            if page_id.lower() == lowered:
+            if fold(page_id) == lowered:
                 return entry
         alias = self.aliases().get(lowered)
         if alias:
@@ -345,13 +345,13 @@ class Wiki:
             if entry:
                 return entry
         aliases = self.aliases()
-        near = closest(name.lower(), list(ids) + list(aliases), n=5)
+        near = closest(lowered, list(ids) + list(aliases), n=5)
         suggestions = list(dict.fromkeys(aliases[n].id if n in aliases else n for n in near))
         raise UnknownPage(name, suggestions or self._fuzzy(name))
 
     def _fuzzy(self, name: str) -> list[str]:
         """Ids that contain a word of the name, when difflib finds nothing close."""
-        words = [w for w in _WORD.findall(name.lower()) if len(w) > 2]
+        words = [w for w in _WORD.findall(fold(name)) if len(w) > 2]
         return [i for i in sorted(self.by_id()) if any(w in i for w in words)][:5]
 
     def expand_aliases(self, word: str) -> list[str]:
@@ -363,11 +363,11 @@ def ranking_fields(entry: Entry) -> tuple:
     architectures, headline), lower-cased. Made from the listing fields (strings only, see _head)
     with C-level calls: a query makes it for every page that holds its words."""
     head = entry.head or {}
-    page_id = head.get("id", "").lower()
+    page_id = fold(head.get("id", ""))
     # Tuples, not sets: a page has a few of each.
-    return (page_id, page_id.split("-", 1)[-1], tuple(map(str.lower, head.get("aliases", ()))),
-            head.get("title", "").lower(),
-            tuple(map(str.lower, head.get("tags", []) + head.get("architectures", []))), entry.headline.lower())
+    return (page_id, page_id.split("-", 1)[-1], tuple(map(fold, head.get("aliases", ()))),
+            fold(head.get("title", "")),
+            tuple(map(fold, head.get("tags", []) + head.get("architectures", []))), fold(entry.headline))
 
 
 def alias_files(repo: Repo, key: str) -> dict[str, Any] | None:
@@ -517,4 +517,4 @@ def _search_text(page: Page) -> str:
             value = meta.get(key)
             if isinstance(value, list):
                 parts.extend(str(v) for v in value)
-    return "\n".join(parts).lower()
+    return fold("\n".join(parts))
