@@ -427,3 +427,33 @@ def test_a_handler_that_prints_or_reads_stdin_cannot_touch_the_wire():
                           env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert done.returncode == 0, done.stderr
     assert done.stdout == b"LINE\nafter\n" and b"stray print" in done.stderr
+
+
+def test_an_answer_that_json_text_cannot_carry_is_answered_with_an_error():
+    """A lone surrogate in an answer (from an OS name that is not UTF-8) cannot be written as JSON text;
+    the request still gets an answer (-32603) and the server goes on, where the write used to end it."""
+    import io
+
+    import anyio
+    from mcp import types
+    from mcp.server.lowlevel import Server
+
+    from kernelwiki.faces.mcp_wire import run_wire
+
+    async def list_tools(ctx, params):
+        tool = types.Tool(name="t", description="a \udcff byte", input_schema={"type": "object"})
+        return types.ListToolsResult(tools=[tool])
+
+    async def list_resources(ctx, params):
+        return types.ListResourcesResult(resources=[])
+
+    server = Server("t", on_list_tools=list_tools, on_list_resources=list_resources)
+    messages = [{"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                 "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}},
+                {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, {"jsonrpc": "2.0", "id": 3, "method": "resources/list"}]
+    wire_in, wire_out = io.BytesIO(b"".join(json.dumps(m).encode() + b"\n" for m in messages)), io.BytesIO()
+    anyio.run(run_wire, server, wire_in, wire_out)
+    replies = {reply["id"]: reply for reply in map(json.loads, wire_out.getvalue().splitlines())}
+    assert replies[2]["error"]["code"] == -32603 and "could not be written as JSON" in replies[2]["error"]["message"]
+    assert replies[3]["result"] == {"resources": []}

@@ -634,6 +634,55 @@ def test_a_decomposed_page_is_refused_and_still_found_composed(mini):
     assert code == 0 and "hw-example" in out and "not covered" not in out, out + err
 
 
+def test_a_page_file_name_that_is_not_utf8_is_named_and_the_rest_answers(mini):
+    """wiki/hardware/\\xff.md: no traceback (its name went raw into the cache and into JSON), one problem
+    line naming it with \\x escapes, and every other page still answers, over both faces."""
+    pytest.importorskip("mcp")
+    from kernelwiki.faces.mcp_server import call
+    from kernelwiki.storage.repo import Repo
+
+    text = (mini.root / "wiki/hardware/example.md").read_text().replace("hw-example", "hw-other")
+    try:
+        (mini.root / "wiki/hardware" / os.fsdecode(b"\xff.md")).write_text(text)
+        (mini.root / "wiki" / os.fsdecode(b"\xfe")).mkdir()
+        (mini.root / "wiki" / os.fsdecode(b"\xfe/y.md")).write_text(text)
+    except OSError:
+        pytest.skip("this file system refuses names that are not UTF-8")
+    line = "wiki/hardware/\\xff.md:1: -: the file name is not UTF-8, so the page is left out of every lookup"
+    for argv in (("query", "wgmma"), ("query", "--json", "wgmma")):
+        code, out, err = mini.run(*argv)
+        assert code == 0 and "Traceback" not in err and line in err and "wiki/\\xfe/y.md:1: -:" in err, (argv, err)
+        assert "hw-example" in out, (argv, out)
+    assert json.loads(mini.run("query", "--json", "wgmma")[1])["hits"][0]["id"] == "hw-example"
+    assert [p for p in mini.problems() if p["path"] == "wiki/hardware/\\xff.md"]
+    code, out, err = mini.run("get", "hw-example")
+    assert code == 0 and out.startswith("---\nid: hw-example\n")
+    code, out, err = mini.run("refresh", "--check")
+    assert "Traceback" not in err
+    result = call(Repo(mini.root), "query", {"words": "wgmma"})
+    assert not result.is_error and line in result.content[0].text
+    assert [hit["id"] for hit in result.structured_content["hits"]] == ["hw-example"]
+    result = call(Repo(mini.root), "validate", {})
+    assert line in result.content[0].text and json.dumps(result.structured_content, ensure_ascii=False).encode()
+
+
+def test_any_file_name_that_is_not_utf8_makes_a_printable_problem(mini):
+    """The same for a record, a probe folder and a provenance file: their problem lines print, as JSON too."""
+    try:
+        for folder, name, text in ((b"artifacts/evidence/probe-x", b"\xff.json", "{}"), (b"probes/\xfd", b"probe.yaml", "id: x\n"),
+                                   (b"artifacts/kernels/\xfc", b"PROVENANCE.yaml", "a: 1\n")):
+            (mini.root / os.fsdecode(folder)).mkdir(parents=True)
+            (mini.root / os.fsdecode(folder) / os.fsdecode(name)).write_text(text)
+    except OSError:
+        pytest.skip("this file system refuses names that are not UTF-8")
+    problems = mini.problems()
+    assert any(p["path"] == "artifacts/kernels/\\xfc/PROVENANCE.yaml" for p in problems), messages(problems)
+    assert any("probe-x" in p["path"] or "probe-x" in p["message"] for p in problems), messages(problems)
+    for argv in (("refresh", "--check"), ("audit",), ("query", "wgmma"), ("get", "hw-example")):
+        code, out, err = mini.run(*argv)
+        assert "Traceback" not in err and code in (0, 1), (argv, code, err)
+
+
 def test_claim_spans_in_code_blocks_stay_examples_in_the_site():
     from kernelwiki.docsite.render import claim_spans
 

@@ -86,7 +86,8 @@ def _query(repo: Repo, args: dict) -> Answer:
     words, filters, limit = arguments.query(wiki, args)
     result = answer(wiki, words, filters, limit)
     lines, notes = output.query_text(result)
-    return Answer("\n".join(notes + lines) + "\n", _checked(output.query_document(result)))
+    left_out = [str(problem) for problem in wiki.misnamed_problems()]
+    return Answer("\n".join(left_out + notes + lines) + "\n", _checked(output.query_document(result)))
 
 
 def _get_page(repo: Repo, args: dict) -> Answer:

@@ -23,8 +23,10 @@ from contextlib import contextmanager
 from typing import Any, BinaryIO, Iterator
 
 import anyio
-from mcp_types import (INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError, JSONRPCMessage,
-                       JSONRPCRequest, JSONRPCResponse, jsonrpc_message_adapter)
+from mcp_types import (INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError,
+                       JSONRPCMessage, JSONRPCRequest, JSONRPCResponse, jsonrpc_message_adapter)
+
+from kernelwiki.model.problems import utf8_text
 
 ERROR = "error: "
 """Every error an agent sees starts so, as on the command line (kernelwiki.faces.mcp_server)."""
@@ -155,8 +157,16 @@ async def run_wire(server, wire_in: BinaryIO, wire_out: BinaryIO) -> None:
     answered = anyio.Event()
 
     async def send(message: JSONRPCMessage) -> None:
+        try:
+            line = message.model_dump_json(by_alias=True, exclude_unset=True).encode()
+        except ValueError as err:   # text JSON cannot carry (a lone surrogate): the request still gets its answer
+            if not isinstance(message, (JSONRPCResponse, JSONRPCError)):
+                print(f"kernelwiki mcp: dropped a message that is not JSON text: {err}", file=sys.stderr)
+                return
+            line = _error(message.id, INTERNAL_ERROR, "the answer could not be written as JSON text "
+                                                      f"({utf8_text(str(err))})").model_dump_json().encode()
         async with writing:
-            await out.write(message.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n")
+            await out.write(line + b"\n")
             await out.flush()
 
     async def forward_input() -> None:

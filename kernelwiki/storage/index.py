@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 from kernelwiki.model.files import UnsafeFile
 from kernelwiki.model.pages import Page, parse_page, read_page, read_page_bytes
-from kernelwiki.model.problems import Problem
+from kernelwiki.model.problems import Problem, utf8_text
 from kernelwiki.model.vocab import QUERY_ALIASES, Vocabulary, closest, fold
 from kernelwiki.storage import cache
 from kernelwiki.storage.cache import cache_key
@@ -169,6 +169,8 @@ class Wiki:
     """Only some pages are loaded (a single-page lookup, see kernelwiki.storage.lookup); the first
     question about all pages loads the rest, and a partial index is never saved."""
     _texts: dict[str, str] | None = None
+    misnamed: list[str] = field(default_factory=list)
+    """Page files whose path is not UTF-8, with \\x escapes: left out of the index (see scan_pages)."""
 
     # --- loading -----------------------------------------------------------------------------
     @classmethod
@@ -183,7 +185,8 @@ class Wiki:
         wiki = cls(repo, Vocabulary(cached_vocab) if cached_vocab else Vocabulary.load(repo.schemas), key=key,
                    use_cache=use_cache)
         todo = []
-        for rel, stat in scan_pages(repo.root):
+        pages, wiki.misnamed = scan_pages(repo.root)
+        for rel, stat in pages:
             old = cached.get(rel)
             if old and (old.mtime_ns, old.size, old.ctime_ns) == (stat.st_mtime_ns, stat.st_size, stat.st_ctime_ns) \
                     and not verify:
@@ -261,6 +264,7 @@ class Wiki:
         if self.partial:
             full = Wiki.load(self.repo, use_cache=self.use_cache)
             self.entries, self.vocab, self.key, self.partial = full.entries, full.vocab, full.key, False
+            self.misnamed = full.misnamed
 
     def save(self, always: bool = False) -> None:
         """Write the cache if anything changed (or `always`: a cache file was found unusable); a
@@ -304,6 +308,12 @@ class Wiki:
         _, entry = self._read(rel, stat, None, None)
         assert isinstance(entry, Entry)
         return entry
+
+    def misnamed_problems(self) -> list[Problem]:
+        """One problem line per page file left out because its path is not UTF-8."""
+        return [Problem(name, 1, "-", "the file name is not UTF-8, so the page is left out of every lookup; "
+                                      "rename it (page file names are UTF-8, like the ids they hold)")
+                for name in self.misnamed]
 
     # --- lookups -----------------------------------------------------------------------------
     def by_id(self) -> dict[str, Entry]:
@@ -458,17 +468,21 @@ def _problems(plain: Any) -> list[Problem] | None:
     return out
 
 
-def scan_pages(root: Path) -> list[tuple[str, os.stat_result]]:
-    """(repository-relative path, stat) of every .md file under wiki/, sorted by path.
+def scan_pages(root: Path) -> tuple[list[tuple[str, os.stat_result]], list[str]]:
+    """(repository-relative path, stat) of every .md file under wiki/, sorted by path, and the .md
+    files whose path is not UTF-8 (written with \\x escapes): those are no pages, since their name
+    could be written neither in the cache nor in a JSON answer; validate names them.
     Works on strings: resolving thousands of Path objects costs more than the rest of a lookup."""
     prefix = len(str(root)) + 1
-    found = []
+    found, misnamed = [], []
     stack = [os.path.join(str(root), "wiki")]
     while stack:
         try:
             with os.scandir(stack.pop()) as it:
                 for item in it:
-                    if item.name.endswith(".md"):
+                    if item.name.endswith(".md") and not _utf8(item.path):
+                        misnamed.append(utf8_text(item.path[prefix:]))
+                    elif item.name.endswith(".md"):
                         # Links and other non-files are listed too, so that validate names them.
                         found.append((item.path[prefix:], item.stat(follow_symlinks=False)))
                     elif item.is_dir(follow_symlinks=False):
@@ -478,7 +492,16 @@ def scan_pages(root: Path) -> list[tuple[str, os.stat_result]]:
     if os.sep != "/":
         found = [(rel.replace(os.sep, "/"), stat) for rel, stat in found]
     found.sort(key=lambda item: item[0])
-    return found
+    return found, sorted(misnamed)
+
+
+def _utf8(path: str) -> bool:
+    """Whether the OS name decodes as UTF-8 (Python keeps the bytes it cannot decode as surrogates)."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _read_chunk(chunk: list[tuple[str, os.stat_result, str | None]]) -> list[tuple[str, Entry | str]]:
