@@ -28,6 +28,8 @@ PARTS = ("page", "frontmatter", "body", "claims", "prose")
 MAX_NAME = 300
 """Longest page name, probe id, case id or file pattern accepted (longer ones are typos or attacks)."""
 MIN_MAX_BYTES = 256
+MAX_WORDS = 64
+"""Most words in one query: a question's key words fit; each word costs a search of the vocabulary."""
 PROBE_ID = re.compile(r"probe-[a-z0-9][a-z0-9-]*")
 
 
@@ -158,6 +160,8 @@ def words(value: Any) -> list[str]:
         if "\x00" in item:
             raise ArgumentError(f"words: {item!r} contains a NUL byte")
         out += composed(item).split()
+    if len(out) > MAX_WORDS:
+        raise ArgumentError(f"words: {len(out)} words; a query takes at most {MAX_WORDS} (its key words are enough)")
     return out
 
 

@@ -169,6 +169,8 @@ class Wiki:
     """Only some pages are loaded (a single-page lookup, see kernelwiki.storage.lookup); the first
     question about all pages loads the rest, and a partial index is never saved."""
     _texts: dict[str, str] | None = None
+    terms: Any = None
+    """(signature, TermIndex) once a query has needed the word index (kernelwiki.storage.termindex)."""
     misnamed: list[str] = field(default_factory=list)
     """Page files whose path is not UTF-8, with \\x escapes: left out of the index (see scan_pages)."""
 
