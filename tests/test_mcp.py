@@ -235,6 +235,14 @@ def test_each_argument_is_refused_alike_over_both_faces(client, argv, tool, argu
     assert result["isError"] and result["content"][0]["text"] == cli
 
 
+def test_a_nul_byte_in_a_resource_uri_is_the_cli_message(client):
+    """Issue 24: a NUL byte in a page argument or a resource URI was a traceback; now the CLI's line."""
+    error = client.request("resources/read", {"uri": "kernelwiki://page/hw-wg\x00mma"})["error"]
+    code, cli = _cli_line("get", "hw-wg\x00mma")
+    assert error["code"] == -32602 and error["message"] == cli and "contains a NUL byte" in cli
+    assert client.call("query", words="wgmma", limit=1)["structuredContent"]["hits"]
+
+
 def test_query_arch_sm_91_is_refused_not_answered_empty(client):
     result = client.call("query", words="wgmma", arch=["sm_91"])
     assert result["isError"] and "structuredContent" not in result

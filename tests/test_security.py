@@ -560,6 +560,40 @@ def test_broken_schemas_or_vocabulary_are_one_error(mini, damage):
         assert code != 0 or argv[0] in ("get", "query"), (argv, code, out, err)
 
 
+def test_an_unreadable_artifact_or_provenance_file_is_one_line(mini):
+    """Issue 24: an artifact file that cannot be read (no permission, a FIFO that would block, a folder
+    where a file is listed) was a traceback or a hang; each is now named, and the rest is printed."""
+    folder = mini.root / "artifacts/kernels/example"
+    mini.write("artifacts/kernels/example/kernel.py", "print('ours')\n")
+    mini.write("artifacts/kernels/example/locked.py", "print('locked')\n").chmod(0)
+    os.mkfifo(folder / "pipe.py")
+    (folder / "dir.py").mkdir()
+    mini.write("artifacts/kernels/example/PROVENANCE.yaml", "artifact: hw-example\norigin: own\nfiles:\n" + "".join(
+        f"- path: {name}\n  sha256: {'0' * 64}\n  origin: own\n" for name in ("kernel.py", "locked.py", "pipe.py", "dir.py")))
+    _set(mini, "wiki/hardware/example.md", "summary:", "artifact_dir: artifacts/kernels/example\nsummary:")
+    for argv in (["validate"], ["get", "hw-example", "--include-code"], ["get", "hw-example", "--include-code", "--format",
+                 "json"], ["audit"], ["refresh", "--check"]):
+        done = subprocess.run([sys.executable, "-m", "kernelwiki", argv[0], "--root", str(mini.root), *argv[1:]],
+                              capture_output=True, text=True, timeout=120, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        assert done.returncode in (0, 1) and "Traceback" not in done.stdout + done.stderr, (argv, done.stderr[-2000:])
+        if argv[0] == "get":
+            assert "print('ours')" in done.stdout and "pipe.py" in done.stdout, done.stdout[-2000:]
+    validate = subprocess.run([sys.executable, "-m", "kernelwiki", "validate", "--root", str(mini.root)],
+                              capture_output=True, text=True, timeout=120, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert "pipe.py" in validate.stdout and "dir.py" in validate.stdout, validate.stdout
+    (folder / "locked.py").chmod(0o644)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a file without permissions")
+def test_a_schema_file_without_read_permission_is_one_error(mini):
+    (mini.root / "schemas/page.schema.json").chmod(0)
+    try:
+        for argv in (["validate"], ["get", "hw-example"], ["query", "example"]):
+            _no_traceback(mini.run(*argv))
+    finally:
+        (mini.root / "schemas/page.schema.json").chmod(0o644)
+
+
 @pytest.mark.parametrize("fake", ["H200", "a,b,c", ",", "NVIDIA H200,sm_90a,extra"])
 def test_a_malformed_fake_gpu_or_nvidia_smi_is_no_gpu(monkeypatch, tmp_path, fake):
     from kernelwiki.harness import env
@@ -585,6 +619,26 @@ def test_an_alias_is_a_name_people_type(mini, alias, fragment):
     _set(mini, "wiki/hardware/example.md", "- skill-example\n", f"- skill-example\n- {alias}\n")
     problems = [p for p in mini.problems() if p["field"] == "aliases[1]"]
     assert problems and fragment in problems[0]["message"], messages(problems)
+
+
+@pytest.mark.parametrize("name, page_id", [("wiki/hardware/other.md", "hw-other"), ("hardware/other.md", "hw-example")])
+def test_a_path_names_the_same_page_over_both_faces(mini, name, page_id):
+    """An alias spelling a page file's path (refused by validate, above) once made `get` answer the file
+    and MCP the page holding the alias; a path is now that file's page everywhere, and an alias that is
+    no file's path stays an alias everywhere."""
+    pytest.importorskip("mcp")
+    from kernelwiki.faces.mcp_server import call, read_page
+    from kernelwiki.storage.repo import Repo
+
+    page = mini.root / "wiki/hardware/example.md"
+    mini.write("wiki/hardware/other.md", page.read_text().replace("hw-example", "hw-other").replace("skill-", "x-"))
+    _set(mini, "wiki/hardware/example.md", "- skill-example\n", "- skill-example\n- wiki/hardware/other.md\n"
+                                                                "- hardware/other.md\n")
+    code, out, err = mini.run("get", name)
+    assert code == 0 and out.startswith(f"---\nid: {page_id}\n"), (out[:40], err)
+    result = call(Repo(mini.root), "get_page", {"page": name})
+    assert result.content[0].text.startswith(f"---\nid: {page_id}\n"), result.content[0].text[:80]
+    assert read_page(Repo(mini.root), f"kernelwiki://page/{name}").startswith(f"---\nid: {page_id}\n")
 
 
 def test_frontmatter_text_is_composed_unicode(mini):

@@ -339,8 +339,10 @@ class Wiki:
         return out
 
     def resolve(self, name: str) -> Entry:
-        """Find a page by id, alias (case-insensitive) or repository path. Raises UnknownPage,
-        or repo.OutsideRepo for a path that leaves the repository."""
+        """Find a page by id, repository path or alias (ids and aliases case-insensitive), in the
+        order kernelwiki.storage.lookup tries them, so that `get` and MCP always agree: a name that
+        is a page file's path is that page, even where a (refused) alias spells the same path.
+        Raises UnknownPage, or repo.OutsideRepo for a path that leaves the repository."""
         ids = self.by_id()
         if name in ids:
             return ids[name]
@@ -348,14 +350,14 @@ class Wiki:
         for page_id, entry in ids.items():
             if fold(page_id) == lowered:
                 return entry
-        alias = self.aliases().get(lowered)
-        if alias:
-            return alias
         if "/" in name or name.endswith(".md"):
             path = self.repo.inside(name)
             entry = self.entries.get(self.repo.rel(path))
             if entry:
                 return entry
+        alias = self.aliases().get(lowered)
+        if alias:
+            return alias
         aliases = self.aliases()
         near = closest(lowered, list(ids) + list(aliases), n=5)
         suggestions = list(dict.fromkeys(aliases[n].id if n in aliases else n for n in near))
