@@ -465,3 +465,32 @@ def test_an_answer_that_json_text_cannot_carry_is_answered_with_an_error():
     replies = {reply["id"]: reply for reply in map(json.loads, wire_out.getvalue().splitlines())}
     assert replies[2]["error"]["code"] == -32603 and "could not be written as JSON" in replies[2]["error"]["message"]
     assert replies[3]["result"] == {"resources": []}
+
+
+def test_a_batch_in_a_2025_03_26_session_is_answered_by_one_array():
+    """Protocol 2025-03-26, the one MCP version with batches, says a server must take them: each request
+    of a batch and each malformed element is answered in one array; a batch of notifications gets none.
+    In a session of a later version (the module's client) a batch is one -32600 (MALFORMED above)."""
+    client = StdioClient(ROOT)
+    try:
+        init = client.request("initialize", {"protocolVersion": "2025-03-26", "capabilities": {},
+                                             "clientInfo": {"name": "pytest", "version": "0"}})
+        assert init["result"]["protocolVersion"] == "2025-03-26"
+        client.notify("notifications/initialized")
+        batch = [{"jsonrpc": "2.0", "id": 11, "method": "tools/call",
+                  "params": {"name": "query", "arguments": {"words": "wgmma", "limit": 1}}},
+                 {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": 1, "progress": 1}},
+                 5, {"jsonrpc": "2.0", "id": 12, "method": "tools/list", "params": [1]},
+                 {"jsonrpc": "2.0", "id": 13, "method": "tools/call", "params": {"name": "get_page", "arguments": {}}}]
+        answers = client.raw(json.dumps(batch).encode())
+        assert isinstance(answers, list) and sorted(map(str, (a["id"] for a in answers))) == ["11", "12", "13", "None"]
+        by_id = {a["id"]: a for a in answers}
+        assert by_id[11]["result"]["structuredContent"]["hits"][0]["id"] == "hw-wgmma"
+        assert by_id[12]["error"]["code"] == -32602 and by_id[None]["error"]["code"] == -32600
+        assert by_id[13]["result"]["isError"] and by_id[13]["result"]["content"][0]["text"].startswith("error: page: ")
+        assert client.raw(b"[5]") == [by_id[None]]
+        assert client.raw(b"[]")["error"]["code"] == -32600      # an empty array is no batch
+        client.proc.stdin.write(json.dumps([batch[1]]) + "\n")   # notifications only: no answer at all
+        assert client.raw(b'{"jsonrpc": "2.0", "id": 14, "method": "tools/list"}')["id"] == 14
+    finally:
+        assert client.close() == 0

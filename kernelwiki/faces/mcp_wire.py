@@ -7,7 +7,9 @@ take: -32700 (parse error, id null) for bytes that are not UTF-8 JSON, -32600 (i
 request's id when it has a usable one, else null) for a value that is not a JSON-RPC message, and -32602
 (invalid params) for a request whose `params` is not an object, as MCP requires. A JSON array (a batch) is
 one -32600: MCP removed batches in protocol 2025-06-18, and this server speaks 2025-11-25 unless the client
-asks for an older one. A malformed notification (no id) is dropped with a line on stderr: JSON-RPC never
+asks for an older one; in a session of 2025-03-26, the one version with batches, a batch is answered by
+one array of the answers to its requests and its malformed elements (nothing when it holds only
+notifications). A malformed notification (no id) is dropped with a line on stderr: JSON-RPC never
 answers a notification. A blank line carries nothing and is skipped.
 
 While serving, fd 0 reads /dev/null and fd 1 writes to stderr, so that a handler or a child process that
@@ -32,6 +34,8 @@ ERROR = "error: "
 """Every error an agent sees starts so, as on the command line (kernelwiki.faces.mcp_server)."""
 BATCHES = ("a JSON-RPC batch (a JSON array) is not part of MCP since protocol 2025-06-18, which removed "
            "batches; send one message a line")
+BATCH_PROTOCOLS = ("2025-03-26",)
+"""The MCP versions whose servers must take batches (2025-03-26 added them, 2025-06-18 removed them)."""
 
 
 PARAMS = {"tools/call": (("name", str, True), ("arguments", dict, False)), "resources/read": (("uri", str, True),)}
@@ -56,9 +60,10 @@ def _usable_id(value: Any) -> bool:
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
-def check_line(line: bytes) -> JSONRPCMessage | None:
+def check_line(line: bytes, protocol: str | None = None) -> JSONRPCMessage | list[JSONRPCMessage | None] | None:
     """The message a line carries, the JSONRPCError that answers it when it carries none, or None when
-    nothing is to be sent (a blank line, a malformed notification)."""
+    nothing is to be sent (a blank line, a malformed notification). Under `protocol` 2025-03-26, the one
+    MCP version with batches, a non-empty JSON array is a batch: a list with one of those per element."""
     text = line.strip()
     if not text:
         return None
@@ -70,11 +75,19 @@ def check_line(line: bytes) -> JSONRPCMessage | None:
         return _error(None, PARSE_ERROR, "parse error: the line nests too deeply to read")
     except ValueError as err:
         return _error(None, PARSE_ERROR, f"parse error: the line is not JSON ({err})")
+    if isinstance(value, list) and value and protocol in BATCH_PROTOCOLS:
+        return [check_value(element) for element in value]
     if isinstance(value, list):
-        return _error(None, INVALID_REQUEST, BATCHES)
+        return _error(None, INVALID_REQUEST, "an empty batch" if protocol in BATCH_PROTOCOLS else
+                      f"{BATCHES} (this session speaks protocol {protocol or 'no protocol yet'})")
+    return check_value(value)
+
+
+def check_value(value: Any) -> JSONRPCMessage | None:
+    """check_line for one JSON value (a line's, or a batch element's)."""
     if not isinstance(value, dict):
         return _error(None, INVALID_REQUEST, f"a JSON-RPC message is an object, not {type(value).__name__} "
-                                             f"{text[:40].decode('utf-8', 'replace')!r}")
+                                             f"{json.dumps(value)[:40]!r}")
     if "id" in value and not _usable_id(value["id"]):
         return _error(None, INVALID_REQUEST, f"id: {value['id']!r} is not a string or an integer")
     request_id = value.get("id")
@@ -141,6 +154,19 @@ def claimed_stdio() -> Iterator[tuple[BinaryIO, BinaryIO]]:
         os.close(wire_out)
 
 
+def _encoded(message: JSONRPCMessage) -> str | None:
+    """The message as JSON text; an answer that text cannot carry (a lone surrogate) becomes an error
+    answer to the same request, anything else such is dropped with a line on stderr."""
+    try:
+        return message.model_dump_json(by_alias=True, exclude_unset=True)
+    except ValueError as err:
+        if not isinstance(message, (JSONRPCResponse, JSONRPCError)):
+            print(f"kernelwiki mcp: dropped a message that is not JSON text: {err}", file=sys.stderr)
+            return None
+        return _error(message.id, INTERNAL_ERROR, "the answer could not be written as JSON text "
+                                                  f"({utf8_text(str(err))})").model_dump_json()
+
+
 async def run_wire(server, wire_in: BinaryIO, wire_out: BinaryIO) -> None:
     """Run the server between the two ends of the wire, holding its input open after the input's end
     until each request it was given has its response: the SDK stops at end of input and drops requests
@@ -155,31 +181,51 @@ async def run_wire(server, wire_in: BinaryIO, wire_out: BinaryIO) -> None:
     writing = anyio.Lock()
     pending: set = set()
     answered = anyio.Event()
+    session: dict[str, Any] = {"initialize": None, "protocol": None}
+    batches: dict[Any, tuple[set, list]] = {}
+    """request id -> (the ids of its batch not yet answered, the batch's answers so far)."""
+
+    async def write(text: str | None) -> None:
+        if text is not None:
+            async with writing:
+                await out.write(text.encode() + b"\n")
+                await out.flush()
 
     async def send(message: JSONRPCMessage) -> None:
-        try:
-            line = message.model_dump_json(by_alias=True, exclude_unset=True).encode()
-        except ValueError as err:   # text JSON cannot carry (a lone surrogate): the request still gets its answer
-            if not isinstance(message, (JSONRPCResponse, JSONRPCError)):
-                print(f"kernelwiki mcp: dropped a message that is not JSON text: {err}", file=sys.stderr)
-                return
-            line = _error(message.id, INTERNAL_ERROR, "the answer could not be written as JSON text "
-                                                      f"({utf8_text(str(err))})").model_dump_json().encode()
-        async with writing:
-            await out.write(line + b"\n")
-            await out.flush()
+        await write(_encoded(message))
+
+    async def send_batch(messages: list[JSONRPCMessage]) -> None:
+        """A batch's answers, one JSON array on one line."""
+        encoded = [text for text in map(_encoded, messages) if text is not None]
+        await write("[" + ",".join(encoded) + "]" if encoded else None)
+
+    async def take(message: JSONRPCMessage | None) -> None:
+        if isinstance(message, JSONRPCError):
+            await send(message)
+        elif message is not None:
+            if isinstance(message, JSONRPCRequest):
+                pending.add(message.id)
+                if message.method == "initialize":
+                    session["initialize"] = message.id
+            await to_server.send(SessionMessage(message))
+
+    async def take_batch(messages: list[JSONRPCMessage | None]) -> None:
+        errors = [m for m in messages if isinstance(m, JSONRPCError)]
+        waiting = {m.id for m in messages if isinstance(m, JSONRPCRequest)}
+        if not waiting and errors:
+            await send_batch(errors)
+        for request_id in waiting:
+            batches[request_id] = (waiting, errors)
+        for message in messages:
+            if not isinstance(message, JSONRPCError):
+                await take(message)
 
     async def forward_input() -> None:
         nonlocal answered
         async with to_server:
             async for line in lines:
-                message = check_line(line)
-                if isinstance(message, JSONRPCError):
-                    await send(message)
-                elif message is not None:
-                    if isinstance(message, JSONRPCRequest):
-                        pending.add(message.id)
-                    await to_server.send(SessionMessage(message))
+                checked = check_line(line, session["protocol"])
+                await (take_batch(checked) if isinstance(checked, list) else take(checked))
             while pending:
                 await answered.wait()
                 answered = anyio.Event()
@@ -187,9 +233,19 @@ async def run_wire(server, wire_in: BinaryIO, wire_out: BinaryIO) -> None:
     async def forward_output() -> None:
         async with from_server:
             async for session_message in from_server:
-                await send(session_message.message)
-                if isinstance(session_message.message, (JSONRPCResponse, JSONRPCError)):
-                    pending.discard(session_message.message.id)
+                message = session_message.message
+                if isinstance(message, JSONRPCResponse) and message.id == session["initialize"]:
+                    session["protocol"] = message.result.get("protocolVersion")
+                if isinstance(message, (JSONRPCResponse, JSONRPCError)) and message.id in batches:
+                    waiting, answers = batches.pop(message.id)
+                    waiting.discard(message.id)
+                    answers.append(message)
+                    if not waiting:
+                        await send_batch(answers)
+                else:
+                    await send(message)
+                if isinstance(message, (JSONRPCResponse, JSONRPCError)):
+                    pending.discard(message.id)
                     answered.set()
 
     async with anyio.create_task_group() as group:
