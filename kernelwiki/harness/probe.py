@@ -64,14 +64,16 @@ class Context:
         return self._timer
 
     def bench(self, candidates: dict[str, Callable[[Any], object]], make_inputs: Callable[[int], Any], set_bytes: int,
-              *, iters: int = 30, warmup: int = 5, order: str = "shuffled") -> dict[str, dict]:
+              *, iters: int = 30, warmup: int = 5, order: str = "shuffled",
+              capture_error_mode: str = "global") -> dict[str, dict]:
         """Time candidates under the one protocol (kernelwiki.harness.timing.bench): `fn(inputs)`
         launches on the current stream using only input set `inputs = make_inputs(i)`, of which one
         launch reads and writes `set_bytes` (the smallest over candidates). Returns {name: {median_ms, p10_ms, p90_ms, sm_clock_mhz_before,
         sm_clock_mhz_after, protocol}}; the protocol's rules and library versions go into the record."""
         from kernelwiki.harness import timing
 
-        results = timing.bench(candidates, make_inputs, set_bytes, iters=iters, warmup=warmup, order=order)
+        results = timing.bench(candidates, make_inputs, set_bytes, iters=iters, warmup=warmup, order=order,
+                               capture_error_mode=capture_error_mode)
         timing.merge_protocol(self.protocol, timing.bench_protocol(iters, warmup, order))
         return results
 
