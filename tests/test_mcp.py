@@ -376,6 +376,7 @@ MALFORMED = [
     (b'{"jsonrpc": "2.0", "id": 3, "method": "tools/\xff"}', -32700, None, "not UTF-8"),
     (b"[" * 100_000 + b"]" * 100_000, -32700, None, "nests too deeply"),
     (b'{"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {"x": NaN}}', -32700, None, "NaN"),
+    (b'{"jsonrpc": "2.0", "id": "\\ud800", "method": "tools/list"}', -32700, None, "lone surrogate"),
     (b'[{"jsonrpc": "2.0", "id": 3, "method": "tools/list"}]', -32600, None, "not part of MCP since protocol 2025-06-18"),
     (b"[]", -32600, None, "batch"),
     (b"5", -32600, None, "a JSON-RPC message is an object, not int"),

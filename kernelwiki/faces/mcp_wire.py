@@ -75,6 +75,13 @@ def check_line(line: bytes, protocol: str | None = None) -> JSONRPCMessage | lis
         return _error(None, PARSE_ERROR, "parse error: the line nests too deeply to read")
     except ValueError as err:
         return _error(None, PARSE_ERROR, f"parse error: the line is not JSON ({err})")
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except RecursionError:
+        return _error(None, PARSE_ERROR, "parse error: the line nests too deeply to read")
+    except UnicodeEncodeError:
+        return _error(None, PARSE_ERROR, "parse error: a \\u escape of the line is half a character (a lone "
+                                         "surrogate), which no answer could carry back")
     if isinstance(value, list) and value and protocol in BATCH_PROTOCOLS:
         return [check_value(element) for element in value]
     if isinstance(value, list):
