@@ -36,8 +36,6 @@ BATCHES = ("a JSON-RPC batch (a JSON array) is not part of MCP since protocol 20
            "batches; send one message a line")
 BATCH_PROTOCOLS = ("2025-03-26",)
 """The MCP versions whose servers must take batches (2025-03-26 added them, 2025-06-18 removed them)."""
-
-
 PARAMS = {"tools/call": (("name", str, True), ("arguments", dict, False)), "resources/read": (("uri", str, True),)}
 """(field, type, required) of the params of the methods that take arguments: the SDK refuses a wrong one
 with a bare "Invalid request parameters"; checked here, the answer names the field."""
