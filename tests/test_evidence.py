@@ -4,8 +4,10 @@ and in refresh, with the defect it names."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
+import pytest
 import yaml
 
 from conftest import HW_PAGE, ROOT, messages
@@ -268,19 +270,22 @@ def test_refresh_refuses_an_integer_frontmatter_cannot_hold(mini):
     assert page.read_bytes() == before and "Traceback" not in err
 
 
-def test_a_page_that_cannot_be_written_is_one_message(mini, monkeypatch):
-    """A read-only page folder or `ulimit -f` (EFBIG) during refresh: one line per page, no traceback."""
+@pytest.mark.parametrize("error", ["EFBIG", "EACCES", "EROFS"])
+def test_a_page_that_cannot_be_written_is_one_message(mini, monkeypatch, error):
+    """`ulimit -f` (EFBIG), a read-only page folder (EACCES, which root is never told) or a read-only
+    file system during refresh: one line per page, no traceback."""
     import errno
 
     import kernelwiki.commands.refresh as refresh_module
 
     def refuse(path, data):
-        raise OSError(errno.EFBIG, "File too large")
+        raise OSError(getattr(errno, error), os.strerror(getattr(errno, error)))
 
     page = _setup(mini, [_record("r1", "2026-11-30T10:00:00Z", [_case("c1", 500.0)])])
     monkeypatch.setattr(refresh_module, "replace_file", refuse)
     code, out, err = mini.run("refresh")
-    assert code == 1 and out.strip() == "wiki/hardware/example.md:1: -: not refreshed: cannot write it (File too large)"
+    assert code == 1 and out.strip() == ("wiki/hardware/example.md:1: -: not refreshed: cannot write it "
+                                         f"({os.strerror(getattr(errno, error))})")
     assert "Traceback" not in err and "measured.x.c1" not in page.read_text()
 
 

@@ -66,6 +66,7 @@ def validate(wiki: Wiki, fix: bool = False) -> Report:
             entry.local_problems = page_problems(wiki, wiki.page(rel))
             wiki.dirty = True
         report.problems.extend(entry.local_problems)
+    report.problems.extend(wiki.misnamed_problems())
     wiki.save()
     records = _load_json_files(wiki, report)
     probes = _check_probes(wiki, report)
