@@ -57,6 +57,8 @@ import cutlass.utils as utils
 import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass.cute.nvgpu import warpgroup
 from cutlass.tensor_utils import LayoutEnum
+from . import fused_epilogue
+from .fused_epilogue import EpilogueSpec
 from .gemm_base import EPI_TILE_N, Sm90GemmBase
 from .sm90_common import (DUMP_DIR, SMEM_BYTES, WARPGROUP_THREADS, batch_last, cached_kernel, canonical,
                          check_alignment, current_stream, cute_view, fake_tensor, max_active_clusters)
@@ -95,7 +97,7 @@ class HopperGemm(Sm90GemmBase):
 
     def __init__(self, ab_dtype=cutlass.BFloat16, d_dtype=cutlass.BFloat16, tile_n: int = 256,
                  cluster_mn: tuple[int, int] = (2, 1), swizzle: int = 1, skip_last_k_tile: bool = False,
-                 tile_m: int = 128):
+                 tile_m: int = 128, epilogue: EpilogueSpec = EpilogueSpec()):
         self.ab_dtype, self.d_dtype, self.acc_dtype = ab_dtype, d_dtype, cutlass.Float32
         self.warpgroups = tile_m // WGMMA_M
         self.threads = WARPGROUP_THREADS * (1 + self.warpgroups)
@@ -108,6 +110,7 @@ class HopperGemm(Sm90GemmBase):
             raise ValueError(f"skip_last_k_tile with cluster_mn={self.cluster_mn}: the partner CTA would wait "
                              f"for the skipped K tile's multicast forever; use cluster_mn=(1, 1)")
         self.skip_last_k_tile = skip_last_k_tile
+        self.epilogue = epilogue   # what the epilogue fuses (fused_epilogue.py); default: alpha * acc only
         self.epi_tile = (tile_m, EPI_TILE_N)
         self.stages, self.epi_stages = self.fit_stages(EPI_STAGES, EPI_STAGES)
 
@@ -152,8 +155,10 @@ class HopperGemm(Sm90GemmBase):
 
     @cute.jit
     def __call__(self, mA: cute.Tensor, mB: cute.Tensor, mD: cute.Tensor, alpha: cutlass.Float32,
-                 split_k: cutlass.Int32, max_active_clusters: cutlass.Constexpr, stream: cuda.CUstream):
-        # mA: (M, K, L) K- or M-major; mB: (N, K, L) K- or N-major; mD: (M, N, L x split_k) N-major
+                 split_k: cutlass.Int32, max_active_clusters: cutlass.Constexpr, stream: cuda.CUstream,
+                 mBias: cute.Tensor | None = None, mC: cute.Tensor | None = None, beta: cutlass.Float32 | None = None):
+        # mA: (M, K, L) K- or M-major; mB: (N, K, L) K- or N-major; mD: (M, N, L x split_k) N-major;
+        # the fused epilogue's operands (None unless self.epilogue asks): mBias (N,), mC (M, N, L) N-major
         a_layout, b_layout = LayoutEnum.from_tensor(mA), LayoutEnum.from_tensor(mB)   # ROW_MAJOR = K-major
         # the consumer warpgroups stacked along M, each issuing 64 x tile_n wgmmas
         if cutlass.const_expr(self.ab_dtype == cutlass.TFloat32):
@@ -170,14 +175,15 @@ class HopperGemm(Sm90GemmBase):
         scheduler_params, grid = self.make_scheduler_params(mD, max_active_clusters)
         self.shared_storage = self.make_shared_storage(sA_layout, sB_layout, sD_layout)
         self.launch(self.kernel(tiled_mma, tma_a, gA_tma, tma_b, gB_tma, tma_d, gD_tma, sA_layout, sB_layout, sD_layout,
-                                scheduler_params, alpha, split_k), grid, stream)
+                                scheduler_params, alpha, split_k, mBias, mC, beta), grid, stream)
 
     @cute.kernel
     def kernel(self, tiled_mma: cute.TiledMma, tma_a: cute.CopyAtom, gA_tma: cute.Tensor, tma_b: cute.CopyAtom,
                gB_tma: cute.Tensor, tma_d: cute.CopyAtom, gD_tma: cute.Tensor, sA_layout: cute.ComposedLayout,
                sB_layout: cute.ComposedLayout, sD_layout: cute.ComposedLayout,
                scheduler_params: utils.PersistentTileSchedulerParams, alpha: cutlass.Float32,
-               split_k: cutlass.Int32):
+               split_k: cutlass.Int32, mBias: cute.Tensor | None, mC: cute.Tensor | None,
+               beta: cutlass.Float32 | None):
         tidx, warp, warpgroup_idx = self.thread_roles((tma_a, tma_b, tma_d))
         cta_coord, a_mask, b_mask = self.cluster_position()
 
@@ -199,7 +205,7 @@ class HopperGemm(Sm90GemmBase):
         pipeline.pipeline_init_wait(cluster_shape_mn=self.cluster_mn)
         self.dispatch_roles(warp, warpgroup_idx, (ab_pipeline, scheduler_params, ab_loads, (), (k_tiles, per_split, split_k)),
                             (ab_pipeline, scheduler_params, tiled_mma, sA, sB, sD, gD, tma_d, tidx,
-                             warp, k_tiles, per_split, split_k, alpha))
+                             warp, k_tiles, per_split, split_k, alpha, (mBias, mC, beta, gD_tma.shape)))
 
     @cute.jit
     def _k_range(self, tile_m, tile_n, tile_l, k_tiles, per_split, split_k):
@@ -224,7 +230,7 @@ class HopperGemm(Sm90GemmBase):
 
     @cute.jit
     def consume(self, ab_pipeline, scheduler_params, tiled_mma, sA, sB, sD, gD, tma_d, tidx, warp,
-                k_tiles, per_split, split_k, alpha):
+                k_tiles, per_split, split_k, alpha, epi_inputs):
         consumer_tidx = tidx - WARPGROUP_THREADS   # the thread's index among the consumer warpgroups
         thr_mma = tiled_mma.get_slice(consumer_tidx)
         tCrA = tiled_mma.make_fragment_A(thr_mma.partition_A(sA))   # smem descriptors per K block and stage
@@ -238,6 +244,8 @@ class HopperGemm(Sm90GemmBase):
         tRS_rAcc = r2s.retile(rAcc)
         rSlice = cute.make_rmem_tensor(slice_shape, self.acc_dtype)
         rSlice_out = cute.make_rmem_tensor(slice_shape, self.d_dtype)
+        tRS_cS = fused_epilogue.slice_coords(self.epilogue, r2s, consumer_tidx, self.epi_tile)
+        mBias, mC, beta, shape_d = epi_inputs
 
         scheduler = self.make_scheduler(scheduler_params)
         work = scheduler.initial_work_tile_info()
@@ -274,7 +282,10 @@ class HopperGemm(Sm90GemmBase):
             for s in cutlass.range_constexpr(slices):
                 for v in cutlass.range_constexpr(cute.size(rSlice)):
                     rSlice[v] = tRS_rAcc[s * cute.size(rSlice) + v]
-                rSlice_out.store((rSlice.load() * alpha).to(self.d_dtype))
+                values = fused_epilogue.slice_values(
+                    self.epilogue, rSlice, alpha, tRS_cS, (mBias, mC, beta, shape_d[0], shape_d[1], tile_l),
+                    tile_m * self.tile_mnk[0], tile_n * self.tile_mnk[1] + s * self.epi_tile[1])
+                rSlice_out.store(values.to(self.d_dtype))
                 self.store_slice(epilogue, rSlice_out, (done_before + s) % self.epi_stages, tma_d, bSG_sD,
                                  bSG_gD, s, warp)
             scheduler.advance_to_next_work()
@@ -343,7 +354,17 @@ def _compile(ab_dtype, d_dtype, a_major: str, b_major: str, config: GemmConfig, 
     options = f"--gpu-arch {arch} --keep-ptx --keep-cubin --dump-dir {DUMP_DIR}" if arch else ""
     return cute.compile(op, fake_tensor(ab_dtype, MAJOR_MODE[a_major]), fake_tensor(ab_dtype, MAJOR_MODE[b_major]),
                         fake_tensor(d_dtype, 1), cutlass.Float32(1.0), cutlass.Int32(1), clusters, make_fake_stream(),
-                        options=options)
+                        *_fake_epilogue_operands(op.epilogue, d_dtype), options=options)
+
+
+def _fake_epilogue_operands(spec: EpilogueSpec, d_dtype) -> tuple:
+    """(mBias, mC, beta) as a fused kernel is compiled for them: bias (N,) and the residual (M, N, L), N
+    contiguous, both of D's type, all three passed whatever the spec uses (stand-ins for the unused ones:
+    one signature per fused kernel, no None slots in the exported object); none for the plain epilogue
+    (its signature is unchanged)."""
+    if not spec.fused:
+        return ()
+    return fake_tensor(d_dtype, 0, rank=1), fake_tensor(d_dtype, 1), cutlass.Float32(1.0)
 
 
 def compile_for(arch: str = "sm_90a", m: int = 1024, n: int = 1024, k: int = 1024, ab_dtype=cutlass.BFloat16,

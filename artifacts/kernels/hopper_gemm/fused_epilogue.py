@@ -1,0 +1,117 @@
+"""Fused epilogues of the Hopper GEMM: bias, an activation and a residual applied to the accumulator
+before D leaves the SM, so the GEMM's output is not written to HBM and read back by a second kernel.
+
+What one fused epilogue computes, per element of D (row i, column j, batch l):
+
+    D[i, j, l] = act(alpha * acc[i, j, l] + bias[j]) + beta * C[i, j, l]
+
+in FP32, then converted to D's type once. Every part is optional and a compile-time setting
+(EpilogueSpec): with none of them the consumer's epilogue is the plain `alpha * acc` it was, the
+same instructions. act is gelu_tanh (GELU's tanh form, as torch's approximate="tanh") or silu;
+both go through one sigmoid, 0.5 * (1 + tanh(u)) = sigmoid(2u), built from exp2 and a division,
+so FP32 outputs keep FP32 accuracy (tanh.approx would not).
+
+How the operands reach the accumulator: per-thread loads from global memory of exactly the
+elements the thread's accumulator fragment holds. The coordinates come from the thread-value
+layout of the stmatrix copy that stores a D slice (the same partition applied to an identity
+tensor of the slice's shape), so element v of a thread's slice registers and element v of its
+coordinate tensor name the same (row, column). Each load is predicated on row < M and column < N:
+partial tiles read nothing past the tensor (their D elements are dropped by the TMA store anyway).
+Why not a TMA load of the residual slice into shared memory: the mainloop's stages fill shared
+memory (fit_stages), so a residual buffer would cost stages, and a second barrier ring between the
+epilogue threads; each residual element is read once, so the per-thread loads move the same bytes.
+
+Not here (yet): SwiGLU (halves D's width: another stmatrix/TMA-store shape) and FP8 quantize-on-store.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import cutlass
+import cutlass.cute as cute
+
+ACTIVATIONS = ("gelu_tanh", "silu")
+LOG2_E = math.log2(math.e)
+GELU_TANH_SCALE = math.sqrt(2.0 / math.pi)   # u = sqrt(2/pi) * (x + 0.044715 x^3)
+GELU_TANH_CUBIC = 0.044715
+
+
+@dataclass(frozen=True)
+class EpilogueSpec:
+    """What the epilogue fuses (compile-time: one compiled kernel per spec). The default fuses nothing."""
+    bias: bool = False
+    activation: str | None = None
+    residual: bool = False
+
+    def __post_init__(self):
+        if self.activation is not None and self.activation not in ACTIVATIONS:
+            raise ValueError(f"activation={self.activation!r} unsupported; use one of {ACTIVATIONS} or None")
+
+    @property
+    def fused(self) -> bool:
+        return self.bias or self.residual or self.activation is not None
+
+    def describe(self) -> str:
+        parts = [name for name, on in (("bias", self.bias), (self.activation or "", self.activation is not None),
+                                       ("residual", self.residual)) if on]
+        return "+".join(parts) or "none"
+
+
+@cute.jit
+def _sigmoid(z):
+    """1 / (1 + e^-z) on a TensorSSA of FP32: e^-z as exp2 (ex2.approx, ~2 ulp); for large -z the
+    exponential is inf and the sigmoid 0, not NaN."""
+    return 1.0 / (1.0 + cute.math.exp2(z * (-LOG2_E), fastmath=True))
+
+
+@cute.jit
+def activate(x, activation: cutlass.Constexpr):
+    """act(x) for a TensorSSA of FP32: gelu_tanh = x * sigmoid(2u), silu = x * sigmoid(x)."""
+    if cutlass.const_expr(activation == "gelu_tanh"):
+        u = x * (x * x * GELU_TANH_CUBIC + 1.0) * GELU_TANH_SCALE
+        return x * _sigmoid(u * 2.0)
+    else:
+        return x * _sigmoid(x)
+
+
+@cute.jit
+def slice_coords(spec: cutlass.Constexpr, r2s: cute.TiledCopy, consumer_tidx, epi_tile):
+    """The (row, column) inside one D slice of each element of this thread's slice registers: the
+    stmatrix copy's source partition of an identity tensor of the slice (None when nothing is fused)."""
+    if cutlass.const_expr(spec.bias or spec.residual):
+        return r2s.get_slice(consumer_tidx).partition_S(cute.make_identity_tensor(epi_tile))
+    else:
+        return None
+
+
+@cute.jit
+def slice_values(spec: cutlass.Constexpr, rSlice: cute.Tensor, alpha: cutlass.Float32, coords, inputs,
+                 first_row, first_col):
+    """The FP32 values of one D slice: alpha * acc alone when nothing is fused, else
+    act(alpha * acc + bias) + beta * C. first_row, first_col: where the slice starts in D; inputs:
+    (bias (N,) or None, C (M, N, L) or None, beta, M, N, batch)."""
+    x = rSlice.load() * alpha
+    if cutlass.const_expr(spec.fused):
+        mBias, mC, beta, m, n, batch = inputs
+        if cutlass.const_expr(spec.bias):
+            rBias = cute.make_rmem_tensor(rSlice.shape, mBias.element_type)
+            rBias.fill(0.0)
+            for v in cutlass.range_constexpr(cute.size(rSlice)):
+                col = first_col + coords[v][1]
+                if col < n:
+                    rBias[v] = mBias[col]
+            x = x + rBias.load().to(cutlass.Float32)
+        if cutlass.const_expr(spec.activation is not None):
+            x = activate(x, spec.activation)
+        if cutlass.const_expr(spec.residual):
+            rC = cute.make_rmem_tensor(rSlice.shape, mC.element_type)
+            rC.fill(0.0)
+            for v in cutlass.range_constexpr(cute.size(rSlice)):
+                row, col = first_row + coords[v][0], first_col + coords[v][1]
+                if row < m:
+                    if col < n:
+                        rC[v] = mC[(row, col, batch)]
+            x = x + rC.load().to(cutlass.Float32) * beta
+    return x
