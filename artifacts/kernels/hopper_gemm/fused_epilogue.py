@@ -44,6 +44,9 @@ class EpilogueSpec:
     bias: bool = False
     activation: str | None = None
     residual: bool = False
+    # the probe's negative control, a realistic indexing bug: bias read by the column inside the output
+    # tile, the tile's offset forgotten (right for the first column of tiles only)
+    bias_tile_local: bool = False
 
     def __post_init__(self):
         if self.activation is not None and self.activation not in ACTIVATIONS:
@@ -88,18 +91,21 @@ def slice_coords(spec: cutlass.Constexpr, r2s: cute.TiledCopy, consumer_tidx, ep
 
 @cute.jit
 def slice_values(spec: cutlass.Constexpr, rSlice: cute.Tensor, alpha: cutlass.Float32, coords, inputs,
-                 first_row, first_col):
+                 first_row, tile_first_col, slice_first_col):
     """The FP32 values of one D slice: alpha * acc alone when nothing is fused, else
-    act(alpha * acc + bias) + beta * C. first_row, first_col: where the slice starts in D; inputs:
-    (bias (N,) or None, C (M, N, L) or None, beta, M, N, batch)."""
+    act(alpha * acc + bias) + beta * C. The slice starts at row first_row and column tile_first_col +
+    slice_first_col of D (its tile's first column, then its own inside the tile); inputs:
+    (bias (N,), C (M, N, L), beta, M, N, batch), those the spec does not use stand-ins."""
     x = rSlice.load() * alpha
     if cutlass.const_expr(spec.fused):
         mBias, mC, beta, m, n, batch = inputs
         if cutlass.const_expr(spec.bias):
             rBias = cute.make_rmem_tensor(rSlice.shape, mBias.element_type)
             rBias.fill(0.0)
+            bias_first_col = slice_first_col if cutlass.const_expr(spec.bias_tile_local) else \
+                tile_first_col + slice_first_col
             for v in cutlass.range_constexpr(cute.size(rSlice)):
-                col = first_col + coords[v][1]
+                col = bias_first_col + coords[v][1]
                 if col < n:
                     rBias[v] = mBias[col]
             x = x + rBias.load().to(cutlass.Float32)
@@ -109,7 +115,7 @@ def slice_values(spec: cutlass.Constexpr, rSlice: cute.Tensor, alpha: cutlass.Fl
             rC = cute.make_rmem_tensor(rSlice.shape, mC.element_type)
             rC.fill(0.0)
             for v in cutlass.range_constexpr(cute.size(rSlice)):
-                row, col = first_row + coords[v][0], first_col + coords[v][1]
+                row, col = first_row + coords[v][0], tile_first_col + slice_first_col + coords[v][1]
                 if row < m:
                     if col < n:
                         rC[v] = mC[(row, col, batch)]

@@ -14,7 +14,9 @@ What it does
                    fence / wgmma / commit, then `wait_group 1` keeps one K-tile of wgmma in flight
                    while the previous stage goes back to the producer;
       epilogue     the consumers convert the accumulator, write it to shared memory with stmatrix
-                   (epi_tile slices, a small ring), and one warp TMA-stores each slice.
+                   (epi_tile slices, a small ring), and one warp TMA-stores each slice; a fused
+                   epilogue (fused_epilogue.py: bias, GELU/SiLU, residual) works on each slice's
+                   FP32 values before the conversion.
     A static persistent scheduler walks the output tiles (m, n, l x split_k) cluster by cluster, so
     the producer starts the next tile's loads while the consumers finish the current one.
     Everything but the mainloop is gemm_base.Sm90GemmBase's, shared with the FP8 GEMM; pipeline_checks
@@ -117,8 +119,12 @@ class HopperGemm(Sm90GemmBase):
     @staticmethod
     def can_implement(ab_dtype, d_dtype, m: int, n: int, k: int, tile_n: int = 256,
                       cluster_mn: tuple[int, int] = (2, 1), a_major: str = "k", b_major: str = "k",
-                      tile_m: int = 128, split_k: int = 1, batch: int = 1) -> None:
+                      tile_m: int = 128, split_k: int = 1, batch: int = 1,
+                      epilogue: EpilogueSpec = EpilogueSpec()) -> None:
         """Raise ValueError naming the offending value and the supported set."""
+        if epilogue.fused and split_k > 1:
+            raise ValueError(f"split_k={split_k} with a fused epilogue ({epilogue.describe()}) unsupported: a split "
+                             f"writes FP32 partial sums, and act(sum) is not the sum of act(partials); use split_k=1")
         if ab_dtype not in AB_DTYPES:
             raise ValueError(f"A/B dtype {ab_dtype} unsupported; use one of {AB_DTYPES}")
         if d_dtype not in D_DTYPES:
@@ -284,7 +290,7 @@ class HopperGemm(Sm90GemmBase):
                     rSlice[v] = tRS_rAcc[s * cute.size(rSlice) + v]
                 values = fused_epilogue.slice_values(
                     self.epilogue, rSlice, alpha, tRS_cS, (mBias, mC, beta, shape_d[0], shape_d[1], tile_l),
-                    tile_m * self.tile_mnk[0], tile_n * self.tile_mnk[1] + s * self.epi_tile[1])
+                    tile_m * self.tile_mnk[0], tile_n * self.tile_mnk[1], s * self.epi_tile[1])
                 rSlice_out.store(values.to(self.d_dtype))
                 self.store_slice(epilogue, rSlice_out, (done_before + s) % self.epi_stages, tma_d, bSG_sD,
                                  bSG_gD, s, warp)
@@ -305,14 +311,16 @@ SPLIT_MIN_K_TILES = 64   # below this many K tiles the split-K sum costs more th
 SPLIT_K_TILES_PER_RANGE = 16
 
 
-def choose_config(m: int, n: int, k: int, batch: int = 1, sms: int = 132, ab_bits: int = 16) -> GemmConfig:
+def choose_config(m: int, n: int, k: int, batch: int = 1, sms: int = 132, ab_bits: int = 16,
+                  allow_split: bool = True) -> GemmConfig:
     """The configuration for an (L x) M x N x K problem on a GPU with `sms` SMs.
 
     M <= 64 (decode): one 64-row tile streams B. The widest tile (256, then 128) whose column tiles
     fill three quarters of the SMs; otherwise, for long K, 256-wide tiles with K split over the idle
     SMs (at least 16 K tiles per range); otherwise the width that puts the most CTAs to work.
     M > 64: 128-row tiles, the width minimizing waves x tile cost, a 2x1 cluster (B multicast) when
-    there are two row tiles, split-K when the tiles fill less than half of the SMs and K is long."""
+    there are two row tiles, split-K when the tiles fill less than half of the SMs and K is long.
+    allow_split=False (a fused epilogue, which needs the whole sum): never split K."""
     k_tiles = math.ceil(k * ab_bits / 8 / K_TILE_BYTES)
     if m <= 64:
         def tiles_for(width: int) -> int:
@@ -320,7 +328,7 @@ def choose_config(m: int, n: int, k: int, batch: int = 1, sms: int = 132, ab_bit
         for width in (256, 128):
             if tiles_for(width) >= 0.75 * sms:
                 return GemmConfig(64, width, (1, 1), 1)
-        if k_tiles >= SPLIT_MIN_K_TILES:
+        if allow_split and k_tiles >= SPLIT_MIN_K_TILES:
             split = max(1, min(MAX_SPLIT_K, sms // tiles_for(256), k_tiles // SPLIT_K_TILES_PER_RANGE))
             return GemmConfig(64, 256, (1, 1), split)
         width = max(TILE_NS, key=lambda w: (min(tiles_for(w), sms), w))
@@ -335,7 +343,7 @@ def choose_config(m: int, n: int, k: int, batch: int = 1, sms: int = 132, ab_bit
     tiles_m = math.ceil(m / tile_m)
     tiles = tiles_m * math.ceil(n / tile_n) * batch
     split_k = 1
-    if tiles * 2 <= sms and k_tiles >= SPLIT_MIN_K_TILES:
+    if allow_split and tiles * 2 <= sms and k_tiles >= SPLIT_MIN_K_TILES:
         split_k = max(1, min(MAX_SPLIT_K, sms // tiles, k_tiles // SPLIT_K_TILES_PER_RANGE))
     cluster = (2, 1) if tiles_m >= 2 and split_k == 1 else (1, 1)
     return GemmConfig(tile_m, tile_n, cluster, split_k)
@@ -379,7 +387,8 @@ def compile_for(arch: str = "sm_90a", m: int = 1024, n: int = 1024, k: int = 102
 
 
 KERNEL_SOURCES = [Path(__file__).resolve().parent / name
-                  for name in ("hopper_gemm.py", "gemm_base.py", "pipeline_checks.py", "sm90_common.py", "tf32_mma.py")]
+                  for name in ("hopper_gemm.py", "gemm_base.py", "pipeline_checks.py", "sm90_common.py", "tf32_mma.py",
+                               "fused_epilogue.py")]
 
 
 def kernel_for(ab_dtype, d_dtype, a_major: str, b_major: str, config: GemmConfig, variant: tuple = ()):
@@ -424,14 +433,20 @@ def _as_mkl(name: str, t, rows_name: str):
 
 
 def compile_gemm(a, b, out_dtype=None, alpha: float = 1.0, tile_n: int | None = None, cluster_mn=None,
-                 swizzle: int = 1, out=None, tile_m: int | None = None, split_k: int | None = None, **variant):
+                 swizzle: int = 1, out=None, tile_m: int | None = None, split_k: int | None = None, bias=None,
+                 activation: str | None = None, residual=None, beta: float = 1.0, **variant):
     """For torch tensors a: (M, K) or (L, M, K), b: (N, K) or (L, N, K) (bf16, fp16, float32 = tf32
     math, or float8_e4m3fn; K contiguous, or for the 16-bit types M/N contiguous, e.g.
     `x.t().contiguous().t()`): (run, d), where run() computes d = alpha * a @ b.T on the stream
     current at the call (so it can be captured in a CUDA graph on any stream), into the same d
     (`out` if given: (M, N) or (L, M, N), N contiguous). out_dtype defaults to a's type (fp32 for
     tf32 math), bf16 for fp8 inputs. Settings left None come from choose_config; `variant`
-    reaches HopperGemm (the negative control). run.config is the configuration used."""
+    reaches HopperGemm (the negative control). run.config is the configuration used.
+
+    Fused epilogue (fused_epilogue.py): d = act(alpha * a @ b.T + bias) + beta * residual, with bias
+    (N,) broadcast over rows (and batches), activation "gelu_tanh", "silu" or None, residual shaped
+    like d (N contiguous; it may be `out` itself, read before it is overwritten), bias and residual
+    of d's type; a fused epilogue never splits K (choose_config's split is dropped)."""
     import torch
 
     dtypes = _dtypes()
@@ -465,9 +480,11 @@ def compile_gemm(a, b, out_dtype=None, alpha: float = 1.0, tile_n: int | None = 
         if _overlap(out, t):
             raise ValueError(f"out overlaps {name} in memory; the kernel reads {name} while it writes out: "
                              f"pass a separate tensor")
+    spec, epilogue_views = _epilogue_operands(bias, activation, residual, beta, out, vd, shape_d,
+                                              variant.pop("bias_tile_local", False))
     ab_dtype = cutlass.TFloat32 if a.dtype == torch.float32 else dtypes[a.dtype]
     props = torch.cuda.get_device_properties(a.device)
-    chosen = choose_config(m, n, k, batch, props.multi_processor_count, ab_dtype.width)
+    chosen = choose_config(m, n, k, batch, props.multi_processor_count, ab_dtype.width, allow_split=not spec.fused)
     config = GemmConfig(tile_m or chosen.tile_m, tile_n or chosen.tile_n,
                         tuple(cluster_mn) if cluster_mn is not None else chosen.cluster_mn,
                         chosen.split_k if split_k is None else split_k, swizzle)
@@ -475,7 +492,7 @@ def compile_gemm(a, b, out_dtype=None, alpha: float = 1.0, tile_n: int | None = 
         # the chosen cluster may not suit a forced tile or split
         config = GemmConfig(config.tile_m, config.tile_n, (1, 1), config.split_k, swizzle)
     HopperGemm.can_implement(ab_dtype, dtypes[out_dtype], m, n, k, config.tile_n, config.cluster_mn, a_major,
-                             b_major, config.tile_m, config.split_k, batch)
+                             b_major, config.tile_m, config.split_k, batch, spec)
     for name, t, v, major in (("a", a, va, a_major), ("b", b, vb, b_major), ("out", out, vd, "k")):
         check_alignment(name, t, v, MAJOR_MODE[major])
 
@@ -486,6 +503,8 @@ def compile_gemm(a, b, out_dtype=None, alpha: float = 1.0, tile_n: int | None = 
     else:
         workspace, vd_kernel, d_kernel_dtype = None, vd, dtypes[out_dtype]
     with torch.cuda.device(a.device):
+        if spec.fused:
+            variant = {**variant, "epilogue": spec}
         kernel = kernel_for(ab_dtype, d_kernel_dtype, a_major, b_major, config, tuple(sorted(variant.items())))
     operand_type = cutlass.TFloat32 if ab_dtype == cutlass.TFloat32 else None   # fp32 operands are read as tf32
     views = (cute_view(va, MAJOR_MODE[a_major], operand_type), cute_view(vb, MAJOR_MODE[b_major], operand_type),
@@ -506,12 +525,54 @@ def compile_gemm(a, b, out_dtype=None, alpha: float = 1.0, tile_n: int | None = 
             workspace.record_stream(stream)
             reduced.record_stream(stream)
         with torch.cuda.device(device):
-            kernel(*views, scale, split, current_stream())
+            kernel(*views, scale, split, current_stream(), *epilogue_views)
             if workspace is not None:
                 torch.sum(workspace, dim=1, out=reduced)
                 out.copy_(reduced.view(shape_d))
     run.config = config
     return run, out
+
+
+def _epilogue_operands(bias, activation, residual, beta: float, out, vd, shape_d, bias_tile_local: bool = False):
+    """(EpilogueSpec, the kernel's trailing arguments) for compile_gemm's epilogue settings; ValueError
+    naming the value for what the kernel cannot read: bias must be (N,), contiguous, residual shaped
+    like out with N contiguous, both of out's type on its device, 16-byte aligned (the kernel's view
+    assumes it; rows too), bias apart from out, residual apart from out or out itself.
+    bias_tile_local: the negative control's indexing bug (EpilogueSpec)."""
+    import torch
+
+    spec = EpilogueSpec(bias is not None, activation, residual is not None, bias_tile_local)   # names a bad activation
+    if residual is None and beta != 1.0:
+        raise ValueError(f"beta={beta} without a residual: beta scales the residual tensor; pass residual=")
+    if not spec.fused:
+        return spec, ()
+    n = shape_d[-1]
+    for name, t, shape in (("bias", bias, (n,)), ("residual", residual, shape_d)):
+        if t is None:
+            continue
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(f"{name}: expected a torch tensor; got {type(t).__name__}")
+        if tuple(t.shape) != tuple(shape):
+            raise ValueError(f"{name}: expected shape {tuple(shape)}; got {tuple(t.shape)}")
+        if t.dtype != out.dtype:
+            raise ValueError(f"{name}: dtype {t.dtype} unsupported; the epilogue reads {name} in out's type {out.dtype}")
+        if t.device != out.device:
+            raise ValueError(f"{name}: tensor is on {t.device}; out is on {out.device}")
+        if n > 1 and t.stride(-1) != 1:
+            raise ValueError(f"{name}: N must be the contiguous dimension (strides {tuple(t.stride())})")
+    if bias is not None and _overlap(bias, out):
+        raise ValueError("bias overlaps out in memory; other tiles read bias while this one writes out: pass a "
+                         "separate tensor")
+    if residual is not None and _overlap(residual, out) and (residual.data_ptr(), residual.stride()) != \
+            (out.data_ptr(), out.stride()):
+        raise ValueError("residual overlaps out without being out: an element would be read after another tile "
+                         "wrote it; pass out itself or a separate tensor")
+    stand_in = out.view(-1)[:1] if out.numel() else out.new_zeros(1)
+    vbias = canonical(bias if bias is not None else stand_in, -1)
+    vc = batch_last(canonical(residual, -1)) if residual is not None else vd
+    check_alignment("bias", vbias, vbias, 0)
+    check_alignment("residual", residual if residual is not None else out, vc, 1)
+    return spec, (cute_view(vbias, 0), cute_view(vc, 1), cutlass.Float32(beta if residual is not None else 0.0))
 
 
 def _overlap(x, y) -> bool:
@@ -529,7 +590,7 @@ def gemm(a, b, out_dtype=None, alpha: float = 1.0, out=None, **settings):
     """d = alpha * a @ b.T (batched: d[l] = alpha * a[l] @ b[l].T) for torch tensors a: ([L,] M, K),
     b: ([L,] N, K), into `out` or a new tensor. One compiled kernel serves every shape of a
     configuration (kept in memory and on disk); settings (tile_m, tile_n, cluster_mn, split_k) override
-    choose_config."""
+    choose_config; bias=, activation=, residual=, beta= fuse an epilogue (see compile_gemm)."""
     run, d = compile_gemm(a, b, out_dtype, alpha, out=out, **settings)
     run()
     return d
