@@ -157,16 +157,42 @@ def _bf16(x: np.ndarray) -> np.ndarray:
     return rounded.view(np.float32)
 
 
-def test_negative_control_misses_by_a_few_times_the_gate():
-    """The control (bias indexed by the column inside its tile) in NumPy, at the probe's input scales
-    (bias = BIAS_SCALE x RMS of the product) and one column tile of sixteen right, against the gate
-    derived from the unfused bf16 baseline (GEMM rounded to bf16, bias added, rounded again): between
-    1 and 10 times it."""
-    from probes_epilogue_inputs import BIAS_SCALE  # noqa: F401  (imported below through the probe dir)
-
-
-@pytest.fixture(autouse=True)
-def _probe_on_path(monkeypatch):
+def _probe():
+    import importlib.util
     from pathlib import Path
 
-    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "probes" / "probe-fused-epilogue"))
+    path = Path(__file__).resolve().parents[1] / "probes" / "probe-fused-epilogue" / "fused_epilogue_probe.py"
+    spec = importlib.util.spec_from_file_location("fused_epilogue_probe", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("bug, low, high", [("tile-local", 1.5, 10), ("dropped", 1, 10), ("none", 0, 1)])
+def test_negative_control_misses_by_a_few_times_the_gate(bug, low, high):
+    """The control's bug (bias indexed by the column inside its 64-wide tile, right for 1 of 64 column
+    tiles) in NumPy at the probe's bias scale, against the gate derived like the probe's: DERIVED_FACTOR x
+    the error of the unfused bf16 computation (the GEMM rounded to bf16, the bias added, rounded again).
+    It must land between 1.5 and 10 times the gate; a bias dropped altogether fails it too; the correct
+    fused result (one rounding) passes."""
+    rng = np.random.default_rng(0)
+    m, n, k, tile_n = 16, 4096, 256, 64
+    product = (rng.standard_normal((m, k)) @ rng.standard_normal((n, k)).T).astype(np.float32)
+    bias = _bf16((rng.standard_normal(n) * _probe().BIAS_SCALE * math.sqrt(k)).astype(np.float32))
+    reference = product.astype(np.float64) + bias
+    unfused = _bf16(_bf16(product) + bias)
+    gate = gates.DERIVED_FACTOR * gates.relative_error(unfused, reference)
+    wrong_bias = {"tile-local": bias[np.arange(n) % tile_n], "dropped": 0.0, "none": bias}[bug]
+    ratio = gates.relative_error(_bf16(product + wrong_bias), reference) / gate
+    assert low < ratio < high, ratio
+
+
+def test_probe_epilogue_names():
+    probe = _probe()
+    assert probe.parts("bias-gelu_tanh") == ("gelu_tanh", True, False)
+    assert probe.parts("residual") == (None, False, True)
+    with pytest.raises(ValueError, match="epilogue 'gelu' unknown"):
+        probe.parts("gelu")
+    assert probe._gemm_probe().accumulation_floor(4096) > 0   # probe-hopper-gemm's helpers load by path
+    cases = probe.PROBE.spec["cases"]
+    assert {c["params"]["epilogue"] for c in cases} == set(probe.EPILOGUES)

@@ -42,17 +42,22 @@ _compiled: dict = {}
 _compile_seconds = [0.0]
 
 
+def _load(name: str, path):
+    """The module of a file by path, registered under `name` (once)."""
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
 def _gemm_probe():
-    """probe-hopper-gemm's script as a module, for its input and gate helpers (_inputs, accumulation_floor)."""
+    """probe-hopper-gemm's script as a module, for its input and gate helpers (_inputs, accumulation_floor);
+    its sibling held_out, which it imports by name, is loaded first from the same folder."""
     folder = REPO_ROOT / "probes" / "probe-hopper-gemm"
-    if "hopper_gemm_probe" in sys.modules:
-        return sys.modules["hopper_gemm_probe"]
-    sys.path.insert(0, str(folder))   # its own `import held_out`
-    spec = importlib.util.spec_from_file_location("hopper_gemm_probe", folder / "hopper_gemm_probe.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["hopper_gemm_probe"] = module
-    spec.loader.exec_module(module)
-    return module
+    _load("held_out", folder / "held_out.py")
+    return _load("hopper_gemm_probe", folder / "hopper_gemm_probe.py")
 
 
 def parts(epilogue: str) -> tuple[str | None, bool, bool]:

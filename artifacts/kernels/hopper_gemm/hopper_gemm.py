@@ -567,8 +567,8 @@ def _epilogue_operands(bias, activation, residual, beta: float, out, vd, shape_d
             (out.data_ptr(), out.stride()):
         raise ValueError("residual overlaps out without being out: an element would be read after another tile "
                          "wrote it; pass out itself or a separate tensor")
-    stand_in = out.view(-1)[:1] if out.numel() else out.new_zeros(1)
-    vbias = canonical(bias if bias is not None else stand_in, -1)
+    # what a spec does not read still fills its slot: out's first element, out's own view
+    vbias = canonical(bias if bias is not None else out.as_strided((1,), (1,)), -1)
     vc = batch_last(canonical(residual, -1)) if residual is not None else vd
     check_alignment("bias", vbias, vbias, 0)
     check_alignment("residual", residual if residual is not None else out, vc, 1)
