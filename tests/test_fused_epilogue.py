@@ -20,6 +20,7 @@ SPECS = {"bias": EpilogueSpec(bias=True), "gelu_tanh": EpilogueSpec(activation="
          "silu": EpilogueSpec(activation="silu"), "residual": EpilogueSpec(residual=True),
          "bias-gelu-residual": EpilogueSpec(True, "gelu_tanh", True),
          "control-bias-tile-local": EpilogueSpec(bias=True, bias_tile_local=True)}
+E4M3 = cutlass.Float8E4M3FN
 
 
 def _emitted(**kwargs):
@@ -47,6 +48,26 @@ def test_each_epilogue_compiles_without_spills(name):
 def test_fused_epilogue_with_other_types_and_tiles(kwargs):
     emitted = _emitted(epilogue=SPECS["bias-gelu-residual"], **kwargs)
     assert emitted.sass is None or not re.search(r"\bSTL\b", emitted.sass)
+
+
+@pytest.mark.parametrize("spec", [EpilogueSpec(quantize=True), EpilogueSpec(True, "silu", True, True)],
+                         ids=["quantize", "bias-silu-residual-quantize"])
+def test_e4m3_out_quantizes_on_store(spec):
+    """An e4m3 D: the saturating FP32 -> e4m3 conversion before the shared-memory store, the bias and C
+    still read in bf16 (16-bit loads), no spills."""
+    emitted = _emitted(d_dtype=E4M3, epilogue=spec)
+    if emitted.sass is None:
+        pytest.skip("no SASS disassembler")
+    assert "F2FP.SATFINITE.E4M3.F32" in emitted.sass and "UTMASTG" in emitted.sass
+    assert ("LDG.E.U16" in emitted.sass) == spec.bias and not re.search(r"\bSTL\b", emitted.sass)
+
+
+def test_e4m3_out_needs_the_quantizing_epilogue():
+    with pytest.raises(ValueError, match="D dtype Float8E4M3FN needs the quantizing epilogue"):
+        hopper_gemm.HopperGemm.can_implement(BF16, E4M3, 256, 256, 256)
+    hopper_gemm.HopperGemm.can_implement(BF16, E4M3, 256, 256, 256, epilogue=EpilogueSpec(quantize=True))
+    with pytest.raises(ValueError, match="N=264: rows of D must be a multiple of 16 bytes"):
+        hopper_gemm.HopperGemm.can_implement(BF16, E4M3, 256, 264, 256, epilogue=EpilogueSpec(quantize=True))
 
 
 def test_default_kernel_reads_no_global_memory_per_thread():
@@ -83,14 +104,13 @@ def test_host_refusals_name_the_value():
     anything reaches a GPU)."""
     torch = pytest.importorskip("torch")
     out = torch.empty(64, 256, dtype=torch.bfloat16)
-    vd = hopper_gemm.batch_last(out)
     refuse = lambda match, **kw: pytest.raises(ValueError, match=match)   # noqa: E731
     args = dict(bias=None, activation=None, residual=None, beta=1.0)
 
-    def call(**kw):
+    def call(out=out, out_scale=None, **kw):
         settings = {**args, **kw}
         return hopper_gemm._epilogue_operands(settings["bias"], settings["activation"], settings["residual"],
-                                              settings["beta"], out, vd, (64, 256))
+                                              settings["beta"], out_scale, out, (64, 256))
     with refuse("activation='tanh' unsupported"):
         call(activation="tanh")
     with refuse("beta=0.5 without a residual"):
@@ -113,6 +133,15 @@ def test_host_refusals_name_the_value():
         call(residual=torch.zeros(64, 260, dtype=torch.bfloat16)[:, :256])
     with refuse("bias: data_ptr .* is not 16-byte aligned"):
         call(bias=torch.zeros(257, dtype=torch.bfloat16)[1:])
+    fp8_out = torch.empty(64, 256, dtype=torch.float8_e4m3fn)
+    with refuse("out_scale=None with out dtype torch.float8_e4m3fn"):
+        call(out=fp8_out)
+    with refuse("out_scale=2.0 with out dtype torch.bfloat16"):
+        call(out_scale=2.0)
+    with refuse("out_scale=0.0: the scale of an e4m3 out must be positive"):
+        call(out=fp8_out, out_scale=0.0)
+    with refuse("bias: dtype torch.float8_e4m3fn unsupported; the epilogue reads bias in torch.bfloat16"):
+        call(out=fp8_out, out_scale=1.0, bias=torch.zeros(256, dtype=torch.float8_e4m3fn))
 
 
 def test_reference_activations():
@@ -189,8 +218,9 @@ def test_negative_control_misses_by_a_few_times_the_gate(bug, low, high):
 
 def test_probe_epilogue_names():
     probe = _probe()
-    assert probe.parts("bias-gelu_tanh") == ("gelu_tanh", True, False)
-    assert probe.parts("residual") == (None, False, True)
+    assert probe.parts("bias-gelu_tanh") == ("gelu_tanh", True, False, False)
+    assert probe.parts("bias-gelu_tanh-e4m3") == ("gelu_tanh", True, False, True)
+    assert probe.parts("residual") == (None, False, True, False)
     with pytest.raises(ValueError, match="epilogue 'gelu' unknown"):
         probe.parts("gelu")
     assert probe._gemm_probe().accumulation_floor(4096) > 0   # probe-hopper-gemm's helpers load by path

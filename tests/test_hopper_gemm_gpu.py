@@ -155,11 +155,15 @@ def _epilogue_operands(names, lead: tuple, m: int, n: int, k: int, dtype, seed: 
     return {"bias": bias, "activation": activation, "residual": residual}
 
 
-def _check_fused(a, b, d, settings: dict, alpha: float = 1.0, beta: float = 1.0):
+def _fused_reference(a, b, settings: dict, alpha: float = 1.0, beta: float = 1.0):
     bias, residual = settings.get("bias"), settings.get("residual")
-    ref = epilogue_reference.fused_epilogue(a.double() @ b.double().transpose(-1, -2), torch, alpha,
-                                            None if bias is None else bias.double(), settings.get("activation"),
-                                            None if residual is None else residual.double(), beta)
+    return epilogue_reference.fused_epilogue(a.double() @ b.double().transpose(-1, -2), torch, alpha,
+                                             None if bias is None else bias.double(), settings.get("activation"),
+                                             None if residual is None else residual.double(), beta)
+
+
+def _check_fused(a, b, d, settings: dict, alpha: float = 1.0, beta: float = 1.0):
+    ref = _fused_reference(a, b, settings, alpha, beta)
     assert not torch.isnan(d).any(), "unwritten output"
     err = ((d.double() - ref).norm() / ref.norm().clamp_min(1e-30)).item()
     assert err <= TOL[d.dtype], f"relative error {err:.2e} > {TOL[d.dtype]:.0e}"
@@ -243,3 +247,25 @@ def test_fused_epilogue_refusals_name_the_value():
         hopper_gemm.gemm(a, b, activation="relu")
     with pytest.raises(ValueError, match=r"residual: expected shape \(64, 256\)"):
         hopper_gemm.gemm(a, b, residual=torch.zeros(64, 128, dtype=torch.bfloat16, device="cuda"))
+
+
+@pytest.mark.parametrize("epilogue", ["bias-gelu_tanh-residual", "none"])
+@pytest.mark.parametrize("m, n, k", [(1, 4096, 4096), (130, 528, 200), (4000, 2112, 7000)])
+def test_e4m3_out_quantizes_on_store(epilogue, m, n, k):
+    """d = e4m3(result / out_scale): dequantized, as close to the FP64 result as torch's own rounding of
+    that result to e4m3 (FP32 accumulation order aside); values past 448 x out_scale saturate."""
+    a, b = _operands(torch.bfloat16, (), m, n, k)
+    settings = _epilogue_operands(EPILOGUES.get(epilogue, ()), (), m, n, k, torch.bfloat16)
+    ref = _fused_reference(a, b, settings)
+    out_scale = ref.abs().max().item() / 448
+    run, d = hopper_gemm.compile_gemm(a, b, out_dtype=torch.float8_e4m3fn, out_scale=out_scale, **settings)
+    assert d.dtype == torch.float8_e4m3fn and run.config.split_k == 1
+    d.view(torch.uint8).fill_(0x7F)   # e4m3 NaN: unwritten elements show
+    run()
+    got = d.float().double() * out_scale
+    assert not torch.isnan(got).any(), "unwritten output"
+    rounded = (ref / out_scale).float().to(torch.float8_e4m3fn).double() * out_scale
+    err, floor = ((got - ref).norm() / ref.norm()).item(), ((rounded - ref).norm() / ref.norm()).item()
+    assert err <= 1.5 * floor + 1e-3, f"relative error {err:.3e}; torch's e4m3 rounding of the result: {floor:.3e}"
+    saturated = hopper_gemm.gemm(a, b, out_dtype=torch.float8_e4m3fn, out_scale=out_scale / 4, **settings)
+    assert not torch.isnan(saturated.float()).any() and saturated.float().abs().max().item() == 448.0

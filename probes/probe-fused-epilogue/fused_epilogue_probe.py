@@ -35,7 +35,11 @@ enough that a bias read from the wrong columns (the control) or dropped misses t
 RESIDUAL_SCALE = 1.0
 """The residual stream's RMS over the product's."""
 EPILOGUES = {"bias": ("bias",), "bias-gelu_tanh": ("bias", "gelu_tanh"), "silu": ("silu",),
-             "residual": ("residual",)}
+             "residual": ("residual",), "bias-gelu_tanh-e4m3": ("bias", "gelu_tanh", "e4m3")}
+E4M3_MAX = 448.0
+SCALE_HEADROOM = 1.25
+"""An e4m3 case's per-tensor scale: the checked set's amax x SCALE_HEADROOM / 448 (room for the
+rounding of the unfused path, as delayed scaling leaves room for the next step's amax)."""
 COMPILE_BUDGET_S = 40.0   # torch.compile is skipped (and says so) once its compiles took this long in the run
 PROBE = Probe(__file__)
 _compiled: dict = {}
@@ -60,21 +64,22 @@ def _gemm_probe():
     return _load("hopper_gemm_probe", folder / "hopper_gemm_probe.py")
 
 
-def parts(epilogue: str) -> tuple[str | None, bool, bool]:
-    """(activation, bias?, residual?) of an epilogue name of EPILOGUES."""
+def parts(epilogue: str) -> tuple[str | None, bool, bool, bool]:
+    """(activation, bias?, residual?, e4m3 out?) of an epilogue name of EPILOGUES."""
     if epilogue not in EPILOGUES:
         raise ValueError(f"epilogue {epilogue!r} unknown; use one of {', '.join(EPILOGUES)}")
     named = EPILOGUES[epilogue]
     activation = next((p for p in named if p in epilogue_reference.ACTIVATIONS), None)
-    return activation, "bias" in named, "residual" in named
+    return activation, "bias" in named, "residual" in named, "e4m3" in named
 
 
-def torch_op(epilogue: str):
+def torch_op(epilogue: str, out_scale: float | None):
     """The unfused epilogue as eager torch ops on the GEMM's bf16 output y, in place where torch allows:
-    fn(y, bias, residual) -> the result."""
+    fn(y, bias, residual) -> the result (for an e4m3 epilogue, y / out_scale cast to e4m3)."""
+    import torch
     import torch.nn.functional as F
 
-    activation, has_bias, has_residual = parts(epilogue)
+    activation, has_bias, has_residual, quantize = parts(epilogue)
 
     def op(y, bias, residual):
         if has_bias:
@@ -85,11 +90,13 @@ def torch_op(epilogue: str):
             y = F.silu(y, inplace=True)
         if has_residual:
             y = y.add_(residual)
+        if quantize:
+            y = y.mul_(1.0 / out_scale).to(torch.float8_e4m3fn)
         return y
     return op
 
 
-def _torch_compiled(epilogue: str):
+def _torch_compiled(epilogue: str, out_scale: float | None):
     """torch.compile of the whole unfused expression (matmul + op), one per epilogue, M dynamic; None
     (with the reason) when it does not compile here or the run's compile budget is spent."""
     import torch
@@ -98,7 +105,7 @@ def _torch_compiled(epilogue: str):
         return _compiled[epilogue]
     if _compile_seconds[0] > COMPILE_BUDGET_S:
         return None, f"skipped: torch.compile took {_compile_seconds[0]:.0f} s in this run already"
-    op = torch_op(epilogue)
+    op = torch_op(epilogue, out_scale)
     _compiled[epilogue] = (torch.compile(lambda a, b, bias, residual: op(a @ b.t(), bias, residual), dynamic=True),
                            None)
     return _compiled[epilogue]
@@ -108,7 +115,7 @@ def _operands(m: int, n: int, k: int, seed: int, epilogue: str, with_reference: 
     """(a, b, bias, residual, FP32 reference or None) of one input set."""
     import torch
 
-    _, has_bias, has_residual = parts(epilogue)
+    _, has_bias, has_residual, _ = parts(epilogue)
     a, b, _, _, product = _gemm_probe()._inputs("bf16", m, n, k, seed, with_reference=with_reference)
     g = torch.Generator(device="cuda").manual_seed(seed + 17)
     scale = math.sqrt(k)
@@ -124,19 +131,20 @@ def _operands(m: int, n: int, k: int, seed: int, epilogue: str, with_reference: 
     return a, b, bias, residual, reference
 
 
-def _fused_kwargs(epilogue: str, bias, residual) -> dict:
-    activation, _, _ = parts(epilogue)
-    return {"bias": bias, "activation": activation, "residual": residual}
-
-
-def _launches(a, b, bias, residual, epilogue: str, compiled) -> tuple[dict, dict]:
-    """({name: launch}, {name: output}) of every candidate on one input set."""
+def _fused_kwargs(epilogue: str, bias, residual, out_scale: float | None) -> dict:
     import torch
 
-    op = torch_op(epilogue)
-    fused, d = hopper_gemm.compile_gemm(a, b, **_fused_kwargs(epilogue, bias, residual))
+    activation, _, _, quantize = parts(epilogue)
+    fp8 = {"out_dtype": torch.float8_e4m3fn, "out_scale": out_scale} if quantize else {}
+    return {"bias": bias, "activation": activation, "residual": residual, **fp8}
+
+
+def _launches(a, b, bias, residual, epilogue: str, compiled, out_scale: float | None) -> tuple[dict, dict]:
+    """({name: launch}, {name: output}) of every candidate on one input set."""
+    op = torch_op(epilogue, out_scale)
+    fused, d = hopper_gemm.compile_gemm(a, b, **_fused_kwargs(epilogue, bias, residual, out_scale))
     plain, y_ours = hopper_gemm.compile_gemm(a, b)
-    y_cublas = torch.empty_like(d)
+    y_cublas = y_ours.new_empty(y_ours.shape)
     outputs = {"ours fused": d}
 
     def ours_then_op():
@@ -162,10 +170,12 @@ def run_case(case: dict, ctx: Context) -> dict:
     m, n, k = (int(x) for x in params["shape"].split("x"))
     epilogue = params["epilogue"]
     a, b, bias, residual, reference = _operands(m, n, k, ctx.seed, epilogue, with_reference=True)
-    compiled, compile_note = _torch_compiled(epilogue)
+    quantize = parts(epilogue)[3]
+    out_scale = float(reference.abs().max()) * SCALE_HEADROOM / E4M3_MAX if quantize else None
+    compiled, compile_note = _torch_compiled(epilogue, out_scale)
     notes = {"torch.compile": {"skipped": compile_note}} if compile_note else {}
-    launches, outputs = _launches(a, b, bias, residual, epilogue, compiled)
-    gates.poison(outputs["ours fused"])
+    launches, outputs = _launches(a, b, bias, residual, epilogue, compiled, out_scale)
+    gates.poison(outputs["ours fused"].view(torch.uint8) if quantize else outputs["ours fused"])   # 0xFF: e4m3 NaN
     for name, launch in list(launches.items()):
         started = time.monotonic()
         try:
@@ -179,22 +189,25 @@ def run_case(case: dict, ctx: Context) -> dict:
         if name == "torch.compile":
             _compile_seconds[0] += time.monotonic() - started
     torch.cuda.synchronize()
-    tolerance = gates.reference_tolerance(outputs["cuBLAS + torch op"].float(), reference,
+    values = {name: out.float() * out_scale if quantize else out.float() for name, out in outputs.items()}
+    tolerance = gates.reference_tolerance(values["cuBLAS + torch op"], reference,
                                           floor=_gemm_probe().accumulation_floor(k))
-    checks = {name: gates.check(out.float(), reference, "bf16", **tolerance) for name, out in outputs.items()}
+    dtype = "e4m3" if quantize else "bf16"
+    checks = {name: gates.check(out, reference, dtype, **tolerance) for name, out in values.items()}
     correctness = dict(checks["ours fused"])
     correctness["baselines_passed"] = {name: c["passed"] for name, c in checks.items() if name != "ours fused"}
-    del reference, outputs
+    del reference, outputs, values
 
     def make_set(i: int) -> dict:
         if i == 0:
             return launches
         x, w, bx, rx, _ = _operands(m, n, k, ctx.seed + 1000 * i, epilogue, with_reference=False)
-        fresh, _ = _launches(x, w, bx, rx, epilogue, compiled if "torch.compile" in launches else None)
+        fresh, _ = _launches(x, w, bx, rx, epilogue, compiled if "torch.compile" in launches else None, out_scale)
         return fresh
 
     # what the fused launch touches (the smallest over the candidates): A, B, bias, residual, D
-    set_bytes = 2 * (m * k + n * k + m * n + (n if bias is not None else 0) + (m * n if residual is not None else 0))
+    set_bytes = 2 * (m * k + n * k + (n if bias is not None else 0) + (m * n if residual is not None else 0)) + \
+        m * n * (1 if quantize else 2)
     timing = ctx.bench(bound(list(launches)), make_set, set_bytes, iters=20, warmup=3)
     flops = 2 * m * n * k
     tflops = {name: flops / (t["median_ms"] * 1e-3) / 1e12 for name, t in timing.items()}
@@ -202,6 +215,7 @@ def run_case(case: dict, ctx: Context) -> dict:
     correct = {name: checks[name]["passed"] for name in baselines if name in checks}
     metrics = {"epilogue": epilogue, "config": launches["ours fused"].config.describe(),
                "d_round_trip_bytes": 4 * m * n,   # D written in bf16 by the GEMM and read back by the op
+               **({"out_scale": out_scale} if quantize else {}),
                "torch_compile_seconds_so_far": round(_compile_seconds[0], 1)}
     return {"correctness": correctness, "timing": timing, "metrics": metrics,
             **ctx.headline_against("tflops", tflops["ours fused"], "TFLOP/s", baselines, correct=correct,
@@ -233,10 +247,13 @@ NEGATIVE_CONTROLS = {"bias-tile-local-column": control_bias_tile_local}
 
 def compile_kernel(arch: str) -> compile_mod.Emitted:
     """Each fused epilogue in the configurations the cases use (128x256 in a 2x1 cluster, the 64-row
-    decode tile), with fake tensors: the loads of bias and C, the activation's exp2, no spills."""
+    decode tile) and the e4m3 quantize-on-store, with fake tensors: the loads of bias and C, the
+    activation's exp2, the saturating e4m3 conversion."""
     specs = [EpilogueSpec(bias=True), EpilogueSpec(True, "gelu_tanh"), EpilogueSpec(activation="silu"),
              EpilogueSpec(residual=True)]
     emitted = compile_mod.from_cute(hopper_gemm.compile_for(arch, epilogue=EpilogueSpec(True, "gelu_tanh", True)), arch)
+    emitted.extend(compile_mod.from_cute(hopper_gemm.compile_for(
+        arch, d_dtype=hopper_gemm.cutlass.Float8E4M3FN, epilogue=EpilogueSpec(True, "gelu_tanh", quantize=True)), arch))
     for spec in specs:
         emitted.extend(compile_mod.from_cute(
             hopper_gemm.compile_for(arch, m=16, tile_m=64, tile_n=128, cluster_mn=(1, 1), epilogue=spec), arch))

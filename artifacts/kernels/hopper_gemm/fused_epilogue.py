@@ -5,7 +5,8 @@ What one fused epilogue computes, per element of D (row i, column j, batch l):
 
     D[i, j, l] = act(alpha * acc[i, j, l] + bias[j]) + beta * C[i, j, l]
 
-in FP32, then converted to D's type once. Every part is optional and a compile-time setting
+in FP32, then converted to D's type once; for an e4m3 D (quantize-on-store) the result is first
+multiplied by 1 / D's per-tensor scale (the conversion saturates to +-448). Every part is optional and a compile-time setting
 (EpilogueSpec): with none of them the consumer's epilogue is the plain `alpha * acc` it was, the
 same instructions. act is gelu_tanh (GELU's tanh form, as torch's approximate="tanh") or silu;
 both go through one sigmoid, 0.5 * (1 + tanh(u)) = sigmoid(2u), built from exp2 and a division,
@@ -21,7 +22,7 @@ Why not a TMA load of the residual slice into shared memory: the mainloop's stag
 memory (fit_stages), so a residual buffer would cost stages, and a second barrier ring between the
 epilogue threads; each residual element is read once, so the per-thread loads move the same bytes.
 
-Not here (yet): SwiGLU (halves D's width: another stmatrix/TMA-store shape) and FP8 quantize-on-store.
+Not here (yet): SwiGLU (halves D's width: another stmatrix/TMA-store shape).
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ class EpilogueSpec:
     bias: bool = False
     activation: str | None = None
     residual: bool = False
+    # D is e4m3: the values are multiplied by 1 / D's per-tensor scale before the (saturating) conversion
+    quantize: bool = False
     # the probe's negative control, a realistic indexing bug: bias read by the column inside the output
     # tile, the tile's offset forgotten (right for the first column of tiles only)
     bias_tile_local: bool = False
@@ -54,11 +57,11 @@ class EpilogueSpec:
 
     @property
     def fused(self) -> bool:
-        return self.bias or self.residual or self.activation is not None
+        return self.bias or self.residual or self.quantize or self.activation is not None
 
     def describe(self) -> str:
         parts = [name for name, on in (("bias", self.bias), (self.activation or "", self.activation is not None),
-                                       ("residual", self.residual)) if on]
+                                       ("residual", self.residual), ("e4m3", self.quantize)) if on]
         return "+".join(parts) or "none"
 
 
@@ -79,6 +82,11 @@ def activate(x, activation: cutlass.Constexpr):
         return x * _sigmoid(x)
 
 
+def operand_dtype(d_dtype):
+    """The type the epilogue reads bias and C in: D's, or bf16 for an e4m3 D."""
+    return cutlass.BFloat16 if d_dtype == cutlass.Float8E4M3FN else d_dtype
+
+
 @cute.jit
 def slice_coords(spec: cutlass.Constexpr, r2s: cute.TiledCopy, consumer_tidx, epi_tile):
     """The (row, column) inside one D slice of each element of this thread's slice registers: the
@@ -93,12 +101,12 @@ def slice_coords(spec: cutlass.Constexpr, r2s: cute.TiledCopy, consumer_tidx, ep
 def slice_values(spec: cutlass.Constexpr, rSlice: cute.Tensor, alpha: cutlass.Float32, coords, inputs,
                  first_row, tile_first_col, slice_first_col):
     """The FP32 values of one D slice: alpha * acc alone when nothing is fused, else
-    act(alpha * acc + bias) + beta * C. The slice starts at row first_row and column tile_first_col +
-    slice_first_col of D (its tile's first column, then its own inside the tile); inputs:
-    (bias (N,), C (M, N, L), beta, M, N, batch), those the spec does not use stand-ins."""
+    act(alpha * acc + bias) + beta * C (times quant for an e4m3 D). The slice starts at row first_row and
+    column tile_first_col + slice_first_col of D (its tile's first column, then its own inside the tile);
+    inputs: (bias (N,), C (M, N, L), beta, quant, M, N, batch), those the spec does not use stand-ins."""
     x = rSlice.load() * alpha
     if cutlass.const_expr(spec.fused):
-        mBias, mC, beta, m, n, batch = inputs
+        mBias, mC, beta, quant, m, n, batch = inputs
         if cutlass.const_expr(spec.bias):
             rBias = cute.make_rmem_tensor(rSlice.shape, mBias.element_type)
             rBias.fill(0.0)
@@ -120,4 +128,6 @@ def slice_values(spec: cutlass.Constexpr, rSlice: cute.Tensor, alpha: cutlass.Fl
                     if col < n:
                         rC[v] = mC[(row, col, batch)]
             x = x + rC.load().to(cutlass.Float32) * beta
+        if cutlass.const_expr(spec.quantize):
+            x = x * quant
     return x

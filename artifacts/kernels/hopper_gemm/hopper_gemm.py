@@ -70,7 +70,7 @@ WGMMA_M = 64            # rows of one warpgroup's wgmma
 K_TILE_BYTES = 128      # one 128-byte swizzle row of K per stage: 64 bf16/fp16, 32 tf32 or 128 fp8 elements
 EPI_STAGES = 4
 AB_DTYPES = (cutlass.BFloat16, cutlass.Float16, cutlass.TFloat32, cutlass.Float8E4M3FN)
-D_DTYPES = (cutlass.BFloat16, cutlass.Float16, cutlass.Float32)
+D_DTYPES = (cutlass.BFloat16, cutlass.Float16, cutlass.Float32, cutlass.Float8E4M3FN)   # e4m3: quantize-on-store
 TILE_MS = (64, 128)
 TILE_NS = (64, 128, 192, 256)
 CLUSTERS = ((1, 1), (2, 1), (1, 2))
@@ -122,6 +122,9 @@ class HopperGemm(Sm90GemmBase):
                       tile_m: int = 128, split_k: int = 1, batch: int = 1,
                       epilogue: EpilogueSpec = EpilogueSpec()) -> None:
         """Raise ValueError naming the offending value and the supported set."""
+        if d_dtype == cutlass.Float8E4M3FN and not epilogue.quantize:
+            raise ValueError(f"D dtype {d_dtype} needs the quantizing epilogue (EpilogueSpec(quantize=True)): the "
+                             f"values are scaled by 1 / D's scale before the conversion")
         if epilogue.fused and split_k > 1:
             raise ValueError(f"split_k={split_k} with a fused epilogue ({epilogue.describe()}) unsupported: a split "
                              f"writes FP32 partial sums, and act(sum) is not the sum of act(partials); use split_k=1")
@@ -162,9 +165,11 @@ class HopperGemm(Sm90GemmBase):
     @cute.jit
     def __call__(self, mA: cute.Tensor, mB: cute.Tensor, mD: cute.Tensor, alpha: cutlass.Float32,
                  split_k: cutlass.Int32, max_active_clusters: cutlass.Constexpr, stream: cuda.CUstream,
-                 mBias: cute.Tensor | None = None, mC: cute.Tensor | None = None, beta: cutlass.Float32 | None = None):
+                 mBias: cute.Tensor | None = None, mC: cute.Tensor | None = None, beta: cutlass.Float32 | None = None,
+                 quant: cutlass.Float32 | None = None):
         # mA: (M, K, L) K- or M-major; mB: (N, K, L) K- or N-major; mD: (M, N, L x split_k) N-major;
-        # the fused epilogue's operands (None unless self.epilogue asks): mBias (N,), mC (M, N, L) N-major
+        # the fused epilogue's operands (None unless self.epilogue asks): mBias (N,), mC (M, N, L) N-major,
+        # beta, quant (1 / D's per-tensor scale, for an e4m3 D)
         a_layout, b_layout = LayoutEnum.from_tensor(mA), LayoutEnum.from_tensor(mB)   # ROW_MAJOR = K-major
         # the consumer warpgroups stacked along M, each issuing 64 x tile_n wgmmas
         if cutlass.const_expr(self.ab_dtype == cutlass.TFloat32):
@@ -181,7 +186,7 @@ class HopperGemm(Sm90GemmBase):
         scheduler_params, grid = self.make_scheduler_params(mD, max_active_clusters)
         self.shared_storage = self.make_shared_storage(sA_layout, sB_layout, sD_layout)
         self.launch(self.kernel(tiled_mma, tma_a, gA_tma, tma_b, gB_tma, tma_d, gD_tma, sA_layout, sB_layout, sD_layout,
-                                scheduler_params, alpha, split_k, mBias, mC, beta), grid, stream)
+                                scheduler_params, alpha, split_k, mBias, mC, beta, quant), grid, stream)
 
     @cute.kernel
     def kernel(self, tiled_mma: cute.TiledMma, tma_a: cute.CopyAtom, gA_tma: cute.Tensor, tma_b: cute.CopyAtom,
@@ -189,7 +194,7 @@ class HopperGemm(Sm90GemmBase):
                sB_layout: cute.ComposedLayout, sD_layout: cute.ComposedLayout,
                scheduler_params: utils.PersistentTileSchedulerParams, alpha: cutlass.Float32,
                split_k: cutlass.Int32, mBias: cute.Tensor | None, mC: cute.Tensor | None,
-               beta: cutlass.Float32 | None):
+               beta: cutlass.Float32 | None, quant: cutlass.Float32 | None):
         tidx, warp, warpgroup_idx = self.thread_roles((tma_a, tma_b, tma_d))
         cta_coord, a_mask, b_mask = self.cluster_position()
 
@@ -211,7 +216,7 @@ class HopperGemm(Sm90GemmBase):
         pipeline.pipeline_init_wait(cluster_shape_mn=self.cluster_mn)
         self.dispatch_roles(warp, warpgroup_idx, (ab_pipeline, scheduler_params, ab_loads, (), (k_tiles, per_split, split_k)),
                             (ab_pipeline, scheduler_params, tiled_mma, sA, sB, sD, gD, tma_d, tidx,
-                             warp, k_tiles, per_split, split_k, alpha, (mBias, mC, beta, gD_tma.shape)))
+                             warp, k_tiles, per_split, split_k, alpha, (mBias, mC, beta, quant, gD_tma.shape)))
 
     @cute.jit
     def _k_range(self, tile_m, tile_n, tile_l, k_tiles, per_split, split_k):
@@ -251,7 +256,7 @@ class HopperGemm(Sm90GemmBase):
         rSlice = cute.make_rmem_tensor(slice_shape, self.acc_dtype)
         rSlice_out = cute.make_rmem_tensor(slice_shape, self.d_dtype)
         tRS_cS = fused_epilogue.slice_coords(self.epilogue, r2s, consumer_tidx, self.epi_tile)
-        mBias, mC, beta, shape_d = epi_inputs
+        mBias, mC, beta, quant, shape_d = epi_inputs
 
         scheduler = self.make_scheduler(scheduler_params)
         work = scheduler.initial_work_tile_info()
@@ -289,7 +294,7 @@ class HopperGemm(Sm90GemmBase):
                 for v in cutlass.range_constexpr(cute.size(rSlice)):
                     rSlice[v] = tRS_rAcc[s * cute.size(rSlice) + v]
                 values = fused_epilogue.slice_values(
-                    self.epilogue, rSlice, alpha, tRS_cS, (mBias, mC, beta, shape_d[0], shape_d[1], tile_l),
+                    self.epilogue, rSlice, alpha, tRS_cS, (mBias, mC, beta, quant, shape_d[0], shape_d[1], tile_l),
                     tile_m * self.tile_mnk[0], tile_n * self.tile_mnk[1], s * self.epi_tile[1])
                 rSlice_out.store(values.to(self.d_dtype))
                 self.store_slice(epilogue, rSlice_out, (done_before + s) % self.epi_stages, tma_d, bSG_sD,
@@ -366,13 +371,14 @@ def _compile(ab_dtype, d_dtype, a_major: str, b_major: str, config: GemmConfig, 
 
 
 def _fake_epilogue_operands(spec: EpilogueSpec, d_dtype) -> tuple:
-    """(mBias, mC, beta) as a fused kernel is compiled for them: bias (N,) and the residual (M, N, L), N
-    contiguous, both of D's type, all three passed whatever the spec uses (stand-ins for the unused ones:
-    one signature per fused kernel, no None slots in the exported object); none for the plain epilogue
-    (its signature is unchanged)."""
+    """(mBias, mC, beta, quant) as a fused kernel is compiled for them: bias (N,) and the residual
+    (M, N, L), N contiguous, both of D's type (bf16 for an e4m3 D), all four passed whatever the spec
+    uses (stand-ins for the unused ones: one signature per fused kernel, no None slots in the exported
+    object); none for the plain epilogue (its signature is unchanged)."""
     if not spec.fused:
         return ()
-    return fake_tensor(d_dtype, 0, rank=1), fake_tensor(d_dtype, 1), cutlass.Float32(1.0)
+    operand = fused_epilogue.operand_dtype(d_dtype)
+    return fake_tensor(operand, 0, rank=1), fake_tensor(operand, 1), cutlass.Float32(1.0), cutlass.Float32(1.0)
 
 
 def compile_for(arch: str = "sm_90a", m: int = 1024, n: int = 1024, k: int = 1024, ab_dtype=cutlass.BFloat16,
@@ -380,7 +386,8 @@ def compile_for(arch: str = "sm_90a", m: int = 1024, n: int = 1024, k: int = 102
                 b_major: str = "k", tile_m: int = 128, **variant):
     """Compile with fake tensors (no GPU needed), keeping PTX and cubin. Shapes are dynamic; m, n, k
     only go through can_implement."""
-    HopperGemm.can_implement(ab_dtype, d_dtype, m, n, k, tile_n, cluster_mn, a_major, b_major, tile_m)
+    HopperGemm.can_implement(ab_dtype, d_dtype, m, n, k, tile_n, cluster_mn, a_major, b_major, tile_m,
+                             epilogue=variant.get("epilogue", EpilogueSpec()))
     config = GemmConfig(tile_m, tile_n, tuple(cluster_mn))
     return _compile(ab_dtype, d_dtype, a_major, b_major, config, sms // (cluster_mn[0] * cluster_mn[1]), arch,
                     tuple(sorted(variant.items())))
@@ -434,7 +441,8 @@ def _as_mkl(name: str, t, rows_name: str):
 
 def compile_gemm(a, b, out_dtype=None, alpha: float = 1.0, tile_n: int | None = None, cluster_mn=None,
                  swizzle: int = 1, out=None, tile_m: int | None = None, split_k: int | None = None, bias=None,
-                 activation: str | None = None, residual=None, beta: float = 1.0, **variant):
+                 activation: str | None = None, residual=None, beta: float = 1.0, out_scale: float | None = None,
+                 **variant):
     """For torch tensors a: (M, K) or (L, M, K), b: (N, K) or (L, N, K) (bf16, fp16, float32 = tf32
     math, or float8_e4m3fn; K contiguous, or for the 16-bit types M/N contiguous, e.g.
     `x.t().contiguous().t()`): (run, d), where run() computes d = alpha * a @ b.T on the stream
@@ -446,7 +454,9 @@ def compile_gemm(a, b, out_dtype=None, alpha: float = 1.0, tile_n: int | None = 
     Fused epilogue (fused_epilogue.py): d = act(alpha * a @ b.T + bias) + beta * residual, with bias
     (N,) broadcast over rows (and batches), activation "gelu_tanh", "silu" or None, residual shaped
     like d (N contiguous; it may be `out` itself, read before it is overwritten), bias and residual
-    of d's type; a fused epilogue never splits K (choose_config's split is dropped)."""
+    of d's type; a fused epilogue never splits K (choose_config's split is dropped). out_dtype
+    torch.float8_e4m3fn quantizes on store: d = e4m3(result / out_scale), saturated to +-448, so
+    out_scale * d approximates the result (bias and residual then bf16)."""
     import torch
 
     dtypes = _dtypes()
@@ -465,8 +475,9 @@ def compile_gemm(a, b, out_dtype=None, alpha: float = 1.0, tile_n: int | None = 
                          f"and {tuple(b.shape)}")
     out_dtype = out_dtype or (out.dtype if out is not None else
                               torch.bfloat16 if a.dtype == torch.float8_e4m3fn else a.dtype)
-    if out_dtype not in (torch.bfloat16, torch.float16, torch.float32):
-        raise ValueError(f"out_dtype {out_dtype} unsupported; use torch.bfloat16, torch.float16 or torch.float32")
+    if out_dtype not in (torch.bfloat16, torch.float16, torch.float32, torch.float8_e4m3fn):
+        raise ValueError(f"out_dtype {out_dtype} unsupported; use torch.bfloat16, torch.float16, torch.float32 or "
+                         f"torch.float8_e4m3fn (with out_scale=)")
     shape_d = (m, n) if a.dim() == 2 else (batch, m, n)
     if out is None:
         out = torch.empty(shape_d, dtype=out_dtype, device=a.device)
@@ -480,7 +491,7 @@ def compile_gemm(a, b, out_dtype=None, alpha: float = 1.0, tile_n: int | None = 
         if _overlap(out, t):
             raise ValueError(f"out overlaps {name} in memory; the kernel reads {name} while it writes out: "
                              f"pass a separate tensor")
-    spec, epilogue_views = _epilogue_operands(bias, activation, residual, beta, out, vd, shape_d,
+    spec, epilogue_args, stand_in = _epilogue_operands(bias, activation, residual, beta, out_scale, out, shape_d,
                                               variant.pop("bias_tile_local", False))
     ab_dtype = cutlass.TFloat32 if a.dtype == torch.float32 else dtypes[a.dtype]
     props = torch.cuda.get_device_properties(a.device)
@@ -525,28 +536,39 @@ def compile_gemm(a, b, out_dtype=None, alpha: float = 1.0, tile_n: int | None = 
             workspace.record_stream(stream)
             reduced.record_stream(stream)
         with torch.cuda.device(device):
-            kernel(*views, scale, split, current_stream(), *epilogue_views)
+            kernel(*views, scale, split, current_stream(), *epilogue_args)
             if workspace is not None:
                 torch.sum(workspace, dim=1, out=reduced)
                 out.copy_(reduced.view(shape_d))
     run.config = config
+    run.stand_in = stand_in   # the fused epilogue's unused operands point into it
     return run, out
 
 
-def _epilogue_operands(bias, activation, residual, beta: float, out, vd, shape_d, bias_tile_local: bool = False):
-    """(EpilogueSpec, the kernel's trailing arguments) for compile_gemm's epilogue settings; ValueError
+def _epilogue_operands(bias, activation, residual, beta: float, out_scale: float | None, out, shape_d,
+                       bias_tile_local: bool = False):
+    """(EpilogueSpec, the kernel's trailing arguments, the tensor behind the stand-in views, which the
+    caller keeps alive) for compile_gemm's epilogue settings; ValueError
     naming the value for what the kernel cannot read: bias must be (N,), contiguous, residual shaped
-    like out with N contiguous, both of out's type on its device, 16-byte aligned (the kernel's view
-    assumes it; rows too), bias apart from out, residual apart from out or out itself.
+    like out with N contiguous, both of out's type (bf16 for an e4m3 out) on its device, 16-byte
+    aligned (the kernel's view assumes it; rows too), bias apart from out, residual apart from out or
+    out itself; out_scale positive and finite, given exactly when out is e4m3.
     bias_tile_local: the negative control's indexing bug (EpilogueSpec)."""
     import torch
 
-    spec = EpilogueSpec(bias is not None, activation, residual is not None, bias_tile_local)   # names a bad activation
+    quantize = out.dtype == torch.float8_e4m3fn
+    if quantize != (out_scale is not None):
+        raise ValueError(f"out_scale={out_scale} with out dtype {out.dtype}: a float8_e4m3fn out needs its per-tensor "
+                         f"scale (out_scale=), and only it takes one")
+    if quantize and not (0 < out_scale < math.inf):
+        raise ValueError(f"out_scale={out_scale}: the scale of an e4m3 out must be positive and finite")
+    spec = EpilogueSpec(bias is not None, activation, residual is not None, quantize, bias_tile_local)  # names a bad activation
     if residual is None and beta != 1.0:
         raise ValueError(f"beta={beta} without a residual: beta scales the residual tensor; pass residual=")
     if not spec.fused:
-        return spec, ()
+        return spec, (), None
     n = shape_d[-1]
+    operand_dtype = torch.bfloat16 if quantize else out.dtype
     for name, t, shape in (("bias", bias, (n,)), ("residual", residual, shape_d)):
         if t is None:
             continue
@@ -554,8 +576,9 @@ def _epilogue_operands(bias, activation, residual, beta: float, out, vd, shape_d
             raise ValueError(f"{name}: expected a torch tensor; got {type(t).__name__}")
         if tuple(t.shape) != tuple(shape):
             raise ValueError(f"{name}: expected shape {tuple(shape)}; got {tuple(t.shape)}")
-        if t.dtype != out.dtype:
-            raise ValueError(f"{name}: dtype {t.dtype} unsupported; the epilogue reads {name} in out's type {out.dtype}")
+        if t.dtype != operand_dtype:
+            raise ValueError(f"{name}: dtype {t.dtype} unsupported; the epilogue reads {name} in {operand_dtype} "
+                             f"(out's type, bf16 for a float8_e4m3fn out)")
         if t.device != out.device:
             raise ValueError(f"{name}: tensor is on {t.device}; out is on {out.device}")
         if n > 1 and t.stride(-1) != 1:
@@ -567,12 +590,14 @@ def _epilogue_operands(bias, activation, residual, beta: float, out, vd, shape_d
             (out.data_ptr(), out.stride()):
         raise ValueError("residual overlaps out without being out: an element would be read after another tile "
                          "wrote it; pass out itself or a separate tensor")
-    # what a spec does not read still fills its slot: out's first element, out's own view
-    vbias = canonical(bias if bias is not None else out.as_strided((1,), (1,)), -1)
-    vc = batch_last(canonical(residual, -1)) if residual is not None else vd
+    # what a spec does not read still fills its slot: views of a small zero tensor of the type compiled for
+    stand_in = torch.zeros(1, 8, dtype=operand_dtype, device=out.device)
+    vbias = canonical(bias, -1) if bias is not None else stand_in[0, :1]
+    vc = batch_last(canonical(residual, -1)) if residual is not None else batch_last(stand_in)
     check_alignment("bias", vbias, vbias, 0)
-    check_alignment("residual", residual if residual is not None else out, vc, 1)
-    return spec, (cute_view(vbias, 0), cute_view(vc, 1), cutlass.Float32(beta if residual is not None else 0.0))
+    check_alignment("residual", residual if residual is not None else stand_in, vc, 1)
+    return spec, (cute_view(vbias, 0), cute_view(vc, 1), cutlass.Float32(beta if residual is not None else 0.0),
+                  cutlass.Float32(1.0 / out_scale if quantize else 1.0)), stand_in
 
 
 def _overlap(x, y) -> bool:
