@@ -4,7 +4,9 @@ What it does
     D[l, m, n] = alpha * sum_k A[l, m, k] * B[l, n, k]  (A: (L,) M x K, B: (L,) N x K, each K-major or,
     for 16-bit types, M-/N-major, i.e. transposed in memory; D: (L,) M x N with N contiguous),
     bf16/fp16, tf32 (fp32 in memory) or fp8 e4m3 inputs, fp32 accumulation in registers, D in
-    bf16/fp16/fp32 (alpha carries the per-tensor scales of fp8: scale_a * scale_b; 1.0 otherwise).
+    bf16/fp16/fp32 (alpha carries the per-tensor scales of fp8: scale_a * scale_b; 1.0 otherwise), or
+    e4m3 through the fused epilogue's quantize-on-store; optionally D = act(alpha * A B^T + bias) +
+    beta * C fused in the epilogue (fused_epilogue.py).
     TF32 goes through our own op (tf32_mma.py): the DSL does not expose one.
     One CTA per SM, clusters of cluster_mn CTAs, tile_m = 64 x (consumer warpgroups):
       warpgroup 0  producer: gives registers back (setmaxnreg down), and its warp 0 TMA-loads A and
