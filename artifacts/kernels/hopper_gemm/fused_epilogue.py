@@ -88,45 +88,75 @@ def operand_dtype(d_dtype):
 
 
 @cute.jit
-def slice_coords(spec: cutlass.Constexpr, r2s: cute.TiledCopy, consumer_tidx, epi_tile):
-    """The (row, column) inside one D slice of each element of this thread's slice registers: the
-    stmatrix copy's source partition of an identity tensor of the slice (None when nothing is fused)."""
+def slice_context(spec: cutlass.Constexpr, r2s: cute.TiledCopy, consumer_tidx, epi_tile, tile_n: int):
+    """What slice_values needs across a tile's slices, or None when nothing is read: the (row, column)
+    inside one D slice of each element of this thread's slice registers (the stmatrix copy's source
+    partition of an identity tensor of the slice), the slice and tile widths, and the loads issued one
+    slice ahead (a trace-time dict: the slice loop is unrolled, and every tile empties it)."""
     if cutlass.const_expr(spec.bias or spec.residual):
-        return r2s.get_slice(consumer_tidx).partition_S(cute.make_identity_tensor(epi_tile))
+        return r2s.get_slice(consumer_tidx).partition_S(cute.make_identity_tensor(epi_tile)), epi_tile[1], tile_n, {}
     else:
         return None
 
 
 @cute.jit
-def slice_values(spec: cutlass.Constexpr, rSlice: cute.Tensor, alpha: cutlass.Float32, coords, inputs,
-                 first_row, tile_first_col, slice_first_col):
+def _load_bias(mBias: cute.Tensor, coords, shape, first_col, n):
+    """The bias under one slice's registers (column first_col + the element's), 0 past column N."""
+    rBias = cute.make_rmem_tensor(shape, mBias.element_type)
+    rBias.fill(0.0)
+    for v in cutlass.range_constexpr(cute.size(rBias)):
+        col = first_col + coords[v][1]
+        if col < n:
+            rBias[v] = mBias[col]
+    return rBias
+
+
+@cute.jit
+def _load_c(mC: cute.Tensor, coords, shape, first_row, first_col, m, n, batch):
+    """C under one slice's registers, 0 outside the M x N of batch `batch`."""
+    rC = cute.make_rmem_tensor(shape, mC.element_type)
+    rC.fill(0.0)
+    for v in cutlass.range_constexpr(cute.size(rC)):
+        row, col = first_row + coords[v][0], first_col + coords[v][1]
+        if row < m:
+            if col < n:
+                rC[v] = mC[(row, col, batch)]
+    return rC
+
+
+@cute.jit
+def slice_values(spec: cutlass.Constexpr, rSlice: cute.Tensor, alpha: cutlass.Float32, context, inputs,
+                 first_row, tile_first_col, slice_first_col: int):
     """The FP32 values of one D slice: alpha * acc alone when nothing is fused, else
     act(alpha * acc + bias) + beta * C (times quant for an e4m3 D). The slice starts at row first_row and
     column tile_first_col + slice_first_col of D (its tile's first column, then its own inside the tile);
-    inputs: (bias (N,), C (M, N, L), beta, quant, M, N, batch), those the spec does not use stand-ins."""
+    inputs: (bias (N,), C (M, N, L), beta, quant, M, N, batch), those the spec does not use stand-ins.
+    The bias and C of the next slice are loaded here, before this slice goes through shared memory,
+    so their latency overlaps this slice's store (the first slice's are loaded when it is reached)."""
     x = rSlice.load() * alpha
     if cutlass.const_expr(spec.fused):
         mBias, mC, beta, quant, m, n, batch = inputs
+        if cutlass.const_expr(spec.bias or spec.residual):
+            coords, slice_n, tile_n, ahead = context
+            last = slice_first_col + slice_n >= tile_n
+            bias_tile_col = 0 if cutlass.const_expr(spec.bias_tile_local) else tile_first_col
+            shape = rSlice.shape
+            if cutlass.const_expr(spec.bias):
+                rBias = ahead.pop("bias") if slice_first_col > 0 else \
+                    _load_bias(mBias, coords, shape, bias_tile_col + slice_first_col, n)
+                if cutlass.const_expr(not last):
+                    ahead["bias"] = _load_bias(mBias, coords, shape, bias_tile_col + slice_first_col + slice_n, n)
+            if cutlass.const_expr(spec.residual):
+                rC = ahead.pop("c") if slice_first_col > 0 else \
+                    _load_c(mC, coords, shape, first_row, tile_first_col + slice_first_col, m, n, batch)
+                if cutlass.const_expr(not last):
+                    ahead["c"] = _load_c(mC, coords, shape, first_row, tile_first_col + slice_first_col + slice_n,
+                                         m, n, batch)
         if cutlass.const_expr(spec.bias):
-            rBias = cute.make_rmem_tensor(rSlice.shape, mBias.element_type)
-            rBias.fill(0.0)
-            bias_first_col = slice_first_col if cutlass.const_expr(spec.bias_tile_local) else \
-                tile_first_col + slice_first_col
-            for v in cutlass.range_constexpr(cute.size(rSlice)):
-                col = bias_first_col + coords[v][1]
-                if col < n:
-                    rBias[v] = mBias[col]
             x = x + rBias.load().to(cutlass.Float32)
         if cutlass.const_expr(spec.activation is not None):
             x = activate(x, spec.activation)
         if cutlass.const_expr(spec.residual):
-            rC = cute.make_rmem_tensor(rSlice.shape, mC.element_type)
-            rC.fill(0.0)
-            for v in cutlass.range_constexpr(cute.size(rSlice)):
-                row, col = first_row + coords[v][0], tile_first_col + slice_first_col + coords[v][1]
-                if row < m:
-                    if col < n:
-                        rC[v] = mC[(row, col, batch)]
             x = x + rC.load().to(cutlass.Float32) * beta
         if cutlass.const_expr(spec.quantize):
             x = x * quant

@@ -257,7 +257,7 @@ class HopperGemm(Sm90GemmBase):
         tRS_rAcc = r2s.retile(rAcc)
         rSlice = cute.make_rmem_tensor(slice_shape, self.acc_dtype)
         rSlice_out = cute.make_rmem_tensor(slice_shape, self.d_dtype)
-        tRS_cS = fused_epilogue.slice_coords(self.epilogue, r2s, consumer_tidx, self.epi_tile)
+        epi_context = fused_epilogue.slice_context(self.epilogue, r2s, consumer_tidx, self.epi_tile, self.tile_mnk[1])
         mBias, mC, beta, quant, shape_d = epi_inputs
 
         scheduler = self.make_scheduler(scheduler_params)
@@ -296,7 +296,7 @@ class HopperGemm(Sm90GemmBase):
                 for v in cutlass.range_constexpr(cute.size(rSlice)):
                     rSlice[v] = tRS_rAcc[s * cute.size(rSlice) + v]
                 values = fused_epilogue.slice_values(
-                    self.epilogue, rSlice, alpha, tRS_cS, (mBias, mC, beta, quant, shape_d[0], shape_d[1], tile_l),
+                    self.epilogue, rSlice, alpha, epi_context, (mBias, mC, beta, quant, shape_d[0], shape_d[1], tile_l),
                     tile_m * self.tile_mnk[0], tile_n * self.tile_mnk[1], s * self.epi_tile[1])
                 rSlice_out.store(values.to(self.d_dtype))
                 self.store_slice(epilogue, rSlice_out, (done_before + s) % self.epi_stages, tma_d, bSG_sD,
