@@ -22,7 +22,9 @@ Why not a TMA load of the residual slice into shared memory: the mainloop's stag
 memory (fit_stages), so a residual buffer would cost stages, and a second barrier ring between the
 epilogue threads; each residual element is read once, so the per-thread loads move the same bytes.
 
-Not here (yet): SwiGLU (halves D's width: another stmatrix/TMA-store shape).
+Not here (yet): SwiGLU. It halves D's width; the layout that would fit interleaves gate and up in
+blocks of one 32-column slice, so two consecutive accumulator slices make one D slice, but the
+scheduler counts tiles from D's width and the consumer stores every slice: more than this hook.
 """
 
 from __future__ import annotations
