@@ -43,8 +43,9 @@ def test_each_epilogue_compiles_without_spills(name):
 
 @pytest.mark.parametrize("kwargs", [{"d_dtype": cutlass.Float32, "ab_dtype": cutlass.TFloat32},
                                     {"ab_dtype": cutlass.Float8E4M3FN},
-                                    {"m": 1, "tile_m": 64, "tile_n": 128, "cluster_mn": (1, 1)}],
-                         ids=["tf32-fp32-out", "fp8-in", "decode-tile"])
+                                    {"m": 1, "tile_m": 64, "tile_n": 128, "cluster_mn": (1, 1)},
+                                    {"tile_m": 64, "tile_n": 256, "schedule": "pingpong"}],
+                         ids=["tf32-fp32-out", "fp8-in", "decode-tile", "pingpong"])
 def test_fused_epilogue_with_other_types_and_tiles(kwargs):
     emitted = _emitted(epilogue=SPECS["bias-gelu-residual"], **kwargs)
     assert emitted.sass is None or not re.search(r"\bSTL\b", emitted.sass)

@@ -1,7 +1,8 @@
 """Our Hopper GEMM on the GPU, beyond the probe's shapes: M = 1, ragged tiles, views, odd strides,
 batches, every input type and layout can_implement accepts, split-K determinism, graph capture on a
-side stream, and the ValueErrors for what it refuses; the same for the fused epilogues (bias,
-GELU-tanh, SiLU, residual) against epilogue_reference. Skipped without an sm_90 GPU."""
+side stream, and the ValueErrors for what it refuses; the same for the ping-pong schedule and for the
+fused epilogues (bias, GELU-tanh, SiLU, residual, e4m3 quantize-on-store) against epilogue_reference.
+Skipped without an sm_90 GPU."""
 
 from __future__ import annotations
 
@@ -137,6 +138,94 @@ def test_refusals_name_the_value():
         hopper_gemm.gemm(a[:1].expand(64, 1024), b)
 
 
+# --- the ping-pong schedule (schedule="pingpong": two consumer warpgroups on alternate 64-row tiles) --
+
+PINGPONG = {"schedule": "pingpong"}
+
+
+@pytest.mark.parametrize("m, n, k", [(1, 8, 64), (1, 4096, 4096), (2, 264, 136), (7, 520, 200), (63, 1000, 72),
+                                     (65, 2112, 7168), (127, 256, 4096), (1000, 24, 1000), (4000, 2104, 7000),
+                                     (4096, 4096, 512)])
+def test_pingpong_shapes(m, n, k):
+    a, b = _operands(torch.bfloat16, (), m, n, k)
+    run, d = hopper_gemm.compile_gemm(a, b, **PINGPONG)
+    assert run.config.schedule == "pingpong" and run.config.tile_m == 64
+    run()
+    _check(a, b, d)
+
+
+@pytest.mark.parametrize("tile_n", [64, 128, 192, 256])
+@pytest.mark.parametrize("cluster", [(1, 1), (2, 1)], ids=["1x1", "2x1"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+def test_pingpong_tiles_and_clusters(tile_n, cluster, dtype):
+    # 3000 rows: 47 row tiles, the last ragged (56 rows), 776 columns ragged in every tile width:
+    # 188 (tile_n 256) to 611 (64) tiles over 132 SMs, so both warpgroups take turns, some CTAs an
+    # odd number of tiles (the last one's turn unanswered), in 2x1 an odd tile row count
+    a, b = _operands(dtype, (), 3000, 776, 1000, seed=tile_n)
+    d = hopper_gemm.gemm(a, b, tile_n=tile_n, cluster_mn=cluster, alpha=0.5, **PINGPONG)
+    _check(a, b, d, 0.5)
+
+
+def test_pingpong_matches_the_cooperative_schedule_and_repeats_exactly():
+    """Many tiles per CTA (both warpgroups take several turns): every launch gives the same bits (a race
+    between the two warpgroups' epilogues on the shared D buffers would not), close to cooperative."""
+    a, b = _operands(torch.bfloat16, (), 4096, 7168, 2048)
+    run, d = hopper_gemm.compile_gemm(a, b, tile_n=256, cluster_mn=(2, 1), **PINGPONG)
+    run()
+    first = d.clone()
+    for _ in range(10):
+        d.fill_(float("nan"))
+        run()
+        assert torch.equal(d, first)
+    cooperative = hopper_gemm.gemm(a, b, tile_m=128, tile_n=256, cluster_mn=(2, 1))
+    _check(a, b, first)
+    assert ((first.float() - cooperative.float()).norm() / cooperative.float().norm()).item() < 1e-2
+
+
+def test_pingpong_views_odd_strides_and_fp32_out():
+    a, b = _operands(torch.bfloat16, (), 64, 512, 1024)
+    _check(a[17:18], b, hopper_gemm.gemm(a[17:18], b, **PINGPONG))
+    wide_a, wide_b = _operands(torch.bfloat16, (), 100, 296, 1088)
+    a2, b2 = wide_a[:, 8:8 + 1024], wide_b[:, :1024]
+    _check(a2, b2, hopper_gemm.gemm(a2, b2, **PINGPONG))
+    at, bt = a.t().contiguous().t(), b.t().contiguous().t()
+    _check(at, bt, hopper_gemm.gemm(at, bt, **PINGPONG))
+    _check(a, b, hopper_gemm.gemm(a, b, out_dtype=torch.float32, **PINGPONG))
+
+
+def test_pingpong_batched_and_out():
+    a, b = _operands(torch.float16, (3,), 100, 264, 520)
+    out = torch.full((3, 100, 264), float("nan"), dtype=torch.float16, device="cuda")
+    assert hopper_gemm.gemm(a, b, out=out, **PINGPONG) is out
+    _check(a, b, out)
+
+
+def test_pingpong_graph_capture_on_a_side_stream():
+    a, b = _operands(torch.bfloat16, (), 2000, 4096, 1024)
+    run, d = hopper_gemm.compile_gemm(a, b, **PINGPONG)
+    run()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(stream), torch.cuda.graph(graph, stream=stream):
+        run()
+    torch.cuda.current_stream().wait_stream(stream)
+    d.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    _check(a, b, d)
+
+
+def test_pingpong_refusals_name_the_value():
+    a, b = _operands(torch.bfloat16, (), 64, 256, 1024)
+    with pytest.raises(ValueError, match="schedule='pingpong' with tile_m=128"):
+        hopper_gemm.gemm(a, b, tile_m=128, **PINGPONG)
+    with pytest.raises(ValueError, match="schedule='pingpong' with split_k=2"):
+        hopper_gemm.gemm(a, b, split_k=2, **PINGPONG)
+    with pytest.raises(ValueError, match="schedule='pingpong' with A/B dtype Float8E4M3FN"):
+        hopper_gemm.gemm(a.to(torch.float8_e4m3fn), b.to(torch.float8_e4m3fn), **PINGPONG)
+
+
 # --- fused epilogues (fused_epilogue.py): D = act(alpha * acc + bias) + beta * C ---------------------
 
 from artifacts.kernels.hopper_gemm import epilogue_reference  # noqa: E402
@@ -196,6 +285,14 @@ def test_fused_epilogue_forced_configurations(tile_m, tile_n, cluster):
     settings = _epilogue_operands(EPILOGUES["bias-silu"] + ("residual",), (), 333, 776, 1000, torch.bfloat16)
     d = hopper_gemm.gemm(a, b, tile_m=tile_m, tile_n=tile_n, cluster_mn=cluster, **settings)
     _check_fused(a, b, d, settings)
+
+
+@pytest.mark.parametrize("m, n, k", [(3000, 776, 1000), (1, 4096, 4096)])
+def test_fused_epilogue_with_the_pingpong_schedule(m, n, k):
+    a, b = _operands(torch.bfloat16, (), m, n, k)
+    settings = _epilogue_operands(EPILOGUES["bias-gelu_tanh-residual"], (), m, n, k, torch.bfloat16)
+    d = hopper_gemm.gemm(a, b, schedule="pingpong", alpha=0.5, **settings)
+    _check_fused(a, b, d, settings, alpha=0.5)
 
 
 def test_fused_epilogue_views_batches_and_in_place_residual():

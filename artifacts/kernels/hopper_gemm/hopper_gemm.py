@@ -63,7 +63,7 @@ from cutlass.cute.nvgpu import warpgroup
 from cutlass.tensor_utils import LayoutEnum
 from . import fused_epilogue
 from .fused_epilogue import EpilogueSpec
-from .gemm_base import EPI_TILE_N, Sm90GemmBase
+from .gemm_base import EPI_TILE_N, SCHEDULES, NamedBarrier, Sm90GemmBase, WarpgroupOrder
 from .sm90_common import (DUMP_DIR, SMEM_BYTES, WARPGROUP_THREADS, batch_last, cached_kernel, canonical,
                          check_alignment, current_stream, cute_view, fake_tensor, max_active_clusters)
 from .tf32_mma import make_tiled_mma_tf32
@@ -77,6 +77,8 @@ TILE_MS = (64, 128)
 TILE_NS = (64, 128, 192, 256)
 CLUSTERS = ((1, 1), (2, 1), (1, 2))
 MAX_SPLIT_K = 16
+PINGPONG_TILE_M = WGMMA_M   # a ping-pong warpgroup owns a whole tile: one 64-row wgmma per K block
+PINGPONG_AB_DTYPES = (cutlass.BFloat16, cutlass.Float16)
 MAJOR_MODE = {"k": 1, "mn": 0}   # which mode of a (rows, K, L) view is contiguous
 
 
@@ -89,10 +91,12 @@ class GemmConfig:
     cluster_mn: tuple[int, int] = (2, 1)
     split_k: int = 1
     swizzle: int = 1
+    schedule: str = "cooperative"
 
     def describe(self) -> str:
+        schedule = ", ping-pong" if self.schedule == "pingpong" else ""
         return (f"tile {self.tile_m}x{self.tile_n}, cluster {self.cluster_mn[0]}x{self.cluster_mn[1]}, "
-                f"split-k {self.split_k}")
+                f"split-k {self.split_k}{schedule}")
 
 
 class HopperGemm(Sm90GemmBase):
@@ -101,9 +105,14 @@ class HopperGemm(Sm90GemmBase):
 
     def __init__(self, ab_dtype=cutlass.BFloat16, d_dtype=cutlass.BFloat16, tile_n: int = 256,
                  cluster_mn: tuple[int, int] = (2, 1), swizzle: int = 1, skip_last_k_tile: bool = False,
-                 tile_m: int = 128, epilogue: EpilogueSpec = EpilogueSpec()):
+                 tile_m: int = 128, schedule: str = "cooperative", epilogue: EpilogueSpec = EpilogueSpec()):
         self.ab_dtype, self.d_dtype, self.acc_dtype = ab_dtype, d_dtype, cutlass.Float32
-        self.warpgroups = tile_m // WGMMA_M
+        if schedule not in SCHEDULES or (schedule == "pingpong" and (tile_m != PINGPONG_TILE_M or
+                                                                     ab_dtype not in PINGPONG_AB_DTYPES)):
+            raise ValueError(f"schedule={schedule!r} with tile_m={tile_m} and {ab_dtype}: see can_implement")
+        self.schedule = schedule
+        # ping-pong: two consumer warpgroups, each on its own 64-row tile
+        self.warpgroups = 2 if schedule == "pingpong" else tile_m // WGMMA_M
         self.threads = WARPGROUP_THREADS * (1 + self.warpgroups)
         self.tile_mnk = (tile_m, tile_n, K_TILE_BYTES * 8 // ab_dtype.width)
         self.cluster_mn = tuple(cluster_mn)
@@ -121,9 +130,22 @@ class HopperGemm(Sm90GemmBase):
     @staticmethod
     def can_implement(ab_dtype, d_dtype, m: int, n: int, k: int, tile_n: int = 256,
                       cluster_mn: tuple[int, int] = (2, 1), a_major: str = "k", b_major: str = "k",
-                      tile_m: int = 128, split_k: int = 1, batch: int = 1,
+                      tile_m: int = 128, split_k: int = 1, batch: int = 1, schedule: str = "cooperative",
                       epilogue: EpilogueSpec = EpilogueSpec()) -> None:
         """Raise ValueError naming the offending value and the supported set."""
+        if schedule not in SCHEDULES:
+            raise ValueError(f"schedule={schedule!r} unsupported; use one of {SCHEDULES}")
+        if schedule == "pingpong":
+            # what the ping-pong path was built and compile-checked for; the rest is not implemented
+            if ab_dtype not in PINGPONG_AB_DTYPES:
+                raise ValueError(f"schedule='pingpong' with A/B dtype {ab_dtype} unsupported; use one of "
+                                 f"{PINGPONG_AB_DTYPES} (or schedule='cooperative')")
+            if tile_m != PINGPONG_TILE_M:
+                raise ValueError(f"schedule='pingpong' with tile_m={tile_m} unsupported: each warpgroup owns a "
+                                 f"{PINGPONG_TILE_M}-row tile; use tile_m={PINGPONG_TILE_M}")
+            if split_k != 1:
+                raise ValueError(f"schedule='pingpong' with split_k={split_k} unsupported; use split_k=1 "
+                                 f"(or schedule='cooperative')")
         if d_dtype == cutlass.Float8E4M3FN and not epilogue.quantize:
             raise ValueError(f"D dtype {d_dtype} needs the quantizing epilogue (EpilogueSpec(quantize=True)): the "
                              f"values are scaled by 1 / D's scale before the conversion")
@@ -173,13 +195,14 @@ class HopperGemm(Sm90GemmBase):
         # the fused epilogue's operands (None unless self.epilogue asks): mBias (N,), mC (M, N, L) N-major,
         # beta, quant (1 / D's per-tensor scale, for an e4m3 D)
         a_layout, b_layout = LayoutEnum.from_tensor(mA), LayoutEnum.from_tensor(mB)   # ROW_MAJOR = K-major
-        # the consumer warpgroups stacked along M, each issuing 64 x tile_n wgmmas
+        # the warpgroups on one tile stacked along M, each issuing 64 x tile_n wgmmas
         if cutlass.const_expr(self.ab_dtype == cutlass.TFloat32):
-            tiled_mma = make_tiled_mma_tf32((self.warpgroups, 1, 1), (WGMMA_M, self.tile_mnk[1]))
+            tiled_mma = make_tiled_mma_tf32((self.tile_warpgroups(), 1, 1), (WGMMA_M, self.tile_mnk[1]))
         else:
             tiled_mma = sm90_utils.make_trivial_tiled_mma(self.ab_dtype, self.ab_dtype, a_layout.sm90_mma_major_mode(),
                                                           b_layout.sm90_mma_major_mode(), self.acc_dtype,
-                                                          (self.warpgroups, 1, 1), tiler_mn=(WGMMA_M, self.tile_mnk[1]))
+                                                          (self.tile_warpgroups(), 1, 1),
+                                                          tiler_mn=(WGMMA_M, self.tile_mnk[1]))
         sA_layout = sm90_utils.make_smem_layout_a(a_layout, self.tile_mnk, self.ab_dtype, self.stages)
         sB_layout = sm90_utils.make_smem_layout_b(b_layout, self.tile_mnk, self.ab_dtype, self.stages)
         sD_layout = sm90_utils.make_smem_layout_epi(self.d_dtype, LayoutEnum.ROW_MAJOR, self.epi_tile, self.epi_stages)
@@ -244,6 +267,47 @@ class HopperGemm(Sm90GemmBase):
     @cute.jit
     def consume(self, ab_pipeline, scheduler_params, tiled_mma, sA, sB, sD, gD, tma_d, tidx, warp,
                 k_tiles, per_split, split_k, alpha, epi_inputs):
+        """The consumer warpgroups, by the schedule."""
+        if cutlass.const_expr(self.schedule == "pingpong"):
+            self.consume_pingpong(ab_pipeline, scheduler_params, tiled_mma, sA, sB, sD, gD, tma_d, tidx, warp,
+                                  k_tiles, per_split, split_k, alpha, epi_inputs)
+        else:
+            self.consume_cooperative(ab_pipeline, scheduler_params, tiled_mma, sA, sB, sD, gD, tma_d, tidx, warp,
+                                     k_tiles, per_split, split_k, alpha, epi_inputs)
+
+    @cute.jit
+    def mainloop(self, ab_pipeline, read, release, tiled_mma, rAcc, tCrA, tCrB, count, mma_order=None):
+        """One tile's `count` K tiles into rAcc, one K tile of wgmmas in flight while the stage before it
+        goes back to the producer; with mma_order (ping-pong), the other warpgroup's turn to issue
+        starts once the last wgmma is issued. Returns (read, release), advanced past the tile."""
+        k_blocks = cute.size(tCrA, mode=[2])
+        rAcc.fill(0.0)
+        tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
+        warpgroup.fence()
+        for kt in cutlass.range(count, unroll=1):
+            ab_pipeline.consumer_wait(read)
+            for kb in cutlass.range_constexpr(k_blocks):
+                cute.gemm(tiled_mma, rAcc, tCrA[(None, None, kb, read.index)], tCrB[(None, None, kb, read.index)],
+                          rAcc)
+            warpgroup.commit_group()
+            read.advance()
+            if kt > 0:
+                # the previous K tile's wgmmas are done once at most one group is in flight
+                warpgroup.wait_group(1)
+                ab_pipeline.consumer_release(release)
+                release.advance()
+        if cutlass.const_expr(mma_order is not None):
+            mma_order.hand_over()
+        warpgroup.wait_group(0)
+        if count > 0:
+            ab_pipeline.consumer_release(release)
+            release.advance()
+        return read, release
+
+    @cute.jit
+    def consume_cooperative(self, ab_pipeline, scheduler_params, tiled_mma, sA, sB, sD, gD, tma_d, tidx, warp,
+                            k_tiles, per_split, split_k, alpha, epi_inputs):
+        """Every consumer warpgroup on each tile (64 rows each), the epilogue together."""
         consumer_tidx = tidx - WARPGROUP_THREADS   # the thread's index among the consumer warpgroups
         thr_mma = tiled_mma.get_slice(consumer_tidx)
         tCrA = tiled_mma.make_fragment_A(thr_mma.partition_A(sA))   # smem descriptors per K block and stage
@@ -264,29 +328,10 @@ class HopperGemm(Sm90GemmBase):
         work = scheduler.initial_work_tile_info()
         read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
         release = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
-        k_blocks = cute.size(tCrA, mode=[2])
         while work.is_valid_tile:
             tile_m, tile_n, tile_l = work.tile_idx
             _, _, count = self._k_range(tile_m, tile_n, tile_l, k_tiles, per_split, split_k)
-            rAcc.fill(0.0)
-            tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
-            warpgroup.fence()
-            for kt in cutlass.range(count, unroll=1):
-                ab_pipeline.consumer_wait(read)
-                for kb in cutlass.range_constexpr(k_blocks):
-                    cute.gemm(tiled_mma, rAcc, tCrA[(None, None, kb, read.index)], tCrB[(None, None, kb, read.index)],
-                              rAcc)
-                warpgroup.commit_group()
-                read.advance()
-                if kt > 0:
-                    # the previous K tile's wgmmas are done once at most one group is in flight
-                    warpgroup.wait_group(1)
-                    ab_pipeline.consumer_release(release)
-                    release.advance()
-            warpgroup.wait_group(0)
-            if count > 0:
-                ab_pipeline.consumer_release(release)
-                release.advance()
+            read, release = self.mainloop(ab_pipeline, read, release, tiled_mma, rAcc, tCrA, tCrB, count)
 
             # epilogue: (tile_m, tile_n) in (tile_m, 32) slices, epi_stages of them in flight
             bSG_sD, bSG_gD = self.partition_d(tma_d, sD, gD, tile_m, tile_n, tile_l)
@@ -304,6 +349,82 @@ class HopperGemm(Sm90GemmBase):
             scheduler.advance_to_next_work()
             work = scheduler.get_current_work()
         store_pipeline.producer_tail()
+
+    @cute.jit
+    def consume_pingpong(self, ab_pipeline, scheduler_params, tiled_mma, sA, sB, sD, gD, tma_d, tidx, warp,
+                         k_tiles, per_split, split_k, alpha, epi_inputs):
+        """Two warpgroups, each on every other tile of the walk (warpgroup 0 on the walk's tiles 0, 2, ..,
+        warpgroup 1 on 1, 3, ..), whole (tile_m = 64 rows): the MMA order barrier lets one issue its
+        mainloop while the other runs its epilogue, the epilogue order barrier keeps the two epilogues
+        (which share the D buffers) one after the other. Each warpgroup steps its ring state past the
+        other's tiles by their K-tile counts, since the producer fills the ring in walk order."""
+        wg = cute.arch.make_warp_uniform(tidx // WARPGROUP_THREADS) - 1   # 0 or 1 among the consumers
+        wg_tidx = tidx % WARPGROUP_THREADS
+        thr_mma = tiled_mma.get_slice(wg_tidx)
+        tCrA = tiled_mma.make_fragment_A(thr_mma.partition_A(sA))
+        tCrB = tiled_mma.make_fragment_B(thr_mma.partition_B(sB))
+        gD_tile0 = gD[(None, None, 0, 0, 0)]
+        rAcc = cute.make_rmem_tensor(thr_mma.partition_C(gD_tile0).shape, self.acc_dtype)
+
+        epilogue = self.make_epilogue(tiled_mma, sD, wg_tidx)
+        r2s, _, slice_shape, _, store_pipeline = epilogue
+        tRS_rAcc = r2s.retile(rAcc)
+        rSlice = cute.make_rmem_tensor(slice_shape, self.acc_dtype)
+        rSlice_out = cute.make_rmem_tensor(slice_shape, self.d_dtype)
+        epi_context = fused_epilogue.slice_context(self.epilogue, r2s, wg_tidx, self.epi_tile, self.tile_mnk[1])
+        mBias, mC, beta, quant, shape_d = epi_inputs
+        store_warp = (1 + wg) * (WARPGROUP_THREADS // 32)   # this warpgroup's first warp stores its slices
+        mma_order = WarpgroupOrder(int(NamedBarrier.MMA_ORDER), wg)
+        epilogue_order = WarpgroupOrder(int(NamedBarrier.EPILOGUE_ORDER), wg)
+
+        scheduler = self.make_scheduler(scheduler_params)
+        work = scheduler.initial_work_tile_info()
+        read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
+        release = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
+        if wg == 1:   # the walk's first tile is warpgroup 0's
+            read, release = self._skip_tile(work, read, release, k_tiles, per_split, split_k)
+            scheduler.advance_to_next_work()
+            work = scheduler.get_current_work()
+        turns = cutlass.Int32(0)
+        while work.is_valid_tile:
+            tile_m, tile_n, tile_l = work.tile_idx
+            _, _, count = self._k_range(tile_m, tile_n, tile_l, k_tiles, per_split, split_k)
+            mma_order.wait(turns)
+            read, release = self.mainloop(ab_pipeline, read, release, tiled_mma, rAcc, tCrA, tCrB, count, mma_order)
+
+            epilogue_order.wait(turns)
+            bSG_sD, bSG_gD = self.partition_d(tma_d, sD, gD, tile_m, tile_n, tile_l)
+            slices = self.tile_mnk[1] // self.epi_tile[1]
+            for s in cutlass.range_constexpr(slices):
+                for v in cutlass.range_constexpr(cute.size(rSlice)):
+                    rSlice[v] = tRS_rAcc[s * cute.size(rSlice) + v]
+                values = fused_epilogue.slice_values(
+                    self.epilogue, rSlice, alpha, epi_context, (mBias, mC, beta, quant, shape_d[0], shape_d[1], tile_l),
+                    tile_m * self.tile_mnk[0], tile_n * self.tile_mnk[1], s * self.epi_tile[1])
+                rSlice_out.store(values.to(self.d_dtype))
+                self.store_slice(epilogue, rSlice_out, s % self.epi_stages, tma_d, bSG_sD, bSG_gD, s, warp,
+                                 store_warp)
+            # the other warpgroup writes the same D buffers next: its turn starts once every store has
+            # read them (the wait is the store warp's: a bulk group belongs to the thread that issued it)
+            store_pipeline.producer_tail()
+            epilogue_order.hand_over()
+            turns += 1
+
+            scheduler.advance_to_next_work()   # the walk's next tile is the other warpgroup's
+            work = scheduler.get_current_work()
+            if work.is_valid_tile:
+                read, release = self._skip_tile(work, read, release, k_tiles, per_split, split_k)
+                scheduler.advance_to_next_work()
+                work = scheduler.get_current_work()
+
+    @cute.jit
+    def _skip_tile(self, work, read, release, k_tiles, per_split, split_k):
+        """(read, release) stepped past the stages of work tile `work`, which the other warpgroup consumes."""
+        tile_m, tile_n, tile_l = work.tile_idx
+        _, _, count = self._k_range(tile_m, tile_n, tile_l, k_tiles, per_split, split_k)
+        read.advance(count)
+        release.advance(count)
+        return read, release
 
 # ----------------------------------------------------------------------------------------------------
 # Choosing a configuration
@@ -365,7 +486,7 @@ def _compile(ab_dtype, d_dtype, a_major: str, b_major: str, config: GemmConfig, 
     from cutlass.runtime import make_fake_stream
 
     op = HopperGemm(ab_dtype, d_dtype, config.tile_n, config.cluster_mn, config.swizzle, tile_m=config.tile_m,
-                    **dict(variant))
+                    schedule=config.schedule, **dict(variant))
     options = f"--gpu-arch {arch} --keep-ptx --keep-cubin --dump-dir {DUMP_DIR}" if arch else ""
     return cute.compile(op, fake_tensor(ab_dtype, MAJOR_MODE[a_major]), fake_tensor(ab_dtype, MAJOR_MODE[b_major]),
                         fake_tensor(d_dtype, 1), cutlass.Float32(1.0), cutlass.Int32(1), clusters, make_fake_stream(),
@@ -385,12 +506,12 @@ def _fake_epilogue_operands(spec: EpilogueSpec, d_dtype) -> tuple:
 
 def compile_for(arch: str = "sm_90a", m: int = 1024, n: int = 1024, k: int = 1024, ab_dtype=cutlass.BFloat16,
                 d_dtype=cutlass.BFloat16, tile_n: int = 256, cluster_mn=(2, 1), sms: int = 132, a_major: str = "k",
-                b_major: str = "k", tile_m: int = 128, **variant):
+                b_major: str = "k", tile_m: int = 128, schedule: str = "cooperative", **variant):
     """Compile with fake tensors (no GPU needed), keeping PTX and cubin. Shapes are dynamic; m, n, k
     only go through can_implement."""
     HopperGemm.can_implement(ab_dtype, d_dtype, m, n, k, tile_n, cluster_mn, a_major, b_major, tile_m,
-                             epilogue=variant.get("epilogue", EpilogueSpec()))
-    config = GemmConfig(tile_m, tile_n, tuple(cluster_mn))
+                             schedule=schedule, epilogue=variant.get("epilogue", EpilogueSpec()))
+    config = GemmConfig(tile_m, tile_n, tuple(cluster_mn), schedule=schedule)
     return _compile(ab_dtype, d_dtype, a_major, b_major, config, sms // (cluster_mn[0] * cluster_mn[1]), arch,
                     tuple(sorted(variant.items())))
 
@@ -407,7 +528,7 @@ def kernel_for(ab_dtype, d_dtype, a_major: str, b_major: str, config: GemmConfig
 
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
     clusters = max_active_clusters(config.cluster_mn)
-    config = GemmConfig(config.tile_m, config.tile_n, config.cluster_mn, 1, config.swizzle)
+    config = GemmConfig(config.tile_m, config.tile_n, config.cluster_mn, 1, config.swizzle, config.schedule)
     key = ("hopper_gemm", str(ab_dtype), str(d_dtype), a_major, b_major, config, clusters,
            f"sm_{props.major}{props.minor}", variant)
     return cached_kernel(key, lambda: _compile(ab_dtype, d_dtype, a_major, b_major, config, clusters, None, variant),
@@ -442,16 +563,17 @@ def _as_mkl(name: str, t, rows_name: str):
 
 
 def compile_gemm(a, b, out_dtype=None, alpha: float = 1.0, tile_n: int | None = None, cluster_mn=None,
-                 swizzle: int = 1, out=None, tile_m: int | None = None, split_k: int | None = None, bias=None,
-                 activation: str | None = None, residual=None, beta: float = 1.0, out_scale: float | None = None,
-                 **variant):
+                 swizzle: int = 1, out=None, tile_m: int | None = None, split_k: int | None = None,
+                 schedule: str = "cooperative", bias=None, activation: str | None = None, residual=None,
+                 beta: float = 1.0, out_scale: float | None = None, **variant):
     """For torch tensors a: (M, K) or (L, M, K), b: (N, K) or (L, N, K) (bf16, fp16, float32 = tf32
     math, or float8_e4m3fn; K contiguous, or for the 16-bit types M/N contiguous, e.g.
     `x.t().contiguous().t()`): (run, d), where run() computes d = alpha * a @ b.T on the stream
     current at the call (so it can be captured in a CUDA graph on any stream), into the same d
     (`out` if given: (M, N) or (L, M, N), N contiguous). out_dtype defaults to a's type (fp32 for
-    tf32 math), bf16 for fp8 inputs. Settings left None come from choose_config; `variant`
-    reaches HopperGemm (the negative control). run.config is the configuration used.
+    tf32 math), bf16 for fp8 inputs. Settings left None come from choose_config (with
+    schedule="pingpong": tile_m 64 and no split-K, what that schedule runs); `variant` reaches
+    HopperGemm (the negative control). run.config is the configuration used.
 
     Fused epilogue (fused_epilogue.py): d = act(alpha * a @ b.T + bias) + beta * residual, with bias
     (N,) broadcast over rows (and batches), activation "gelu_tanh", "silu" or None, residual shaped
@@ -498,14 +620,16 @@ def compile_gemm(a, b, out_dtype=None, alpha: float = 1.0, tile_n: int | None = 
     ab_dtype = cutlass.TFloat32 if a.dtype == torch.float32 else dtypes[a.dtype]
     props = torch.cuda.get_device_properties(a.device)
     chosen = choose_config(m, n, k, batch, props.multi_processor_count, ab_dtype.width, allow_split=not spec.fused)
+    if schedule == "pingpong":
+        chosen = GemmConfig(PINGPONG_TILE_M, chosen.tile_n, chosen.cluster_mn, 1, schedule=schedule)
     config = GemmConfig(tile_m or chosen.tile_m, tile_n or chosen.tile_n,
                         tuple(cluster_mn) if cluster_mn is not None else chosen.cluster_mn,
-                        chosen.split_k if split_k is None else split_k, swizzle)
+                        chosen.split_k if split_k is None else split_k, swizzle, schedule)
     if cluster_mn is None and (math.ceil(m / config.tile_m) < 2 or config.split_k > 1):
         # the chosen cluster may not suit a forced tile or split
-        config = GemmConfig(config.tile_m, config.tile_n, (1, 1), config.split_k, swizzle)
+        config = GemmConfig(config.tile_m, config.tile_n, (1, 1), config.split_k, swizzle, schedule)
     HopperGemm.can_implement(ab_dtype, dtypes[out_dtype], m, n, k, config.tile_n, config.cluster_mn, a_major,
-                             b_major, config.tile_m, config.split_k, batch, spec)
+                             b_major, config.tile_m, config.split_k, batch, schedule, spec)
     for name, t, v, major in (("a", a, va, a_major), ("b", b, vb, b_major), ("out", out, vd, "k")):
         check_alignment(name, t, v, MAJOR_MODE[major])
 
@@ -617,7 +741,8 @@ def gemm(a, b, out_dtype=None, alpha: float = 1.0, out=None, **settings):
     """d = alpha * a @ b.T (batched: d[l] = alpha * a[l] @ b[l].T) for torch tensors a: ([L,] M, K),
     b: ([L,] N, K), into `out` or a new tensor. One compiled kernel serves every shape of a
     configuration (kept in memory and on disk); settings (tile_m, tile_n, cluster_mn, split_k) override
-    choose_config; bias=, activation=, residual=, beta= fuse an epilogue (see compile_gemm)."""
+    choose_config; schedule="pingpong" picks the ping-pong consumers; bias=, activation=, residual=,
+    beta=, out_scale= fuse an epilogue (see compile_gemm)."""
     run, d = compile_gemm(a, b, out_dtype, alpha, out=out, **settings)
     run()
     return d
