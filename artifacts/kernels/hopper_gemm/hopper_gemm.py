@@ -109,7 +109,9 @@ class HopperGemm(Sm90GemmBase):
         self.ab_dtype, self.d_dtype, self.acc_dtype = ab_dtype, d_dtype, cutlass.Float32
         if schedule not in SCHEDULES or (schedule == "pingpong" and (tile_m != PINGPONG_TILE_M or
                                                                      ab_dtype not in PINGPONG_AB_DTYPES)):
-            raise ValueError(f"schedule={schedule!r} with tile_m={tile_m} and {ab_dtype}: see can_implement")
+            raise ValueError(f"schedule={schedule!r} with tile_m={tile_m} and A/B dtype {ab_dtype} unsupported: "
+                             f"use one of {SCHEDULES}; 'pingpong' needs tile_m={PINGPONG_TILE_M} and A/B dtype "
+                             f"in {PINGPONG_AB_DTYPES}")
         self.schedule = schedule
         # ping-pong: two consumer warpgroups, each on its own 64-row tile
         self.warpgroups = 2 if schedule == "pingpong" else tile_m // WGMMA_M
