@@ -125,11 +125,17 @@ def on_files(files: Files, config) -> Files:
         "assets/kernelwiki.css": generated.STYLE,
     }
     by_path = {r.path: r for probe_records in records.values() for r in probe_records}
+    citing: dict[str, list[tuple[str, dict]]] = {}
+    for entry in entries:
+        for claim in page_claims(entry.meta or {}):
+            if claim.get("evidence") == "measured" and isinstance(claim.get("record"), str):
+                citing.setdefault(claim["record"], []).append((entry.id, claim))
     for probe_id, probe_records in records.items():
         backs = probes[probe_id].pages if probe_id in probes else []
         for record in probe_records:
             pages[render.record_uri(record.path)] = records_page.record_page(record, _state["page_uris"], backs,
-                                                                             probe_records, by_path)
+                                                                             probe_records, by_path,
+                                                                             citing.get(record.path, []))
             uri = "records/" + record.path.removeprefix("artifacts/evidence/")
             files.append(File.generated(config, uri, abs_src_path=str(_state["repo"].root / record.path)))
     cache = _state["repo"].cache / "charts"
