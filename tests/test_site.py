@@ -289,21 +289,6 @@ def _first_hit(page, words: str) -> str:
     return "/" + (href or "").split("://", 1)[-1].split("/", 1)[-1].split("?")[0].split("#")[0]
 
 
-# Misses that Material's search worker makes and configuration cannot fix (issue 28 item 6, left
-# open): its query is an OR of trailing-wildcard terms, so `a` of "how to time a kernel" matches
-# every alias word starting with a, and "flashmla-sparse-decode" takes "flash*". Listed by the
-# hit they give, so any other miss (or another wrong hit for these) fails the test.
-KNOWN_MISSES = {"flash attention": "/kernels/dsv4-sparse-decode/", "FlashAttention": "/kernels/dsv4-sparse-decode/",
-                "how to time a kernel": "/hardware/distributed-shared-memory/",
-                # Misses the pages merged last in this stop brought (open in issue 28: aliases of the new
-                # pages against Material's lunr ranking); each is the exact wrong hit, any other miss fails.
-                "fence.proxy.async.shared::cta": "/hardware/2cta-mma/", "all-reduce": "/hardware/tma-store/",
-                "how to benchmark a kernel": "/hardware/distributed-shared-memory/",
-                "M=1": "/techniques/register-budgeting/",
-                "profiling a kernel": "/hardware/distributed-shared-memory/",
-                "TMA": "/hardware/tma-store/"}
-
-
 def test_search_finds_every_page_by_each_alias_first(page, server):
     page.goto(f"{server}/")
     page.locator(".md-search__input").first.click()
@@ -311,8 +296,6 @@ def test_search_finds_every_page_by_each_alias_first(page, server):
     for meta in _pages_with():
         for alias in meta.get("aliases") or []:
             hit = _first_hit(page, str(alias))
-            if KNOWN_MISSES.get(str(alias)) == hit:
-                continue
             if hit != _url(meta["rel"]):
                 missed.append(f"{alias} -> {hit} (expected {_url(meta['rel'])})")
     assert not missed, "\n".join(missed)
@@ -549,17 +532,22 @@ KERNEL_ENGINEER_QUERIES = {
     "mbarrier": "/hardware/mbarrier/",
     "TMA": "/hardware/tma/",
     "DeepGEMM": "/kernels/deepgemm/",
-    "FlashAttention": "/kernels/flash-attention-4/",  # a known miss (KNOWN_MISSES)
+    "FlashAttention": "/kernels/flash-attention-4/",   # not the page of FlashMLA's sparse decode ("flash*")
+    "flash attention": "/kernels/flash-attention-4/",
     "fa4": "/kernels/flash-attention-4/",
-    "M=1": "/techniques/cuda-cores-vs-tensor-cores/",
+    "M=1": "/techniques/cuda-cores-vs-tensor-cores/",   # not a page with an alias word starting with m
+    "all-reduce": "/kernels/one-host-communication/",   # not TMA reduce
+    "fence.proxy.async.shared::cta": "/hardware/tma-store/",   # the worker keeps the name before :: whole
+    "how to time a kernel": "/techniques/launch-overhead-and-graphs/",   # `a*` matches many alias words
+    "how to benchmark a kernel": "/techniques/benchmarking-protocol/",
+    "profiling a kernel": "/techniques/profiling-recipes/",
 }
 
 
 def test_kernel_engineer_queries_find_the_right_page_first(page, server):
     page.goto(f"{server}/")
     page.locator(".md-search__input").first.click()
-    missed = {q: hit for q, want in KERNEL_ENGINEER_QUERIES.items()
-              if (hit := _first_hit(page, q)) != want and KNOWN_MISSES.get(q) != hit}
+    missed = {q: hit for q, want in KERNEL_ENGINEER_QUERIES.items() if (hit := _first_hit(page, q)) != want}
     assert not missed, missed
 
 
