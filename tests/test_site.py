@@ -497,6 +497,11 @@ def test_charts_show_quantities_in_light_and_dark_and_fit_a_phone(site):
         assert not colours & {"#808080"}, svg.name  # the grey below AA contrast is gone
     fp8 = _html(site, "/kernels/fp8-blockscale-gemm/")
     assert "TFLOP/s by M: ours vs" in fp8 and "#only-dark" in fp8
+    # a throughput against the datasheet peak or the measured ceiling; the decode cases' latency in µs
+    shown = " ".join(s.read_text() for s in svgs)
+    assert "% of the datasheet peak" in shown and "% of the measured ceiling" in shown
+    assert "latency per call" in _html(site, "/kernels/dsv4-sparse-decode/") and "µs per call" in shown
+    assert "time per case (µs; lower is better)" in _html(site, "/techniques/launch-overhead-and-graphs/")
 
 
 def test_evidence_card_names_its_headline_record_and_own_date(site):
