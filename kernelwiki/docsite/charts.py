@@ -265,7 +265,7 @@ def latency_charts(points: list[Point]) -> list[Chart]:
             continue
         by_baseline.setdefault(p.baseline, {}).setdefault(str(p.params.get("set") or ""), []).append(
             (p.case, *p.latency_us))
-    return [Chart("bars", f"latency per call (M ≤ {LATENCY_M}): ours vs {baseline}", "", "µs per call (lower is better)",
+    return [Chart("bars", f"latency per call (≤ {LATENCY_M} rows): ours vs {baseline}", "", "µs per call (lower is better)",
                   {"": bars}, baseline) for baseline, bars in by_baseline.items()]
 
 
