@@ -102,7 +102,7 @@ def test_naive_can_implement():
     (hopper_gemm.compile_for, {"ab_dtype": cutlass.TFloat32, "d_dtype": cutlass.Float32}, "HGMMA.64x256x8.F32.TF32"),
     (hopper_gemm.compile_for, {"m": 1, "tile_m": 64, "tile_n": 192, "cluster_mn": (1, 1),
                                "d_dtype": cutlass.Float32}, "HGMMA.64x192x16"),
-    (hopper_gemm.compile_for, {"tile_n": 256, "skip_last_k_tile": True}, "HGMMA"),
+    (hopper_gemm.compile_for, {"tile_n": 256, "cluster_mn": (1, 1), "skip_last_k_tile": True}, "HGMMA"),
     (hopper_gemm.compile_for, {"tile_n": 128, "cluster_mn": (1, 1), "d_dtype": cutlass.Float32,
                                "skip_last_k_tile": True}, "HGMMA"),
     (naive.compile_for, {}, "HGMMA"),
