@@ -158,7 +158,10 @@ def test_query_json_is_query_v2():
 def test_prose_leaves_out_generated_blocks_code_and_claim_marks():
     code, text, _ = cli("get", "kernel-hopper-gemm", "--prose")
     full = cli("get", "kernel-hopper-gemm", "--body-only")[1]
-    assert code == 0 and len(text) < len(full) / 3
+    import re
+
+    blocks = sum(len(m.group(0)) for m in re.finditer(r"<!-- kernelwiki:begin (\S+) -->.*?<!-- kernelwiki:end \1 -->", full, re.S))
+    assert code == 0 and blocks > len(full) / 3 and len(text) < len(full) - blocks   # the generated blocks are gone
     for gone in ("```", "kernelwiki:begin", "<!-- claim:", "| probe | case |"):
         assert gone in full and gone not in text
     assert "left out" in text and "## The teaching variant" in text

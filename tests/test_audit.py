@@ -91,3 +91,22 @@ def test_a_sentence_that_promises_evidence_is_reported(mini):
     assert code == 1 and "prose: promises evidence that is not there" in out
     page.write_text(HW_PAGE + "The table has the results of its one run.\n", encoding="utf-8")
     assert mini.run("audit")[0] == 0
+
+
+def test_a_ratio_span_names_its_baseline_in_its_sentence():
+    """The headline moved from a serial cuBLAS loop to DeepGEMM (issue 23); the prose that still said
+    "against cuBLAS blockwise ... 0.859x" credited DeepGEMM's ratio to the loop."""
+    from kernelwiki.commands.audit import baseline_word, unattributed_ratios
+
+    claims = {"m": {"id": "m", "ratio": 0.859, "baseline": {"name": "DeepGEMM", "value": 1.0}},
+              "n": {"id": "n", "ratio": 0.541, "baseline": {"name": "ours, production kernel", "value": 1.0}}}
+    wrong = ("- **Masked.** Against cuBLAS blockwise called once per expert, ours is at\n"
+             "  <!-- claim:m.ratio -->0.859×<!-- /claim --> with four experts. DeepGEMM is in the table.\n"
+             "- The teaching variant (<!-- claim:n.ratio -->0.541×<!-- /claim --> of cuBLAS blockwise).\n")
+    found = unattributed_ratios("wiki/x.md", wrong, 10, claims)
+    assert [(p.line, p.message.split(",")[0]) for p in found] == [(11, "ratio m.ratio is against 'DeepGEMM'"),
+                                                                  (12, "ratio n.ratio is against 'ours")]
+    right = wrong.replace("cuBLAS blockwise called", "DeepGEMM, not cuBLAS blockwise called").replace(
+        "of cuBLAS blockwise", "of our production kernel")
+    assert unattributed_ratios("wiki/x.md", right, 10, claims) == []
+    assert baseline_word("cuBLAS blockwise FP8") == "cuBLAS" and baseline_word("ours, production kernel") == "production"

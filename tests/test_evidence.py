@@ -4,8 +4,10 @@ and in refresh, with the defect it names."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
+import pytest
 import yaml
 
 from conftest import HW_PAGE, ROOT, messages
@@ -268,19 +270,22 @@ def test_refresh_refuses_an_integer_frontmatter_cannot_hold(mini):
     assert page.read_bytes() == before and "Traceback" not in err
 
 
-def test_a_page_that_cannot_be_written_is_one_message(mini, monkeypatch):
-    """A read-only page folder or `ulimit -f` (EFBIG) during refresh: one line per page, no traceback."""
+@pytest.mark.parametrize("error", ["EFBIG", "EACCES", "EROFS"])
+def test_a_page_that_cannot_be_written_is_one_message(mini, monkeypatch, error):
+    """`ulimit -f` (EFBIG), a read-only page folder (EACCES, which root is never told) or a read-only
+    file system during refresh: one line per page, no traceback."""
     import errno
 
     import kernelwiki.commands.refresh as refresh_module
 
     def refuse(path, data):
-        raise OSError(errno.EFBIG, "File too large")
+        raise OSError(getattr(errno, error), os.strerror(getattr(errno, error)))
 
     page = _setup(mini, [_record("r1", "2026-11-30T10:00:00Z", [_case("c1", 500.0)])])
     monkeypatch.setattr(refresh_module, "replace_file", refuse)
     code, out, err = mini.run("refresh")
-    assert code == 1 and out.strip() == "wiki/hardware/example.md:1: -: not refreshed: cannot write it (File too large)"
+    assert code == 1 and out.strip() == ("wiki/hardware/example.md:1: -: not refreshed: cannot write it "
+                                         f"({os.strerror(getattr(errno, error))})")
     assert "Traceback" not in err and "measured.x.c1" not in page.read_text()
 
 
@@ -305,3 +310,72 @@ def test_an_unknown_case_id_exits_2_and_runs_nothing(mini):
     err = err.getvalue()
     assert code == 2 and "case: no case 'c3' in probe-x" in err
     assert not (mini.root / "artifacts/evidence/probe-x").exists() or not any((mini.root / "artifacts/evidence/probe-x").iterdir())
+
+
+def test_a_short_case_timed_one_launch_per_event_pair_stays_off_the_page(mini):
+    """Record 20261201T010914Z timed bf16 512^3 (6.1 us) one launch between two CUDA events after an
+    L2 flush: under 50 us that measures the launch (the case ranged 0.53-1.13x run to run)."""
+    from kernelwiki.harness.timing import case_below_floor
+
+    flushed = {"method": "cuda-events", "l2": "flushed: read (sum) of 120 MiB before each launch"}
+    short = _case("c2", 24.3, timing={"ours": {"median_ms": 0.011}, "cuBLAS": {"median_ms": 0.0061}})
+    long = _case("c1", 500.0, timing={"ours": {"median_ms": 1.5}, "cuBLAS": {"median_ms": 1.51}})
+    assert case_below_floor(short, flushed) and not case_below_floor(long, flushed)
+    assert not case_below_floor(short, {"method": "cuda-events", "l2": "warm"})   # an L2-state probe's Timer
+    assert not case_below_floor(short)
+    page = _setup(mini, [_record("r1", "2026-11-30T10:00:00Z", [long, short], protocol=flushed)])
+    mini.run("refresh")
+    assert "measured.x.c1" in _claims(page) and "measured.x.c2" not in _claims(page) and "| c2 |" not in page.read_text()
+    text = page.read_text().replace("claims:\n", "claims:\n- id: measured.x.c2\n  metric: tflops\n  value: 24.3\n"
+                                    "  unit: TFLOP/s\n  gpu: H200\n  arch: sm_90a\n  evidence: measured\n"
+                                    "  record: artifacts/evidence/probe-x/r1.json\n  case: c2\n", 1)
+    page.write_text(text)
+    assert "under the timing protocol's floor" in messages(mini.problems())
+
+
+def test_a_compiled_claim_on_a_record_older_than_its_probe_is_refused(mini):
+    """footgun-nested-layout-flatten's claim rested on a record of the probe before it built the two
+    views the page compares: the record found none of the facts the probe now expects."""
+    record = _record("c1-cpu-compile-only", "2026-11-30T10:00:00Z", [], mode="compile-only", status="compiled",
+                     instructions={"sm_90a": {"found": ["fact:coalesced"], "missing": [], "ptx_bytes": 0,
+                                              "sass_scanned": False}})
+    probe = PROBE_YAML.replace("kind: microbench", "kind: compile") + "expected_instructions:\n  sm_90a:\n  - fact:coalesced\n"
+    page = _setup(mini, [record], probe)
+    text = page.read_text().replace("claims:\n", "claims:\n- id: compiled.x.sm_90a\n  metric: instructions-found\n"
+                                    "  value: fact:coalesced\n  arch: sm_90a\n  evidence: compiled\n"
+                                    "  record: artifacts/evidence/probe-x/c1-cpu-compile-only.json\n", 1)
+    page.write_text(text)
+    assert "did not find" not in messages(mini.problems())
+    mini.write("probes/probe-x/probe.yaml", probe + "  - fact:two-views-compared\n")
+    assert "did not find fact:two-views-compared, which probe-x now expects" in messages(mini.problems())
+
+
+def test_prose_that_names_a_removed_or_superseded_run_is_refused(mini):
+    """dsv4-sparse-decode said "the results of its one H200 run (20261201T011112Z)" after its claims had
+    moved to 20261201T150031Z; the FP8 page's masked 256-row sentence rested on records deleted in 4b85185."""
+    page = _setup(mini, [_record("20261129T100000Z-h200-run", "2026-11-29T10:00:00Z", [_case("c1", 300.0)], commit="old"),
+                         _record("20261130T100000Z-h200-run", "2026-11-30T10:00:00Z", [_case("c1", 500.0)])])
+    mini.run("refresh")
+    text = page.read_text()
+    page.write_text(text + "\nThe table has the results of the latest run (20261130T100000Z).\n")
+    assert "names run" not in messages(mini.problems())
+    page.write_text(text + "\nThe table has the results of its one run (20261129T100000Z).\n")
+    assert "names run 20261129T100000Z, but its probe has the newer passing run 20261130T100000Z" in messages(mini.problems())
+    page.write_text(text + "\nThe 256-row tiles were slower (20261128T090000Z-h200-run).\n")
+    assert "names run 20261128T090000Z, which no record under artifacts/evidence holds" in messages(mini.problems())
+
+
+def test_a_weak_headline_of_any_date_is_no_claim_source(mini):
+    """Record 20261201T010914Z headlined cuBLAS at 4096 x 28672 x 8192 while quack ran faster in the same
+    case: the ratio flattered by the gap. Before the cut-off validate only lists such records; refresh
+    must still keep the case off the page."""
+    page = _setup(mini, [_record("r1", "2026-11-30T10:00:00Z", [_case("c1", 500.0), _weak()])])
+    record = json.loads((mini.root / "artifacts/evidence/probe-x/r1.json").read_text())
+    record["cases"][1]["id"] = "c2"
+    mini.write("artifacts/evidence/probe-x/r1.json", json.dumps(record))
+    mini.run("refresh")
+    assert "measured.x.c1" in _claims(page) and "measured.x.c2" not in _claims(page) and "| c2 |" not in page.read_text()
+    declared = PROBE_YAML + "headline_baseline:\n  name: serial loop\n  reason: the loop is the production path\n"
+    mini.write("probes/probe-x/probe.yaml", declared)
+    mini.run("refresh")
+    assert "measured.x.c2" in _claims(page) and mini.problems() == []

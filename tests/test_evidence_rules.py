@@ -127,3 +127,31 @@ def test_context_candidates_keep_their_ratio_but_are_never_the_headline():
     entries = {b["name"]: b for b in out["baselines"]}
     assert entries["cuBLAS bf16"] == {"name": "cuBLAS bf16", "value": 500.0, "ratio": 1.2, "headline_candidate": False}
     assert entries["cuBLAS blockwise FP8"]["skipped"].startswith("refused")
+
+
+# --- one control per code path (issue 23) -------------------------------------------------------------
+CODE_PATH_CONTROLS = {
+    "probe-fp8-blockscale-gemm/fp8_blockscale_probe.py": {"normal-one-scale", "contiguous-one-scale", "masked-one-scale"},
+    "probe-hopper-gemm/hopper_gemm_probe.py": {"one-tile-last-k", "split-k-last-range"},
+    "probe-flash-attention-4/fa4_probe.py": {"forward-scale", "backward-scale"},
+    "probe-sparse-decode-sm90/sparse_decode_probe.py": {"split-path-one-row", "one-pass-one-row", "bf16-pv"},
+}
+
+
+def _control_names(script: str) -> set[str]:
+    import ast
+
+    from conftest import ROOT
+
+    tree = ast.parse((ROOT / "probes" / script).read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "NEGATIVE_CONTROLS" for t in node.targets):
+            return {k.value for k in node.value.keys if isinstance(k, ast.Constant)}
+    return set()
+
+
+@pytest.mark.parametrize("script", sorted(CODE_PATH_CONTROLS))
+def test_each_code_path_the_issue_names_has_its_own_control(script):
+    """FP8 grouped layouts, split-K, the FA4 backward, the sparse-decode split path (and its fp16 claim):
+    a control on one path says nothing about a bug on another."""
+    assert CODE_PATH_CONTROLS[script] <= _control_names(script)

@@ -294,3 +294,36 @@ def test_any_provenance_gets_clean_answers(provenance: str):
     finally:
         page.write_text(original)
         path.unlink()
+
+
+# --- the MCP wire: every line is one message, one answer or nothing, and each answer can be sent -----------
+MCP_METHODS = ["initialize", "tools/list", "tools/call", "resources/read", "resources/list", "notifications/initialized",
+               "ping", "\ud800"]
+message_like = st.fixed_dictionaries({}, optional={
+    "jsonrpc": st.one_of(st.just("2.0"), values), "id": st.one_of(st.integers(), st.text(max_size=5), values),
+    "method": st.one_of(st.sampled_from(MCP_METHODS), values), "params": values, "result": values, "error": values})
+mcp_lines = st.one_of(
+    st.binary(max_size=200),
+    st.one_of(values, message_like, st.lists(message_like, max_size=3)).map(
+        lambda v: as_json(v).encode("utf-8", "surrogatepass")),
+    message_like.map(lambda v: __import__("json").dumps(v, default=str).encode())
+)
+
+
+@seed(int(SEED or 0))
+@settings(max_examples=max(EXAMPLES * 4, 200), derandomize=SEED is None, deadline=None, database=None)
+@given(line=mcp_lines, protocol=st.sampled_from([None, "2025-03-26", "2025-11-25"]))
+def test_any_mcp_line_is_a_message_an_answer_or_nothing(line: bytes, protocol: str | None):
+    from mcp_types import JSONRPCError, JSONRPCRequest
+
+    from kernelwiki.faces.mcp_wire import check_line
+
+    checked = check_line(line, protocol)
+    for message in checked if isinstance(checked, list) else [checked]:
+        if message is None:
+            continue
+        if isinstance(message, JSONRPCError):
+            assert message.error.message.startswith("error: ") and message.error.code in (-32700, -32600, -32602)
+        message.model_dump_json()   # whatever is answered or passed on can be written back as JSON text
+        if isinstance(message, JSONRPCRequest):
+            assert isinstance(message.params, (dict, type(None)))

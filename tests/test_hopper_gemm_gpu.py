@@ -1,6 +1,8 @@
 """Our Hopper GEMM on the GPU, beyond the probe's shapes: M = 1, ragged tiles, views, odd strides,
 batches, every input type and layout can_implement accepts, split-K determinism, graph capture on a
-side stream, and the ValueErrors for what it refuses. Skipped without an sm_90 GPU."""
+side stream, and the ValueErrors for what it refuses; the same for the ping-pong schedule and for the
+fused epilogues (bias, GELU-tanh, SiLU, residual, e4m3 quantize-on-store) against epilogue_reference.
+Skipped without an sm_90 GPU."""
 
 from __future__ import annotations
 
@@ -134,3 +136,233 @@ def test_refusals_name_the_value():
         hopper_gemm.gemm(square, square.clone(), out=square)
     with pytest.raises(ValueError, match="stride 0 in mode 0"):
         hopper_gemm.gemm(a[:1].expand(64, 1024), b)
+
+
+# --- the ping-pong schedule (schedule="pingpong": two consumer warpgroups on alternate 64-row tiles) --
+
+PINGPONG = {"schedule": "pingpong"}
+
+
+@pytest.mark.parametrize("m, n, k", [(1, 8, 64), (1, 4096, 4096), (2, 264, 136), (7, 520, 200), (63, 1000, 72),
+                                     (65, 2112, 7168), (127, 256, 4096), (1000, 24, 1000), (4000, 2104, 7000),
+                                     (4096, 4096, 512)])
+def test_pingpong_shapes(m, n, k):
+    a, b = _operands(torch.bfloat16, (), m, n, k)
+    run, d = hopper_gemm.compile_gemm(a, b, **PINGPONG)
+    assert run.config.schedule == "pingpong" and run.config.tile_m == 64
+    run()
+    _check(a, b, d)
+
+
+@pytest.mark.parametrize("tile_n", [64, 128, 192, 256])
+@pytest.mark.parametrize("cluster", [(1, 1), (2, 1)], ids=["1x1", "2x1"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+def test_pingpong_tiles_and_clusters(tile_n, cluster, dtype):
+    # 3000 rows: 47 row tiles, the last ragged (56 rows), 776 columns ragged in every tile width:
+    # 188 (tile_n 256) to 611 (64) tiles over 132 SMs, so both warpgroups take turns, some CTAs an
+    # odd number of tiles (the last one's turn unanswered), in 2x1 an odd tile row count
+    a, b = _operands(dtype, (), 3000, 776, 1000, seed=tile_n)
+    d = hopper_gemm.gemm(a, b, tile_n=tile_n, cluster_mn=cluster, alpha=0.5, **PINGPONG)
+    _check(a, b, d, 0.5)
+
+
+def test_pingpong_matches_the_cooperative_schedule_and_repeats_exactly():
+    """Many tiles per CTA (both warpgroups take several turns): every launch gives the same bits (a race
+    between the two warpgroups' epilogues on the shared D buffers would not), close to cooperative."""
+    a, b = _operands(torch.bfloat16, (), 4096, 7168, 2048)
+    run, d = hopper_gemm.compile_gemm(a, b, tile_n=256, cluster_mn=(2, 1), **PINGPONG)
+    run()
+    first = d.clone()
+    for _ in range(10):
+        d.fill_(float("nan"))
+        run()
+        assert torch.equal(d, first)
+    cooperative = hopper_gemm.gemm(a, b, tile_m=128, tile_n=256, cluster_mn=(2, 1))
+    _check(a, b, first)
+    assert ((first.float() - cooperative.float()).norm() / cooperative.float().norm()).item() < 1e-2
+
+
+def test_pingpong_views_odd_strides_and_fp32_out():
+    a, b = _operands(torch.bfloat16, (), 64, 512, 1024)
+    _check(a[17:18], b, hopper_gemm.gemm(a[17:18], b, **PINGPONG))
+    wide_a, wide_b = _operands(torch.bfloat16, (), 100, 296, 1088)
+    a2, b2 = wide_a[:, 8:8 + 1024], wide_b[:, :1024]
+    _check(a2, b2, hopper_gemm.gemm(a2, b2, **PINGPONG))
+    at, bt = a.t().contiguous().t(), b.t().contiguous().t()
+    _check(at, bt, hopper_gemm.gemm(at, bt, **PINGPONG))
+    _check(a, b, hopper_gemm.gemm(a, b, out_dtype=torch.float32, **PINGPONG))
+
+
+def test_pingpong_batched_and_out():
+    a, b = _operands(torch.float16, (3,), 100, 264, 520)
+    out = torch.full((3, 100, 264), float("nan"), dtype=torch.float16, device="cuda")
+    assert hopper_gemm.gemm(a, b, out=out, **PINGPONG) is out
+    _check(a, b, out)
+
+
+def test_pingpong_graph_capture_on_a_side_stream():
+    a, b = _operands(torch.bfloat16, (), 2000, 4096, 1024)
+    run, d = hopper_gemm.compile_gemm(a, b, **PINGPONG)
+    run()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(stream), torch.cuda.graph(graph, stream=stream):
+        run()
+    torch.cuda.current_stream().wait_stream(stream)
+    d.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    _check(a, b, d)
+
+
+def test_pingpong_refusals_name_the_value():
+    a, b = _operands(torch.bfloat16, (), 64, 256, 1024)
+    with pytest.raises(ValueError, match="schedule='pingpong' with tile_m=128"):
+        hopper_gemm.gemm(a, b, tile_m=128, **PINGPONG)
+    with pytest.raises(ValueError, match="schedule='pingpong' with split_k=2"):
+        hopper_gemm.gemm(a, b, split_k=2, **PINGPONG)
+    with pytest.raises(ValueError, match="schedule='pingpong' with A/B dtype Float8E4M3FN"):
+        hopper_gemm.gemm(a.to(torch.float8_e4m3fn), b.to(torch.float8_e4m3fn), **PINGPONG)
+
+
+# --- fused epilogues (fused_epilogue.py): D = act(alpha * acc + bias) + beta * C ---------------------
+
+from artifacts.kernels.hopper_gemm import epilogue_reference  # noqa: E402
+
+EPILOGUES = {"bias": ("bias",), "gelu_tanh": ("gelu_tanh",), "silu": ("silu",), "residual": ("residual",),
+             "bias-silu": ("bias", "silu"), "bias-gelu_tanh-residual": ("bias", "gelu_tanh", "residual")}
+
+
+def _epilogue_operands(names, lead: tuple, m: int, n: int, k: int, dtype, seed: int = 1):
+    """bias (N,) and residual ([L,] M, N) at the product's scale (sqrt(K)), so any misplaced element shows."""
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    scale = k ** 0.5
+    bias = (torch.randn(n, device="cuda", generator=g) * scale).to(dtype) if "bias" in names else None
+    residual = (torch.randn(*lead, m, n, device="cuda", generator=g) * scale).to(dtype) if "residual" in names else None
+    activation = next((x for x in names if x in epilogue_reference.ACTIVATIONS), None)
+    return {"bias": bias, "activation": activation, "residual": residual}
+
+
+def _fused_reference(a, b, settings: dict, alpha: float = 1.0, beta: float = 1.0):
+    bias, residual = settings.get("bias"), settings.get("residual")
+    return epilogue_reference.fused_epilogue(a.double() @ b.double().transpose(-1, -2), torch, alpha,
+                                             None if bias is None else bias.double(), settings.get("activation"),
+                                             None if residual is None else residual.double(), beta)
+
+
+def _check_fused(a, b, d, settings: dict, alpha: float = 1.0, beta: float = 1.0):
+    ref = _fused_reference(a, b, settings, alpha, beta)
+    assert not torch.isnan(d).any(), "unwritten output"
+    err = ((d.double() - ref).norm() / ref.norm().clamp_min(1e-30)).item()
+    assert err <= TOL[d.dtype], f"relative error {err:.2e} > {TOL[d.dtype]:.0e}"
+
+
+@pytest.mark.parametrize("epilogue", list(EPILOGUES))
+@pytest.mark.parametrize("m, n, k", [(1, 4096, 4096), (1, 8, 64), (2, 264, 136), (130, 520, 200), (4000, 2104, 7000)])
+def test_fused_epilogue_shapes(epilogue, m, n, k):
+    a, b = _operands(torch.bfloat16, (), m, n, k)
+    settings = _epilogue_operands(EPILOGUES[epilogue], (), m, n, k, torch.bfloat16)
+    run, d = hopper_gemm.compile_gemm(a, b, **settings)
+    assert run.config.split_k == 1   # a fused epilogue needs the whole sum
+    d.fill_(float("nan"))
+    run()
+    _check_fused(a, b, d, settings)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32, torch.float8_e4m3fn])
+def test_fused_epilogue_every_input_type_with_alpha_and_beta(dtype):
+    a, b = _operands(dtype, (), 130, 264, 512, seed=3)
+    out_dtype = torch.bfloat16 if dtype == torch.float8_e4m3fn else dtype
+    settings = _epilogue_operands(EPILOGUES["bias-gelu_tanh-residual"], (), 130, 264, 512, out_dtype)
+    d = hopper_gemm.gemm(a, b, alpha=0.5, beta=-0.75, **settings)
+    _check_fused(a.float(), b.float(), d, settings, alpha=0.5, beta=-0.75)
+
+
+@pytest.mark.parametrize("tile_m, tile_n, cluster", [(64, 64, (1, 1)), (128, 192, (1, 2)), (128, 128, (2, 1))])
+def test_fused_epilogue_forced_configurations(tile_m, tile_n, cluster):
+    a, b = _operands(torch.bfloat16, (), 333, 776, 1000)
+    settings = _epilogue_operands(EPILOGUES["bias-silu"] + ("residual",), (), 333, 776, 1000, torch.bfloat16)
+    d = hopper_gemm.gemm(a, b, tile_m=tile_m, tile_n=tile_n, cluster_mn=cluster, **settings)
+    _check_fused(a, b, d, settings)
+
+
+@pytest.mark.parametrize("m, n, k", [(3000, 776, 1000), (1, 4096, 4096)])
+def test_fused_epilogue_with_the_pingpong_schedule(m, n, k):
+    a, b = _operands(torch.bfloat16, (), m, n, k)
+    settings = _epilogue_operands(EPILOGUES["bias-gelu_tanh-residual"], (), m, n, k, torch.bfloat16)
+    d = hopper_gemm.gemm(a, b, schedule="pingpong", alpha=0.5, **settings)
+    _check_fused(a, b, d, settings, alpha=0.5)
+
+
+def test_fused_epilogue_views_batches_and_in_place_residual():
+    # bias and residual as views of larger tensors (16-byte-aligned offsets, row stride 1032)
+    a, b = _operands(torch.bfloat16, (), 100, 1024, 512)
+    big = torch.randn(120, 1032, device="cuda").bfloat16() * 20
+    settings = {"bias": big[3, 8:8 + 1024], "activation": "gelu_tanh", "residual": big[7:107, :1024]}
+    _check_fused(a, b, hopper_gemm.gemm(a, b, **settings), settings)
+    # one row of a larger A
+    _check_fused(a[17:18], b, hopper_gemm.gemm(a[17:18], b, bias=settings["bias"]), {"bias": settings["bias"]})
+    # batched: bias shared by the batches, residual per batch
+    a3, b3 = _operands(torch.bfloat16, (3,), 100, 264, 520)
+    batched = _epilogue_operands(EPILOGUES["bias-gelu_tanh-residual"], (3,), 100, 264, 520, torch.bfloat16)
+    _check_fused(a3, b3, hopper_gemm.gemm(a3, b3, **batched), batched)
+    # the residual is out itself (x += proj(h)): each element read before its tile overwrites it
+    out = (torch.randn(100, 1024, device="cuda") * 20).bfloat16()
+    before = out.clone()
+    assert hopper_gemm.gemm(a, b, out=out, residual=out) is out
+    _check_fused(a, b, out, {"residual": before})
+
+
+def test_fused_epilogue_graph_capture_on_a_side_stream():
+    a, b = _operands(torch.bfloat16, (), 16, 4096, 4096)
+    settings = _epilogue_operands(EPILOGUES["bias-gelu_tanh-residual"], (), 16, 4096, 4096, torch.bfloat16)
+    run, d = hopper_gemm.compile_gemm(a, b, **settings)
+    run()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(stream), torch.cuda.graph(graph, stream=stream):
+        run()
+    torch.cuda.current_stream().wait_stream(stream)
+    d.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    _check_fused(a, b, d, settings)
+
+
+def test_fused_epilogue_refusals_name_the_value():
+    a, b = _operands(torch.bfloat16, (), 64, 256, 1024)
+    bias = torch.zeros(256, dtype=torch.bfloat16, device="cuda")
+    with pytest.raises(ValueError, match="split_k=2 with a fused epilogue"):
+        hopper_gemm.gemm(a, b, bias=bias, split_k=2, cluster_mn=(1, 1))
+    with pytest.raises(ValueError, match="bias: dtype torch.float16 unsupported"):
+        hopper_gemm.gemm(a, b, bias=bias.half())
+    with pytest.raises(ValueError, match="bias: tensor is on cpu"):
+        hopper_gemm.gemm(a, b, bias=bias.cpu())
+    with pytest.raises(ValueError, match="activation='relu' unsupported"):
+        hopper_gemm.gemm(a, b, activation="relu")
+    with pytest.raises(ValueError, match=r"residual: expected shape \(64, 256\)"):
+        hopper_gemm.gemm(a, b, residual=torch.zeros(64, 128, dtype=torch.bfloat16, device="cuda"))
+
+
+@pytest.mark.parametrize("epilogue", ["bias-gelu_tanh-residual", "none"])
+@pytest.mark.parametrize("m, n, k", [(1, 4096, 4096), (130, 528, 200), (4000, 2112, 7000)])
+def test_e4m3_out_quantizes_on_store(epilogue, m, n, k):
+    """d = e4m3(result / out_scale): dequantized, as close to the FP64 result as torch's own rounding of
+    that result to e4m3 (FP32 accumulation order aside); values past 448 x out_scale saturate."""
+    a, b = _operands(torch.bfloat16, (), m, n, k)
+    settings = _epilogue_operands(EPILOGUES.get(epilogue, ()), (), m, n, k, torch.bfloat16)
+    ref = _fused_reference(a, b, settings)
+    out_scale = ref.abs().max().item() / 448
+    run, d = hopper_gemm.compile_gemm(a, b, out_dtype=torch.float8_e4m3fn, out_scale=out_scale, **settings)
+    assert d.dtype == torch.float8_e4m3fn and run.config.split_k == 1
+    d.view(torch.uint8).fill_(0x7F)   # e4m3 NaN: unwritten elements show
+    run()
+    got = d.float().double() * out_scale
+    assert not torch.isnan(got).any(), "unwritten output"
+    rounded = (ref / out_scale).float().to(torch.float8_e4m3fn).double() * out_scale
+    err, floor = ((got - ref).norm() / ref.norm()).item(), ((rounded - ref).norm() / ref.norm()).item()
+    assert err <= 1.5 * floor + 1e-3, f"relative error {err:.3e}; torch's e4m3 rounding of the result: {floor:.3e}"
+    saturated = hopper_gemm.gemm(a, b, out_dtype=torch.float8_e4m3fn, out_scale=out_scale / 4, **settings)
+    assert not torch.isnan(saturated.float()).any() and saturated.float().abs().max().item() == 448.0

@@ -188,6 +188,9 @@ def with_probe(mini: MiniRepo) -> Path:
     ({"cases": "lots"}, "cases", "must be a list"),
     ({"cases": [{"id": "c1", "status": "passed", "headline": {"metric": "tflops", "value": "fast"}}]},
      "cases[0].headline.value", "must be a number"),
+    # Issue 24: a case id refresh would turn into a claim validate rejects, and a case id given twice.
+    ({"cases": [dict(RECORD["cases"][0], id="c 1")]}, "cases[0].id", "does not match"),
+    ({"cases": [RECORD["cases"][0], RECORD["cases"][0]]}, "cases[1].id", "duplicate case id 'c1'"),
 ])
 def test_bad_records_are_refused_by_validate_and_unseen_by_refresh(mini, change, field, fragment):
     page = with_probe(mini)

@@ -8,6 +8,8 @@ import statistics
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 
 import pytest
@@ -44,6 +46,23 @@ class StdioClient:
 
     def call(self, name: str, **arguments) -> dict:
         return self.request("tools/call", {"name": name, "arguments": arguments})["result"]
+
+    def raw(self, data: bytes) -> dict:
+        """Write bytes as they are (one line, not necessarily JSON) and read the one line answering them."""
+        self.proc.stdin.flush()
+        self.proc.stdin.buffer.write(data + b"\n")
+        self.proc.stdin.buffer.flush()
+        # Before the fix the server sent nothing and a plain readline waited forever: a deadline instead.
+        reader = ThreadPoolExecutor(1)
+        try:
+            line = reader.submit(self.proc.stdout.readline).result(timeout=60)
+        except FutureTimeout:
+            self.proc.kill()
+            pytest.fail(f"no answer to {data[:80]!r} in 60 s")
+        finally:
+            reader.shutdown(wait=False)
+        assert line, f"server closed stdout; stderr:\n{self.proc.stderr.read()}"
+        return json.loads(line)
 
     def _send(self, message: dict) -> None:
         self.proc.stdin.write(json.dumps(message) + "\n")
@@ -216,6 +235,14 @@ def test_each_argument_is_refused_alike_over_both_faces(client, argv, tool, argu
     assert result["isError"] and result["content"][0]["text"] == cli
 
 
+def test_a_nul_byte_in_a_resource_uri_is_the_cli_message(client):
+    """Issue 24: a NUL byte in a page argument or a resource URI was a traceback; now the CLI's line."""
+    error = client.request("resources/read", {"uri": "kernelwiki://page/hw-wg\x00mma"})["error"]
+    code, cli = _cli_line("get", "hw-wg\x00mma")
+    assert error["code"] == -32602 and error["message"] == cli and "contains a NUL byte" in cli
+    assert client.call("query", words="wgmma", limit=1)["structuredContent"]["hits"]
+
+
 def test_query_arch_sm_91_is_refused_not_answered_empty(client):
     result = client.call("query", words="wgmma", arch=["sm_91"])
     assert result["isError"] and "structuredContent" not in result
@@ -339,3 +366,132 @@ def test_every_argument_of_every_tool_is_checked(client):
                 (tool["name"], field, result["content"][0]["text"][:200])
             checked += 1
     assert checked >= 20
+
+
+# --- every line that asks is answered (JSON-RPC 2.0), the malformed ones too -------------------------------
+# (bytes on the wire, the JSON-RPC error code, the id answered, a fragment of the message)
+MALFORMED = [
+    (b"not json", -32700, None, "parse error: the line is not JSON"),
+    (b'{"jsonrpc": "2.0", "id": 3, "method": "tools/list"', -32700, None, "parse error"),
+    (b'{"jsonrpc": "2.0", "id": 3, "method": "tools/\xff"}', -32700, None, "not UTF-8"),
+    (b"[" * 100_000 + b"]" * 100_000, -32700, None, "nests too deeply"),
+    (b'{"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {"x": NaN}}', -32700, None, "NaN"),
+    (b'{"jsonrpc": "2.0", "id": "\\ud800", "method": "tools/list"}', -32700, None, "lone surrogate"),
+    (b'[{"jsonrpc": "2.0", "id": 3, "method": "tools/list"}]', -32600, None, "not part of MCP since protocol 2025-06-18"),
+    (b"[]", -32600, None, "batch"),
+    (b"5", -32600, None, "a JSON-RPC message is an object, not int"),
+    (b'{"id": 41}', -32600, 41, 'jsonrpc must be "2.0"'),
+    (b'{"jsonrpc": "2.0", "id": null, "method": "tools/list"}', -32600, None, "id: None is not a string or an integer"),
+    (b'{"jsonrpc": "2.0", "id": true, "method": "tools/list"}', -32600, None, "id: True is not"),
+    (b'{"jsonrpc": "2.0", "id": 42, "method": 7}', -32600, 42, "method must be a string"),
+    (b'{"jsonrpc": "2.0", "id": 43, "method": "tools/list", "params": [1]}', -32602, 43,
+     "tools/list: params must be an object, not list"),
+    (b'{"jsonrpc": "2.0", "id": "s", "method": "tools/call", "params": "get_page"}', -32602, "s", "params must be an object"),
+    (b'{"jsonrpc": "2.0", "id": 44, "method": "tools/call", "params": {"name": "query", "arguments": [1]}}', -32602, 44,
+     "params.arguments must be an object, not list"),
+    (b'{"jsonrpc": "2.0", "id": 45, "method": "resources/read", "params": {}}', -32602, 45, "params.uri is missing"),
+]
+
+
+@pytest.mark.parametrize("data, code, request_id, fragment", MALFORMED, ids=[m[3][:30] for m in MALFORMED])
+def test_a_malformed_line_is_answered_in_a_live_session(client, data, code, request_id, fragment):
+    """In a session set up by the MCP handshake, each malformed line gets its one JSON-RPC error, and the
+    session goes on answering."""
+    reply = client.raw(data)
+    assert reply["jsonrpc"] == "2.0" and reply["id"] == request_id and reply["error"]["code"] == code, reply
+    assert reply["error"]["message"].startswith("error: ") and fragment in reply["error"]["message"], reply
+    assert client.call("query", words="wgmma", limit=1)["structuredContent"]["hits"]
+
+
+def test_raw_bytes_on_stdin_are_each_answered_and_the_server_exits_cleanly():
+    """The same lines as bytes on a pipe that then closes, with a malformed notification and a blank line
+    (nothing to answer), between real requests: one answer for each line that asks, nothing else lost."""
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
+    lines = [json.dumps(init).encode(), b'{"jsonrpc": "2.0", "method": "notifications/initialized"}']
+    lines += [data for data, *_ in MALFORMED]
+    lines += [b'{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": [1]}', b"   ",
+              b'{"jsonrpc": "2.0", "id": 99, "method": "tools/list"}']
+    done = subprocess.run([sys.executable, "-m", "kernelwiki", "mcp", "--root", str(ROOT)], cwd=ROOT,
+                          input=b"\n".join(lines) + b"\n", capture_output=True, timeout=120,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    replies = [json.loads(line) for line in done.stdout.splitlines()]
+    assert done.returncode == 0 and b"Traceback" not in done.stderr, done.stderr[-2000:]
+    assert [r["id"] for r in replies] == [1] + [m[2] for m in MALFORMED] + [99]
+    assert [r["error"]["code"] for r in replies[1:-1]] == [m[1] for m in MALFORMED]
+    assert "tools" in replies[-1]["result"] and b"dropped a malformed notification" in done.stderr
+    assert replies[0]["result"]["protocolVersion"] == "2025-11-25"  # the version whose spec has no batches
+
+
+def test_a_handler_that_prints_or_reads_stdin_cannot_touch_the_wire():
+    """While serving, fd 0 reads /dev/null and fd 1 goes to stderr: the wire is on private descriptors."""
+    code = ("import os, sys\n"
+            "from kernelwiki.faces.mcp_wire import claimed_stdio\n"
+            "with claimed_stdio() as (wire_in, wire_out):\n"
+            "    print('stray print', flush=True)\n"
+            "    assert os.read(0, 100) == b''\n"
+            "    wire_out.write(wire_in.readline().upper()); wire_out.flush()\n"
+            "print('after')\n")
+    done = subprocess.run([sys.executable, "-c", code], input=b"line\nrest\n", capture_output=True, timeout=60,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == b"LINE\nafter\n" and b"stray print" in done.stderr
+
+
+def test_an_answer_that_json_text_cannot_carry_is_answered_with_an_error():
+    """A lone surrogate in an answer (from an OS name that is not UTF-8) cannot be written as JSON text;
+    the request still gets an answer (-32603) and the server goes on, where the write used to end it."""
+    import io
+
+    import anyio
+    from mcp import types
+    from mcp.server.lowlevel import Server
+
+    from kernelwiki.faces.mcp_wire import run_wire
+
+    async def list_tools(ctx, params):
+        tool = types.Tool(name="t", description="a \udcff byte", input_schema={"type": "object"})
+        return types.ListToolsResult(tools=[tool])
+
+    async def list_resources(ctx, params):
+        return types.ListResourcesResult(resources=[])
+
+    server = Server("t", on_list_tools=list_tools, on_list_resources=list_resources)
+    messages = [{"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                 "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}},
+                {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, {"jsonrpc": "2.0", "id": 3, "method": "resources/list"}]
+    wire_in, wire_out = io.BytesIO(b"".join(json.dumps(m).encode() + b"\n" for m in messages)), io.BytesIO()
+    anyio.run(run_wire, server, wire_in, wire_out)
+    replies = {reply["id"]: reply for reply in map(json.loads, wire_out.getvalue().splitlines())}
+    assert replies[2]["error"]["code"] == -32603 and "could not be written as JSON" in replies[2]["error"]["message"]
+    assert replies[3]["result"] == {"resources": []}
+
+
+def test_a_batch_in_a_2025_03_26_session_is_answered_by_one_array():
+    """Protocol 2025-03-26, the one MCP version with batches, says a server must take them: each request
+    of a batch and each malformed element is answered in one array; a batch of notifications gets none.
+    In a session of a later version (the module's client) a batch is one -32600 (MALFORMED above)."""
+    client = StdioClient(ROOT)
+    try:
+        init = client.request("initialize", {"protocolVersion": "2025-03-26", "capabilities": {},
+                                             "clientInfo": {"name": "pytest", "version": "0"}})
+        assert init["result"]["protocolVersion"] == "2025-03-26"
+        client.notify("notifications/initialized")
+        batch = [{"jsonrpc": "2.0", "id": 11, "method": "tools/call",
+                  "params": {"name": "query", "arguments": {"words": "wgmma", "limit": 1}}},
+                 {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": 1, "progress": 1}},
+                 5, {"jsonrpc": "2.0", "id": 12, "method": "tools/list", "params": [1]},
+                 {"jsonrpc": "2.0", "id": 13, "method": "tools/call", "params": {"name": "get_page", "arguments": {}}}]
+        answers = client.raw(json.dumps(batch).encode())
+        assert isinstance(answers, list) and sorted(map(str, (a["id"] for a in answers))) == ["11", "12", "13", "None"]
+        by_id = {a["id"]: a for a in answers}
+        assert by_id[11]["result"]["structuredContent"]["hits"][0]["id"] == "hw-wgmma"
+        assert by_id[12]["error"]["code"] == -32602 and by_id[None]["error"]["code"] == -32600
+        assert by_id[13]["result"]["isError"] and by_id[13]["result"]["content"][0]["text"].startswith("error: page: ")
+        assert client.raw(b"[5]") == [by_id[None]]
+        assert client.raw(b"[]")["error"]["code"] == -32600      # an empty array is no batch
+        client.proc.stdin.write(json.dumps([batch[1]]) + "\n")   # notifications only: no answer at all
+        assert client.raw(b'{"jsonrpc": "2.0", "id": 14, "method": "tools/list"}')["id"] == 14
+    finally:
+        assert client.close() == 0

@@ -90,3 +90,37 @@ def test_term_index_ranks_exactly_like_scanning_the_text(wiki, monkeypatch, tmp_
     monkeypatch.setattr(kernelwiki.commands.query, "TOKEN", re.compile(r"(?!)"))  # no term is a plain word
     scanned = [(h.entry.id, h.score) for h in search(wiki, words, Filters(), 0)]
     assert indexed == scanned
+
+
+def test_a_long_query_costs_little_and_a_longer_one_is_refused():
+    """Issue 24: query cost grew with words x vocabulary (60,000 words: minutes; the term index was
+    read again for every word and each term scanned the vocabulary in Python). Now a query takes at
+    most MAX_WORDS words, over both faces alike, and the longest one allowed answers fast."""
+    import time
+
+    from kernelwiki.commands.query import answer
+    from kernelwiki.faces import arguments
+    from kernelwiki.storage import termindex
+
+    wiki = Wiki.load(Repo(ROOT))
+    vocabulary = termindex.for_wiki(wiki).tokens
+    words = [vocabulary[i * len(vocabulary) // arguments.MAX_WORDS] for i in range(arguments.MAX_WORDS - 8)]
+    words += [f"zz{i}nothing" for i in range(8)]   # words no page holds: the any-word path, word by word
+    start = time.perf_counter()
+    result = answer(Wiki.load(Repo(ROOT)), arguments.words(" ".join(words)), Filters(), 20)
+    assert result.hits and time.perf_counter() - start < 5.0, time.perf_counter() - start
+    with pytest.raises(arguments.ArgumentError, match=f"at most {arguments.MAX_WORDS}"):
+        arguments.words(" ".join(words + ["one-more"]))
+
+
+def test_the_term_index_finds_every_token_holding_a_term():
+    from array import array
+
+    from kernelwiki.storage.termindex import TermIndex
+
+    tokens = ["gemm", "ggemm", "gemmgemm", "tma", "xgem"]
+    index = TermIndex(["a.md"], tokens, array("Q", range(len(tokens) + 1)), array("I", [0, 1] * len(tokens)))
+    assert index.counts("gemm") == {"a.md": 1 + 1 + 2}
+    assert index.counts("gem") == {"a.md": 1 + 1 + 2 + 1}
+    assert index.counts("m") == {"a.md": 2 + 2 + 4 + 1 + 1}
+    assert index.counts("zz") == {}

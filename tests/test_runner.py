@@ -62,6 +62,8 @@ BODIES = {
     "bad-schema": "Probe(__file__).main(run_case=lambda c, x: {'correctness': {'passed': True}, 'surprise': 1}, "
                   "negative_control=control_fails)",
     "no-control": "Probe(__file__).main(run_case=good)",
+    "unavailable": "Probe(__file__).main(run_case=good, negative_control=control_fails, "
+                   "unavailable=lambda: 'flash_mla not importable; source .device/flashmla-dense.sh')",
     "compiles": "Probe(__file__).main(compile=lambda arch: Emitted(arch, ptx='... wgmma.mma_async.sync ...', "
                 "sass='HGMMA.64x64x16'))",
     "compiles-partly": "Probe(__file__).main(compile=lambda arch: Emitted(arch, ptx='mma.sync', sass=None))",
@@ -160,6 +162,10 @@ def test_skip_reasons(mini, monkeypatch):
     assert code == 0
     assert f"{wrong_arch}: skipped: requires sm_100a; this GPU is sm_90a" in err
     assert f"{needs}: skipped: missing Python module no_such_module_kw" in err
+    library = add_probe(mini, "library", "unavailable")
+    code, out, err = _run(mini, "--probe", library)
+    assert code == 0 and f"{library}: skipped (flash_mla not importable; source .device/flashmla-dense.sh)" in err
+    assert not (mini.root / "artifacts/evidence" / library).exists()
     tool = add_probe(mini, "tool", "passing")
     spec = mini.root / f"probes/{tool}/probe.yaml"
     spec.write_text(spec.read_text() + "tools: [no-such-compiler-kw]\n")

@@ -560,6 +560,40 @@ def test_broken_schemas_or_vocabulary_are_one_error(mini, damage):
         assert code != 0 or argv[0] in ("get", "query"), (argv, code, out, err)
 
 
+def test_an_unreadable_artifact_or_provenance_file_is_one_line(mini):
+    """Issue 24: an artifact file that cannot be read (no permission, a FIFO that would block, a folder
+    where a file is listed) was a traceback or a hang; each is now named, and the rest is printed."""
+    folder = mini.root / "artifacts/kernels/example"
+    mini.write("artifacts/kernels/example/kernel.py", "print('ours')\n")
+    mini.write("artifacts/kernels/example/locked.py", "print('locked')\n").chmod(0)
+    os.mkfifo(folder / "pipe.py")
+    (folder / "dir.py").mkdir()
+    mini.write("artifacts/kernels/example/PROVENANCE.yaml", "artifact: hw-example\norigin: own\nfiles:\n" + "".join(
+        f"- path: {name}\n  sha256: {'0' * 64}\n  origin: own\n" for name in ("kernel.py", "locked.py", "pipe.py", "dir.py")))
+    _set(mini, "wiki/hardware/example.md", "summary:", "artifact_dir: artifacts/kernels/example\nsummary:")
+    for argv in (["validate"], ["get", "hw-example", "--include-code"], ["get", "hw-example", "--include-code", "--format",
+                 "json"], ["audit"], ["refresh", "--check"]):
+        done = subprocess.run([sys.executable, "-m", "kernelwiki", argv[0], "--root", str(mini.root), *argv[1:]],
+                              capture_output=True, text=True, timeout=120, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        assert done.returncode in (0, 1) and "Traceback" not in done.stdout + done.stderr, (argv, done.stderr[-2000:])
+        if argv[0] == "get":
+            assert "print('ours')" in done.stdout and "pipe.py" in done.stdout, done.stdout[-2000:]
+    validate = subprocess.run([sys.executable, "-m", "kernelwiki", "validate", "--root", str(mini.root)],
+                              capture_output=True, text=True, timeout=120, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert "pipe.py" in validate.stdout and "dir.py" in validate.stdout, validate.stdout
+    (folder / "locked.py").chmod(0o644)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a file without permissions")
+def test_a_schema_file_without_read_permission_is_one_error(mini):
+    (mini.root / "schemas/page.schema.json").chmod(0)
+    try:
+        for argv in (["validate"], ["get", "hw-example"], ["query", "example"]):
+            _no_traceback(mini.run(*argv))
+    finally:
+        (mini.root / "schemas/page.schema.json").chmod(0o644)
+
+
 @pytest.mark.parametrize("fake", ["H200", "a,b,c", ",", "NVIDIA H200,sm_90a,extra"])
 def test_a_malformed_fake_gpu_or_nvidia_smi_is_no_gpu(monkeypatch, tmp_path, fake):
     from kernelwiki.harness import env
@@ -578,6 +612,8 @@ def test_a_malformed_fake_gpu_or_nvidia_smi_is_no_gpu(monkeypatch, tmp_path, fak
 @pytest.mark.parametrize("alias, fragment", [
     ("wiki/sources/example.md", "looks like a path"), ("hardware/example.md", "looks like a path"),
     ("wgmm\u0430", "mixes Latin letters with CYRILLIC"), ("\u0442\u043c\u0430", "only look like 'tma'"),
+    ("wgmm\u03b1", "mixes Latin letters with GREEK"), ("\u03a4\u039c\u0391", "only look like 'TMA'"),
+    ("\u0442m\u03b1", "mixes Latin letters with CYRILLIC, GREEK"),
 ])
 def test_an_alias_is_a_name_people_type(mini, alias, fragment):
     _set(mini, "wiki/hardware/example.md", "- skill-example\n", f"- skill-example\n- {alias}\n")
@@ -585,10 +621,120 @@ def test_an_alias_is_a_name_people_type(mini, alias, fragment):
     assert problems and fragment in problems[0]["message"], messages(problems)
 
 
+@pytest.mark.parametrize("name, page_id", [("wiki/hardware/other.md", "hw-other"), ("hardware/other.md", "hw-example")])
+def test_a_path_names_the_same_page_over_both_faces(mini, name, page_id):
+    """An alias spelling a page file's path (refused by validate, above) once made `get` answer the file
+    and MCP the page holding the alias; a path is now that file's page everywhere, and an alias that is
+    no file's path stays an alias everywhere."""
+    pytest.importorskip("mcp")
+    from kernelwiki.faces.mcp_server import call, read_page
+    from kernelwiki.storage.repo import Repo
+
+    page = mini.root / "wiki/hardware/example.md"
+    mini.write("wiki/hardware/other.md", page.read_text().replace("hw-example", "hw-other").replace("skill-", "x-"))
+    _set(mini, "wiki/hardware/example.md", "- skill-example\n", "- skill-example\n- wiki/hardware/other.md\n"
+                                                                "- hardware/other.md\n")
+    code, out, err = mini.run("get", name)
+    assert code == 0 and out.startswith(f"---\nid: {page_id}\n"), (out[:40], err)
+    result = call(Repo(mini.root), "get_page", {"page": name})
+    assert result.content[0].text.startswith(f"---\nid: {page_id}\n"), result.content[0].text[:80]
+    assert read_page(Repo(mini.root), f"kernelwiki://page/{name}").startswith(f"---\nid: {page_id}\n")
+
+
 def test_frontmatter_text_is_composed_unicode(mini):
     _set(mini, "wiki/hardware/example.md", "- skill-example\n", "- skill-example\n- cafe\u0301\n")
     problems = [p for p in mini.problems() if p["field"] == "aliases[1]"]
     assert problems and "NFC" in problems[0]["message"], messages(problems)
+
+
+def _decomposed(text: str) -> str:
+    import unicodedata
+
+    out = unicodedata.normalize("NFD", text)
+    assert out != text
+    return out
+
+
+def test_decomposed_input_finds_composed_pages_over_both_faces(mini):
+    """Pages are composed (validate requires NFC); a name or word typed or sent decomposed finds them:
+    NFC at the boundary, for get, query, MCP tool arguments and resource URIs."""
+    pytest.importorskip("mcp")
+    from kernelwiki.faces.mcp_server import call, read_page
+    from kernelwiki.storage.repo import Repo
+
+    _set(mini, "wiki/hardware/example.md", "- skill-example\n", "- skill-example\n- caf\u00e9-unit\n")
+    _set(mini, "wiki/hardware/example.md", "Body text about", "Body text, after Schr\u00f6dinger, about")
+    assert mini.problems() == []
+    code, out, err = mini.run("get", _decomposed("CAF\u00c9-unit"))
+    assert code == 0 and out.startswith("---\nid: hw-example\n"), err
+    code, out, err = mini.run("query", _decomposed("schr\u00f6dinger"))
+    assert code == 0 and "hw-example" in out and "not covered" not in out, out + err
+    result = call(Repo(mini.root), "get_page", {"page": _decomposed("caf\u00e9-unit"), "part": "frontmatter"})
+    assert not result.is_error and "id: hw-example" in result.content[0].text, result.content[0].text
+    result = call(Repo(mini.root), "query", {"words": _decomposed("Schr\u00f6dinger")})
+    assert [hit["id"] for hit in result.structured_content["hits"]] == ["hw-example"]
+    assert result.structured_content == call(Repo(mini.root), "query", {"words": "Schr\u00f6dinger"}).structured_content
+    assert read_page(Repo(mini.root), "kernelwiki://page/" + _decomposed("caf\u00e9-unit")).startswith("---\nid: hw-example")
+
+
+def test_a_decomposed_page_is_refused_and_still_found_composed(mini):
+    """A page written decomposed is refused by validate, and until it is fixed a composed query finds it."""
+    _set(mini, "wiki/hardware/example.md", "- skill-example\n", "- skill-example\n" + _decomposed("- caf\u00e9-unit\n"))
+    _set(mini, "wiki/hardware/example.md", "Body text about", _decomposed("Body text, after Schr\u00f6dinger, about"))
+    assert any("NFC" in p["message"] for p in mini.problems())
+    code, out, err = mini.run("get", "caf\u00e9-unit")
+    assert code == 0 and out.startswith("---\nid: hw-example\n"), err
+    code, out, err = mini.run("query", "schr\u00f6dinger")
+    assert code == 0 and "hw-example" in out and "not covered" not in out, out + err
+
+
+def test_a_page_file_name_that_is_not_utf8_is_named_and_the_rest_answers(mini):
+    """wiki/hardware/\\xff.md: no traceback (its name went raw into the cache and into JSON), one problem
+    line naming it with \\x escapes, and every other page still answers, over both faces."""
+    pytest.importorskip("mcp")
+    from kernelwiki.faces.mcp_server import call
+    from kernelwiki.storage.repo import Repo
+
+    text = (mini.root / "wiki/hardware/example.md").read_text().replace("hw-example", "hw-other")
+    try:
+        (mini.root / "wiki/hardware" / os.fsdecode(b"\xff.md")).write_text(text)
+        (mini.root / "wiki" / os.fsdecode(b"\xfe")).mkdir()
+        (mini.root / "wiki" / os.fsdecode(b"\xfe/y.md")).write_text(text)
+    except OSError:
+        pytest.skip("this file system refuses names that are not UTF-8")
+    line = "wiki/hardware/\\xff.md:1: -: the file name is not UTF-8, so the page is left out of every lookup"
+    for argv in (("query", "wgmma"), ("query", "--json", "wgmma")):
+        code, out, err = mini.run(*argv)
+        assert code == 0 and "Traceback" not in err and line in err and "wiki/\\xfe/y.md:1: -:" in err, (argv, err)
+        assert "hw-example" in out, (argv, out)
+    assert json.loads(mini.run("query", "--json", "wgmma")[1])["hits"][0]["id"] == "hw-example"
+    assert [p for p in mini.problems() if p["path"] == "wiki/hardware/\\xff.md"]
+    code, out, err = mini.run("get", "hw-example")
+    assert code == 0 and out.startswith("---\nid: hw-example\n")
+    code, out, err = mini.run("refresh", "--check")
+    assert "Traceback" not in err
+    result = call(Repo(mini.root), "query", {"words": "wgmma"})
+    assert not result.is_error and line in result.content[0].text
+    assert [hit["id"] for hit in result.structured_content["hits"]] == ["hw-example"]
+    result = call(Repo(mini.root), "validate", {})
+    assert line in result.content[0].text and json.dumps(result.structured_content, ensure_ascii=False).encode()
+
+
+def test_any_file_name_that_is_not_utf8_makes_a_printable_problem(mini):
+    """The same for a record, a probe folder and a provenance file: their problem lines print, as JSON too."""
+    try:
+        for folder, name, text in ((b"artifacts/evidence/probe-x", b"\xff.json", "{}"), (b"probes/\xfd", b"probe.yaml", "id: x\n"),
+                                   (b"artifacts/kernels/\xfc", b"PROVENANCE.yaml", "a: 1\n")):
+            (mini.root / os.fsdecode(folder)).mkdir(parents=True)
+            (mini.root / os.fsdecode(folder) / os.fsdecode(name)).write_text(text)
+    except OSError:
+        pytest.skip("this file system refuses names that are not UTF-8")
+    problems = mini.problems()
+    assert any(p["path"] == "artifacts/kernels/\\xfc/PROVENANCE.yaml" for p in problems), messages(problems)
+    assert any("probe-x" in p["path"] or "probe-x" in p["message"] for p in problems), messages(problems)
+    for argv in (("refresh", "--check"), ("audit",), ("query", "wgmma"), ("get", "hw-example")):
+        code, out, err = mini.run(*argv)
+        assert "Traceback" not in err and code in (0, 1), (argv, code, err)
 
 
 def test_claim_spans_in_code_blocks_stay_examples_in_the_site():

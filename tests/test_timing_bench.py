@@ -28,7 +28,8 @@ class FakeDevice:
     def synchronize(self) -> None:
         pass
 
-    def graph(self, launch):
+    def graph(self, launch, error_mode="global"):
+        self.error_modes = [*getattr(self, "error_modes", []), error_mode]
         launch()          # cuda_graph runs the work once before capturing it
         return launch
 
@@ -172,7 +173,7 @@ def test_bench_refuses_bad_settings():
 
 def test_a_failed_capture_names_the_candidate():
     class NoGraphs(FakeDevice):
-        def graph(self, launch):
+        def graph(self, launch, error_mode="global"):
             raise RuntimeError("operation not permitted when stream is capturing")
 
     with pytest.raises(RuntimeError, match="^deepgemm: CUDA-graph capture failed 2 times"):
@@ -183,11 +184,11 @@ def test_a_capture_that_fails_once_is_tried_again():
     class FailsOnce(FakeDevice):
         failed = False
 
-        def graph(self, launch):
+        def graph(self, launch, error_mode="global"):
             if not self.failed:
                 self.failed = True
                 raise RuntimeError("operation failed due to a previous error during capture")
-            return super().graph(launch)
+            return super().graph(launch, error_mode)
 
     device = FailsOnce()
     result = timing.bench({"fa4": kernel(device, 0.1)}, lambda i: i, MiB, device=device)
@@ -233,3 +234,12 @@ def test_sets_stop_where_the_free_memory_runs_low():
 
     result = timing.bench({"tiny": kernel(device, 0.01)}, make_inputs, 10 * MiB, iters=2, device=device)
     assert result["tiny"]["protocol"]["input_sets"] == 4   # set 0 leaves 800 MiB; then sets while 400 MiB stay free
+
+
+def test_the_capture_error_mode_reaches_the_graph_and_a_wrong_one_is_refused():
+    device = FakeDevice()
+    timing.bench({"fa4 fwd+bwd": kernel(device, 0.1)}, lambda i: i, MiB, device=device,
+                 capture_error_mode="thread_local")
+    assert device.error_modes[0] == "thread_local"
+    with pytest.raises(ValueError, match="capture_error_mode 'local'"):
+        timing.bench({"a": kernel(device, 0.1)}, lambda i: i, MiB, device=device, capture_error_mode="local")

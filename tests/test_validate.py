@@ -270,3 +270,16 @@ def test_json_output(mini):
     code, out, _ = mini.run("validate", "--format", "json")
     data = json.loads(out)
     assert code == 1 and not data["ok"] and data["problems"][0]["field"] == "tags[0]"
+
+
+def test_a_package_code_or_readme_source_needs_an_origin(mini):
+    """src-kernaut-kernelwiki-pages (a package) had no origin, so audit --sources read none of its quotes."""
+    from conftest import SOURCE_PAGE, messages
+
+    for kind in ("package", "code", "readme"):
+        mini.write("wiki/sources/example.md", SOURCE_PAGE.replace("kind: paper", f"kind: {kind}"))
+        assert f"kind: a {kind} source needs `origin`" in messages(mini.problems()), kind
+    mini.write("wiki/sources/example.md", SOURCE_PAGE.replace("kind: paper", "kind: readme\norigin:\n  file: notes.txt"))
+    assert "needs `origin`" not in messages(mini.problems())
+    mini.write("wiki/sources/example.md", SOURCE_PAGE)   # a paper may have only its URL
+    assert "needs `origin`" not in messages(mini.problems())

@@ -14,6 +14,11 @@ value, ratio, baseline or quote); on a source page, a claim of any page that cit
 
 Sentences that promise evidence instead of stating it ("once the runner has recorded them") are
 reported too: a page says what the records hold, or that a result is missing.
+
+A ratio span (`<!-- claim:ID.ratio -->`) says "this many times the baseline": the sentence it stands
+in must name that baseline (the first word of the claim's `baseline.name`, "ours, " dropped), so that
+a headline that moved to a stronger baseline cannot leave prose that credits the ratio to the old
+one (issue 23: ratios against DeepGEMM described as "against cuBLAS blockwise").
 """
 
 from __future__ import annotations
@@ -127,6 +132,39 @@ def audit_frontmatter(rel: str, meta: dict, backed: set[float], line, result: Au
                                            f"claim carries; make it the value of {where}, or leave it out"))
 
 
+SENTENCE_END = re.compile(r"(?<=[.!?;])\s+(?=[A-Z*(`<])|\n\s*\n|\n(?=\s*[-*] )")
+MARKUP = re.compile(r"<!--(?! claim:[^>]*\.ratio -->).*?-->")
+RATIO_SPAN = re.compile(r"<!-- claim:([A-Za-z0-9][A-Za-z0-9._-]*)\.ratio -->")
+
+
+def baseline_word(name: str) -> str:
+    """The word a sentence must hold to name a baseline: its first word ("cuBLAS" of "cuBLAS
+    blockwise FP8"), or for one of our own variants ("ours, production kernel") the word after."""
+    words = name.removeprefix("ours, ").replace(",", " ").split()
+    return words[0] if words else name
+
+
+def unattributed_ratios(rel: str, body: str, first_line: int, claims: dict[str, dict]) -> list[Problem]:
+    """Ratio spans whose sentence does not name the claim's baseline."""
+    out = []
+    text = body
+    start = 0
+    for piece in SENTENCE_END.split(text):
+        offset = text.find(piece, start)
+        start = offset + len(piece)
+        for match in RATIO_SPAN.finditer(piece):
+            claim = claims.get(match.group(1))
+            baseline = (claim or {}).get("baseline") if isinstance((claim or {}).get("baseline"), dict) else None
+            if not baseline or not isinstance(baseline.get("name"), str):
+                continue
+            word = baseline_word(baseline["name"])
+            if word.lower() not in MARKUP.sub(" ", piece).lower():
+                line = first_line + text.count("\n", 0, offset + match.start())
+                out.append(Problem(rel, line, "prose", f"ratio {match.group(1)}.ratio is against "
+                                   f"{baseline['name']!r}, but its sentence does not name {word!r}; say whose ratio it is"))
+    return out
+
+
 def audit(repo: Repo) -> Audit:
     """Audit the prose and frontmatter text of every page under wiki/."""
     result = Audit()
@@ -148,6 +186,8 @@ def audit(repo: Repo) -> Audit:
                 result.problems.append(Problem(page.rel, first + offset, "prose",
                                                "promises evidence that is not there; say what the records hold, "
                                                "or that the result is missing"))
+        claims = {c["id"]: c for c in page.meta.get("claims") or [] if isinstance(c, dict) and isinstance(c.get("id"), str)}
+        result.problems += unattributed_ratios(page.rel, page.body, first, claims)
         own = set().union(*(claim_numbers(c) for c in page.meta.get("claims") or [] if isinstance(c, dict)))
         backed = by_source.get(page.meta.get("id"), set()) if page.meta.get("type") == "source" else own
         audit_frontmatter(page.rel, page.meta, backed, page.line, result)

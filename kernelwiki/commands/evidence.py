@@ -6,6 +6,10 @@ and refresh applies before it writes a measured claim (issue 23).
 - A passing case above the datasheet peak, or faster than the empty launch measured beside it, is
   impossible: it is a timing or FLOP-count bug, never a claim source.
 - A measured claim rests on a run whose negative control ran and failed its gate.
+- A compiled claim rests on a record that found every instruction (or fact) its probe now expects:
+  a record from before the probe was changed shows what the old probe checked, not what the page says.
+- A case under the timing protocol's floor (kernelwiki.harness.timing.case_below_floor) is no claim
+  source: what was timed is the launch.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from typing import Any
 
 from kernelwiki.harness import peaks
 from kernelwiki.harness.env import short_gpu_name
+from kernelwiki.harness.timing import case_below_floor
 
 LOWER_IS_BETTER_UNITS = ("us", "ms", "ns", "s", "cycles", "ulp")
 
@@ -108,11 +113,49 @@ def control_failed(record: dict) -> bool:
     return not isinstance(listed, list) or all(isinstance(c, dict) and c.get("failed_gate") is True for c in listed)
 
 
-def claim_source_problem(record: dict, case: dict) -> str | None:
+def weaker_headline(case: dict, exception: dict | None) -> str | None:
+    """Why a case's headline is against a weaker baseline than another correct candidate it timed,
+    whatever the record's date, or None. Only a stronger *named candidate* counts here: an older
+    record whose headline name is spelt otherwise than its baselines (cuDNN SDPA / cudnn) is listed
+    by weak_headlines, not refused."""
+    why = headline_problem(case, exception)
+    return why if why and why.startswith("headline is against") else None
+
+
+def case_refusal(record: dict, case: dict, probe: dict | None = None) -> str | None:
+    """Why a passing case may stand neither in a claim nor in a generated block, or None: it timed the
+    launch (under the protocol's floor), its numbers are impossible, or its headline is against a weaker
+    baseline than one it timed (the ratio flatters). refresh and validate both ask this."""
+    if case_below_floor(case, record.get("protocol")):
+        return "its fastest candidate is under the timing protocol's floor (it measures the launch, not the kernel)"
+    impossible = impossible_problem(case, (record.get("environment") or {}).get("gpu"))
+    if impossible:
+        return impossible
+    return weaker_headline(case, headline_exception(probe, case.get("id")))
+
+
+def claim_source_problem(record: dict, case: dict, probe: dict | None = None) -> str | None:
     """Why a passing case of a record may not be the source of a measured claim, or None."""
     if not control_failed(record):
         return "its run has no negative control that ran and failed the gate"
-    return impossible_problem(case, (record.get("environment") or {}).get("gpu"))
+    return case_refusal(record, case, probe)
+
+
+def stale_compile_problem(claim: dict, record: dict, probe: dict | None) -> str | None:
+    """Why a compiled claim's record does not show what its probe now checks, or None: an entry of the
+    probe's `expected_instructions` for the claim's arch that the record did not find."""
+    if not isinstance(probe, dict) or not isinstance(probe.get("expected_instructions"), dict):
+        return None
+    expected = probe["expected_instructions"].get(claim.get("arch"))
+    scanned = (record.get("instructions") or {}).get(claim.get("arch")) if isinstance(record.get("instructions"), dict) else None
+    if not isinstance(expected, list) or not isinstance(scanned, dict):
+        return None
+    found = scanned.get("found") if isinstance(scanned.get("found"), list) else []
+    missing = [str(e) for e in expected if e not in found]
+    if not missing:
+        return None
+    return (f"record {record.get('run_id', '?')} did not find {', '.join(missing[:4])}, which {record.get('probe')} now "
+            "expects: it predates the probe's change (or the probe fails); re-run it (--compile-only) and refresh")
 
 
 def weak_headlines(records: dict[str, Any], probes: dict[str, Any]) -> list[tuple[str, str, str]]:

@@ -26,13 +26,17 @@ from kernelwiki.probing.specs import entry_problem, link_problem
 from kernelwiki.model.files import UnsafeFile, replace_file, sha256_file, stays_below
 from kernelwiki.commands.upstream import repo_name
 from kernelwiki.commands.citations import locator_problem
-from kernelwiki.commands.evidence import HEADLINE_RULE_FROM, claim_source_problem, headline_exception, headline_problem
+from kernelwiki.commands.evidence import (HEADLINE_RULE_FROM, claim_source_problem, headline_exception, headline_problem,
+                                          stale_compile_problem)
 from kernelwiki.model.schema import check as schema_check
 from kernelwiki.model.spans import body_first_line, span_problems
 from kernelwiki.model.vocab import did_you_mean
 
 LEVEL_RANK = {"spec": 0, "source-reported": 1, "compiled": 2, "measured": 3}
 RECORD_LEVELS = ("measured", "compiled")
+PINNED_KINDS = ("package", "code", "readme")
+"""Source kinds whose text lives in a package or repository we can pin: their quotes can be read
+offline, so they must say where (`origin`). Papers, blogs and vendor web pages may have none."""
 COMMENT_PROBLEM = ("YAML comment in the frontmatter: the tools that rewrite frontmatter (refresh, validate --fix) "
                    "cannot keep it, so they leave this page alone; move the note into the prose")
 
@@ -62,11 +66,13 @@ def validate(wiki: Wiki, fix: bool = False) -> Report:
             entry.local_problems = page_problems(wiki, wiki.page(rel))
             wiki.dirty = True
         report.problems.extend(entry.local_problems)
+    report.problems.extend(wiki.misnamed_problems())
     wiki.save()
     records = _load_json_files(wiki, report)
     probes = _check_probes(wiki, report)
     _check_cross_references(wiki, report, probes, records)
     _check_headlines(report, probes, records)
+    _check_named_runs(wiki, report, records)
     _check_provenance(wiki, report, records)
     report.problems = sorted(set(report.problems))
     return report
@@ -111,6 +117,9 @@ def page_problems(wiki: Wiki, page: Page) -> list[Problem]:
 
     if meta.get("type") != "source" and isinstance(meta.get("sources"), list) and not meta["sources"]:
         add(("sources",), "a page must cite at least one source page")
+    if meta.get("type") == "source" and meta.get("kind") in PINNED_KINDS and "origin" not in meta:
+        add(("kind",), f"a {meta['kind']} source needs `origin` (the package and version, repository and commit, "
+                       "or given file its text was read at), so that `audit --sources` can check its quotes")
 
     claim_ids: dict[str, int] = {}
     for index, claim in _dicts(meta.get("claims")):
@@ -248,8 +257,13 @@ def _check_cross_references(wiki: Wiki, report: Report, probes: dict[str, Any], 
                     cases = {c.get("id") for c in records[record].get("cases", []) if isinstance(c, dict)}
                     if claim["case"] not in cases:
                         add(("claims", index, "case"), f"record {record} has no case {claim['case']!r}")
+            if claim.get("evidence") == "compiled" and isinstance(record, str) and isinstance(records.get(record), dict):
+                stale = stale_compile_problem(claim, records[record], probes.get(records[record].get("probe")))
+                if stale:
+                    add(("claims", index, "record"), stale)
             if claim.get("evidence") == "measured" and isinstance(record, str) and isinstance(records.get(record), dict):
-                for path, message in measured_claim_problems(claim, records[record], [p for _, p in _strings(entry.get("probes"))]):
+                for path, message in measured_claim_problems(claim, records[record], [p for _, p in _strings(entry.get("probes"))],
+                                                             probes.get(records[record].get("probe"))):
                     add(("claims", index, *path), message)
         for index, claim in _dicts(entry.get("performance_claims")):
             source = claim.get("source_id")
@@ -289,7 +303,51 @@ def _check_headlines(report: Report, probes: dict[str, Any], records: dict[str, 
                 report.problems.append(Problem(rel, 1, f"cases[{index}].headline.baseline", why))
 
 
-def measured_claim_problems(claim: dict, record: dict, page_probes: list) -> list[tuple[tuple, str]]:
+RUN_ID = re.compile(r"(?<![\w-])(\d{8}T\d{6}Z)(?:-[a-z0-9-]+)?(?![\w])")
+GENERATED = re.compile(r"^<!-- kernelwiki:(begin|end) [a-z0-9-]+ -->\s*$")
+
+
+def _check_named_runs(wiki: Wiki, report: Report, records: dict[str, Any]) -> None:
+    """A run a page's prose names must be in the tree, and may not be a run of a probe superseded by
+    a later passing run when none of the page's claims rests on it: a sentence about "its one run
+    (ID)" outlives the run once the claims move on (issue 23: removed and superseded records)."""
+    by_run: dict[str, list[dict]] = defaultdict(list)
+    latest: dict[str, str] = {}   # probe -> its newest passing run
+    for rel, data in records.items():
+        data = data if isinstance(data, dict) else {}
+        run = Path(rel).name.split("-", 1)[0].removesuffix(".json")
+        by_run[run].append(data)
+        if data.get("mode") == "run" and data.get("status") == "passed":
+            probe = str(data.get("probe"))
+            latest[probe] = max(latest.get(probe, ""), run)
+    for entry in wiki.entries.values():
+        page = wiki.page(entry.rel)
+        if page.meta is None:
+            continue
+        cited = {Path(c["record"]).name.split("-", 1)[0] for _, c in _dicts(page.meta.get("claims"))
+                 if isinstance(c.get("record"), str)}
+        first, in_block = body_first_line(page.frontmatter_text), False
+        for offset, line in enumerate(page.body.split("\n")):
+            marker = GENERATED.match(line)
+            if marker:
+                in_block = marker.group(1) == "begin"
+                continue
+            for match in [] if in_block else RUN_ID.finditer(line):
+                run = match.group(1)
+                if run not in by_run:
+                    report.problems.append(Problem(entry.rel, first + offset, "prose",
+                                                   f"names run {run}, which no record under artifacts/evidence holds "
+                                                   "(removed?); rewrite the sentence from the records in the tree"))
+                    continue
+                newer = [latest[str(d.get("probe"))] for d in by_run[run] if latest.get(str(d.get("probe")), run) > run]
+                if newer and run not in cited:
+                    report.problems.append(Problem(entry.rel, first + offset, "prose",
+                                                   f"names run {run}, but its probe has the newer passing run "
+                                                   f"{max(newer)} and no claim here rests on {run}; say what the "
+                                                   "records the page stands on hold"))
+
+
+def measured_claim_problems(claim: dict, record: dict, page_probes: list, probe: dict | None = None) -> list[tuple[tuple, str]]:
     """What makes a measured claim disagree with the run record it names: (field path, message).
 
     The record must have passed, have run (not only compiled) on the claim's GPU and architecture,
@@ -315,7 +373,7 @@ def measured_claim_problems(claim: dict, record: dict, page_probes: list) -> lis
     headline = case.get("headline") if isinstance(case.get("headline"), dict) else {}
     if case.get("status") != "passed":
         out.append((("case",), f"case {claim.get('case')!r} of {name} is {case.get('status')}, not passed"))
-    refused = claim_source_problem(record, case)
+    refused = claim_source_problem(record, case, probe if isinstance(probe, dict) else None)
     if refused:
         out.append((("record",), f"case {claim.get('case')!r} of {name} is no evidence: {refused}"))
     if claim.get("candidate") is not None:   # another kernel timed in the case: its baselines entry

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from kernelwiki.model.vocab import did_you_mean
+from kernelwiki.model.vocab import composed, did_you_mean
 
 if TYPE_CHECKING:
     from kernelwiki.commands.get import Options
@@ -28,6 +28,8 @@ PARTS = ("page", "frontmatter", "body", "claims", "prose")
 MAX_NAME = 300
 """Longest page name, probe id, case id or file pattern accepted (longer ones are typos or attacks)."""
 MIN_MAX_BYTES = 256
+MAX_WORDS = 64
+"""Most words in one query: a question's key words fit; each word costs a search of the vocabulary."""
 PROBE_ID = re.compile(r"probe-[a-z0-9][a-z0-9-]*")
 
 
@@ -36,7 +38,8 @@ class ArgumentError(ValueError):
 
 
 def _name(field: str, value: Any, what: str) -> str:
-    """A non-empty string without control characters (a NUL byte would end the name at the OS)."""
+    """A non-empty string without control characters (a NUL byte would end the name at the OS), in
+    Unicode NFC as page text is (a decomposed name typed or sent finds the composed page)."""
     if value is None:
         raise ArgumentError(f"{field}: required; give {what}")
     if not isinstance(value, str):
@@ -49,7 +52,7 @@ def _name(field: str, value: Any, what: str) -> str:
         raise ArgumentError(f"{field}: {value!r} contains a control character")
     if len(value) > MAX_NAME:
         raise ArgumentError(f"{field}: {len(value)} characters; at most {MAX_NAME}")
-    return value
+    return composed(value)
 
 
 def _list(field: str, values: Any) -> list[Any]:
@@ -63,7 +66,7 @@ def _list(field: str, values: Any) -> list[Any]:
 def _choices(field: str, values: Any, allowed: tuple[str, ...]) -> list[str]:
     chosen = []
     for value in _list(field, values):
-        _name(field, value, f"a {field}")
+        value = _name(field, value, f"a {field}")
         if value not in allowed:
             raise ArgumentError(f"{field}: {value!r} is not one of {', '.join(allowed)}{did_you_mean(value, allowed)}")
         chosen.append(value)
@@ -89,7 +92,7 @@ def part(value: Any) -> str:
 def tags(vocab: Vocabulary, values: Any) -> list[str]:
     chosen = []
     for value in _list("tag", values):
-        _name("tag", value, "a tag")
+        value = _name("tag", value, "a tag")
         if value not in vocab.tags:
             raise ArgumentError(f"tag: unknown tag {value!r}{did_you_mean(value, vocab.tags)}")
         chosen.append(value)
@@ -103,7 +106,7 @@ def query_archs(wiki: Wiki, values: Any) -> list[str]:
     archs = wiki.vocab.archs
     chosen = []
     for value in _list("arch", values):
-        _name("arch", value, "an architecture")
+        value = _name("arch", value, "an architecture")
         if not [a for a in normalize_arch(wiki, value) if a in archs or a + "a" in archs]:
             raise ArgumentError(f"arch: unknown architecture {value!r}{did_you_mean(value, archs)}")
         chosen.append(value)
@@ -114,7 +117,7 @@ def compile_archs(vocab: Vocabulary, values: Any) -> list[str]:
     """Exact architecture names a compile targets (sm_90a, sm_100a): no GPU names, no families."""
     chosen = []
     for value in _list("arch", values):
-        _name("arch", value, "an architecture")
+        value = _name("arch", value, "an architecture")
         if value not in vocab.archs:
             raise ArgumentError(f"arch: unknown architecture {value!r}{did_you_mean(value, vocab.archs)}")
         chosen.append(value)
@@ -156,7 +159,9 @@ def words(value: Any) -> list[str]:
             raise ArgumentError(f"words: give words as a string, not {type(item).__name__}")
         if "\x00" in item:
             raise ArgumentError(f"words: {item!r} contains a NUL byte")
-        out += item.split()
+        out += composed(item).split()
+    if len(out) > MAX_WORDS:
+        raise ArgumentError(f"words: {len(out)} words; a query takes at most {MAX_WORDS} (its key words are enough)")
     return out
 
 
@@ -171,7 +176,7 @@ def file_patterns(values: Any) -> list[str]:
 
 
 def probe_id(probes: dict, value: Any) -> str:
-    _name("probe", value, "a probe id")
+    value = _name("probe", value, "a probe id")
     if value not in probes:
         raise ArgumentError(f"no probe {value!r}{did_you_mean(value, probes)}")
     return value
@@ -186,7 +191,7 @@ def record_name(value: Any) -> str | None:
     """A run record as claims cite it (artifacts/evidence/<probe>/<run>.json) or its file name."""
     if value is None:
         return None
-    _name("record", value, "a record path or file name")
+    value = _name("record", value, "a record path or file name")
     if ".." in value.split("/") or not value.endswith(".json"):
         raise ArgumentError(f"record: {value!r} is not a record path (artifacts/evidence/<probe>/<run>.json) "
                             "or file name (<run>.json)")

@@ -225,6 +225,8 @@ def cmd_query(args) -> int:
                                                    "arch": args.archs, "evidence": args.evidence,
                                                    "status": args.statuses, "limit": args.limit})
     result = answer(wiki, words, filters, limit)
+    for problem in wiki.misnamed_problems():   # the rest of the wiki answers; say what was left out
+        print(problem, file=sys.stderr)
     if args.json:
         return _print_json(query_document(result))
     lines, notes = query_text(result)

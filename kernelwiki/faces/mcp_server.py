@@ -9,8 +9,9 @@ Resources: every page as `kernelwiki://page/<id>` (Markdown).
 Arguments are checked by kernelwiki.faces.arguments, as on the command line: a bad one, an
 unknown page or probe, an upstream file whose hash does not match, all answer an error result
 (`isError: true`) whose text is the line the CLI prints, `error: ...`; an unknown tool or
-resource is a JSON-RPC error with the same prefix. When stdin closes, requests already read are
-answered before the server exits. The page index is re-read on every call (a few milliseconds),
+resource is a JSON-RPC error with the same prefix, and so is the answer to a line that is no JSON-RPC
+message (not JSON, a batch, params that is not an object: kernelwiki.faces.mcp_wire). When stdin
+closes, requests already read are answered before the server exits. The page index is re-read on every call (a few milliseconds),
 so edits show without a restart.
 """
 
@@ -23,18 +24,16 @@ from typing import Any, Callable
 import anyio
 from mcp import types
 from mcp.server.lowlevel import Server
-from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
 from kernelwiki import __version__
 from kernelwiki.faces import arguments, output
 from kernelwiki.faces.arguments import ArgumentError
+from kernelwiki.faces.mcp_wire import ERROR, claimed_stdio, run_wire
 from kernelwiki.storage.index import UnknownPage, Wiki
 from kernelwiki.storage.repo import OutsideRepo, Repo
 
 PAGE_URI = "kernelwiki://page/"
-ERROR = "error: "
-"""Every error an agent sees, tool result or JSON-RPC error, starts so, as on the command line."""
 INSTRUCTIONS = (
     "kernelwiki: GPU kernel knowledge (Hopper sm_90a, Blackwell sm_100a) where every number is cited "
     "(evidence spec or source-reported, with its source page) or measured by a probe (compiled or measured, "
@@ -87,7 +86,8 @@ def _query(repo: Repo, args: dict) -> Answer:
     words, filters, limit = arguments.query(wiki, args)
     result = answer(wiki, words, filters, limit)
     lines, notes = output.query_text(result)
-    return Answer("\n".join(notes + lines) + "\n", _checked(output.query_document(result)))
+    left_out = [str(problem) for problem in wiki.misnamed_problems()]
+    return Answer("\n".join(left_out + notes + lines) + "\n", _checked(output.query_document(result)))
 
 
 def _get_page(repo: Repo, args: dict) -> Answer:
@@ -328,51 +328,13 @@ def build_server(repo: Repo) -> Server:
 
 
 def serve(repo: Repo) -> int:
-    """Serve on stdin/stdout until the client closes stdin and every request read is answered."""
+    """Serve on stdin/stdout until the client closes stdin and every request read is answered
+    (kernelwiki.faces.mcp_wire answers every line that asks, the malformed ones too)."""
     server = build_server(repo)
 
     async def main() -> None:
-        async with stdio_server() as (read_stream, write_stream):
-            await drain_on_close(server, read_stream, write_stream)
+        with claimed_stdio() as (wire_in, wire_out):
+            await run_wire(server, wire_in, wire_out)
 
     anyio.run(main)
     return 0
-
-
-async def drain_on_close(server: Server, read_stream, write_stream) -> None:
-    """Run the server between the stdio streams, holding its input open after stdin's end until each
-    request it was given has its response: the SDK stops at end of input and drops requests still in
-    flight, and a client that writes its requests and closes stdin (a pipe, a batch) would lose them."""
-    from mcp.shared._context_streams import create_context_streams
-    from mcp.shared.message import SessionMessage
-    from mcp_types import JSONRPCError, JSONRPCRequest, JSONRPCResponse
-
-    to_server, server_input = create_context_streams[SessionMessage | Exception](0)
-    server_output, from_server = create_context_streams[SessionMessage](0)
-    pending: set = set()
-    answered = anyio.Event()
-
-    async def forward_input() -> None:
-        nonlocal answered
-        async with to_server:
-            async for message in read_stream:
-                if isinstance(message, SessionMessage) and isinstance(message.message, JSONRPCRequest):
-                    pending.add(message.message.id)
-                await to_server.send(message)
-            while pending:
-                await answered.wait()
-                answered = anyio.Event()
-
-    async def forward_output() -> None:
-        async with from_server, write_stream:
-            async for message in from_server:
-                await write_stream.send(message)
-                if isinstance(message.message, (JSONRPCResponse, JSONRPCError)):
-                    pending.discard(message.message.id)
-                    answered.set()
-
-    async with anyio.create_task_group() as group:
-        group.start_soon(forward_input)
-        group.start_soon(forward_output)
-        async with server_output:
-            await server.run(server_input, server_output, server.create_initialization_options())

@@ -15,6 +15,9 @@ and the script ends with `Probe(__file__).main(run_case=..., negative_control=..
   tolerance it was gated with) is recorded; the runner fails the probe if a control passes the
   gate (control-passed) or misses it by more than gates.CONTROL_BLUNT_FACTOR (control-too-blunt).
 - `compile(arch) -> Emitted` compiles the probe's kernel for one architecture without running it.
+- `unavailable() -> str | None`: why this process cannot run the probe's subject (a library built
+  outside the repository and not importable here), or None; in run mode a reason makes the probe
+  `skipped` with it, no case run (the runner's `requires` can only ask whether a module is found).
 
 The result goes to --out as JSON; the runner adds the environment and writes the record.
 """
@@ -64,14 +67,16 @@ class Context:
         return self._timer
 
     def bench(self, candidates: dict[str, Callable[[Any], object]], make_inputs: Callable[[int], Any], set_bytes: int,
-              *, iters: int = 30, warmup: int = 5, order: str = "shuffled") -> dict[str, dict]:
+              *, iters: int = 30, warmup: int = 5, order: str = "shuffled",
+              capture_error_mode: str = "global") -> dict[str, dict]:
         """Time candidates under the one protocol (kernelwiki.harness.timing.bench): `fn(inputs)`
         launches on the current stream using only input set `inputs = make_inputs(i)`, of which one
         launch reads and writes `set_bytes` (the smallest over candidates). Returns {name: {median_ms, p10_ms, p90_ms, sm_clock_mhz_before,
         sm_clock_mhz_after, protocol}}; the protocol's rules and library versions go into the record."""
         from kernelwiki.harness import timing
 
-        results = timing.bench(candidates, make_inputs, set_bytes, iters=iters, warmup=warmup, order=order)
+        results = timing.bench(candidates, make_inputs, set_bytes, iters=iters, warmup=warmup, order=order,
+                               capture_error_mode=capture_error_mode)
         timing.merge_protocol(self.protocol, timing.bench_protocol(iters, warmup, order))
         return results
 
@@ -157,7 +162,8 @@ class Probe:
 
     def main(self, run_case: Callable[[dict, Context], dict] | None = None,
              negative_control: Callable[[Context], dict] | dict[str, Callable[[Context], dict]] | None = None,
-             compile: Callable[[str], compile_mod.Emitted] | None = None) -> None:
+             compile: Callable[[str], compile_mod.Emitted] | None = None,
+             unavailable: Callable[[], str | None] | None = None) -> None:
         parser = argparse.ArgumentParser(description=self.spec.get("title"))
         parser.add_argument("--mode", choices=("run", "compile-only"), default="run")
         parser.add_argument("--out", required=True, help="where to write the result JSON")
@@ -167,6 +173,8 @@ class Probe:
         args = parser.parse_args()
         if args.mode == "compile-only":
             result = self._compile_only(compile, args.arch)
+        elif unavailable is not None and (reason := unavailable()):
+            result = {"mode": "run", "reason": str(reason), "cases": []}
         else:
             result = self._run(run_case, negative_control, args)
         Path(args.out).write_text(json.dumps(result, indent=1, default=_json_default), encoding="utf-8")

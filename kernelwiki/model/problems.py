@@ -25,11 +25,33 @@ class Problem:
     message: str
     """What is wrong, and where useful, what to do about it."""
 
+    def __post_init__(self) -> None:
+        # A path from the OS may hold bytes that are not UTF-8 (kept by Python as surrogates): shown
+        # as \x escapes, a problem can always be printed and sent as JSON.
+        for name in ("path", "field", "message"):
+            value = getattr(self, name)
+            if isinstance(value, str):
+                object.__setattr__(self, name, utf8_text(value))
+
     def __str__(self) -> str:
         return f"{_one_line(self.path)}:{self.line}: {_one_line(self.field)}: {_one_line(self.message)}"
 
     def to_json(self) -> dict:
         return {"path": self.path, "line": self.line, "field": self.field, "message": self.message}
+
+
+def utf8_text(text: str) -> str:
+    """`text` as valid UTF-8 text: the bytes of an OS name that are not UTF-8 as \\x escapes (wiki/\\xff.md),
+    any other lone surrogate as a \\u escape."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        pass
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 _UNPRINTABLE = re.compile(r"[^\S ]|[\x00-\x1f\x7f-\x9f\u2028\u2029]")

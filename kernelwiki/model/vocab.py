@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -140,6 +141,17 @@ def _str_map(value: object) -> bool:
 
 def _str_list(value: object) -> bool:
     return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def composed(text: str) -> str:
+    """`text` in Unicode NFC: what validate requires of page text, and what every name and word typed
+    is turned into before it is compared, so that a decomposed "e" + U+0301 finds a page's "\u00e9"."""
+    return unicodedata.normalize("NFC", text)
+
+
+def fold(text: str) -> str:
+    """The form names and words are compared in: composed (NFC), then lower case."""
+    return composed(text).lower()
 
 
 def closest(word: str, choices, n: int = 3) -> list[str]:

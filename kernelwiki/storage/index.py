@@ -23,8 +23,8 @@ from typing import Any, Callable
 
 from kernelwiki.model.files import UnsafeFile
 from kernelwiki.model.pages import Page, parse_page, read_page, read_page_bytes
-from kernelwiki.model.problems import Problem
-from kernelwiki.model.vocab import QUERY_ALIASES, Vocabulary, closest
+from kernelwiki.model.problems import Problem, utf8_text
+from kernelwiki.model.vocab import QUERY_ALIASES, Vocabulary, closest, fold
 from kernelwiki.storage import cache
 from kernelwiki.storage.cache import cache_key
 from kernelwiki.storage.repo import Repo
@@ -169,6 +169,10 @@ class Wiki:
     """Only some pages are loaded (a single-page lookup, see kernelwiki.storage.lookup); the first
     question about all pages loads the rest, and a partial index is never saved."""
     _texts: dict[str, str] | None = None
+    terms: Any = None
+    """(signature, TermIndex) once a query has needed the word index (kernelwiki.storage.termindex)."""
+    misnamed: list[str] = field(default_factory=list)
+    """Page files whose path is not UTF-8, with \\x escapes: left out of the index (see scan_pages)."""
 
     # --- loading -----------------------------------------------------------------------------
     @classmethod
@@ -183,7 +187,8 @@ class Wiki:
         wiki = cls(repo, Vocabulary(cached_vocab) if cached_vocab else Vocabulary.load(repo.schemas), key=key,
                    use_cache=use_cache)
         todo = []
-        for rel, stat in scan_pages(repo.root):
+        pages, wiki.misnamed = scan_pages(repo.root)
+        for rel, stat in pages:
             old = cached.get(rel)
             if old and (old.mtime_ns, old.size, old.ctime_ns) == (stat.st_mtime_ns, stat.st_size, stat.st_ctime_ns) \
                     and not verify:
@@ -261,6 +266,7 @@ class Wiki:
         if self.partial:
             full = Wiki.load(self.repo, use_cache=self.use_cache)
             self.entries, self.vocab, self.key, self.partial = full.entries, full.vocab, full.key, False
+            self.misnamed = full.misnamed
 
     def save(self, always: bool = False) -> None:
         """Write the cache if anything changed (or `always`: a cache file was found unusable); a
@@ -305,6 +311,12 @@ class Wiki:
         assert isinstance(entry, Entry)
         return entry
 
+    def misnamed_problems(self) -> list[Problem]:
+        """One problem line per page file left out because its path is not UTF-8."""
+        return [Problem(name, 1, "-", "the file name is not UTF-8, so the page is left out of every lookup; "
+                                      "rename it (page file names are UTF-8, like the ids they hold)")
+                for name in self.misnamed]
+
     # --- lookups -----------------------------------------------------------------------------
     def by_id(self) -> dict[str, Entry]:
         """id -> entry (the first file, in path order, when an id is duplicated)."""
@@ -318,40 +330,42 @@ class Wiki:
         return out
 
     def aliases(self) -> dict[str, Entry]:
-        """alias (lower-case) -> entry."""
+        """alias (folded: NFC, lower case) -> entry."""
         out: dict[str, Entry] = {}
         for entry in self.by_id().values():
             for alias in entry.get("aliases") or []:
                 if isinstance(alias, str):
-                    out.setdefault(alias.lower(), entry)
+                    out.setdefault(fold(alias), entry)
         return out
 
     def resolve(self, name: str) -> Entry:
-        """Find a page by id, alias (case-insensitive) or repository path. Raises UnknownPage,
-        or repo.OutsideRepo for a path that leaves the repository."""
+        """Find a page by id, repository path or alias (ids and aliases case-insensitive), in the
+        order kernelwiki.storage.lookup tries them, so that `get` and MCP always agree: a name that
+        is a page file's path is that page, even where a (refused) alias spells the same path.
+        Raises UnknownPage, or repo.OutsideRepo for a path that leaves the repository."""
         ids = self.by_id()
         if name in ids:
             return ids[name]
-        lowered = name.lower()
+        lowered = fold(name)
         for page_id, entry in ids.items():
-            if page_id.lower() == lowered:
+            if fold(page_id) == lowered:
                 return entry
-        alias = self.aliases().get(lowered)
-        if alias:
-            return alias
         if "/" in name or name.endswith(".md"):
             path = self.repo.inside(name)
             entry = self.entries.get(self.repo.rel(path))
             if entry:
                 return entry
+        alias = self.aliases().get(lowered)
+        if alias:
+            return alias
         aliases = self.aliases()
-        near = closest(name.lower(), list(ids) + list(aliases), n=5)
+        near = closest(lowered, list(ids) + list(aliases), n=5)
         suggestions = list(dict.fromkeys(aliases[n].id if n in aliases else n for n in near))
         raise UnknownPage(name, suggestions or self._fuzzy(name))
 
     def _fuzzy(self, name: str) -> list[str]:
         """Ids that contain a word of the name, when difflib finds nothing close."""
-        words = [w for w in _WORD.findall(name.lower()) if len(w) > 2]
+        words = [w for w in _WORD.findall(fold(name)) if len(w) > 2]
         return [i for i in sorted(self.by_id()) if any(w in i for w in words)][:5]
 
     def expand_aliases(self, word: str) -> list[str]:
@@ -363,11 +377,11 @@ def ranking_fields(entry: Entry) -> tuple:
     architectures, headline), lower-cased. Made from the listing fields (strings only, see _head)
     with C-level calls: a query makes it for every page that holds its words."""
     head = entry.head or {}
-    page_id = head.get("id", "").lower()
+    page_id = fold(head.get("id", ""))
     # Tuples, not sets: a page has a few of each.
-    return (page_id, page_id.split("-", 1)[-1], tuple(map(str.lower, head.get("aliases", ()))),
-            head.get("title", "").lower(),
-            tuple(map(str.lower, head.get("tags", []) + head.get("architectures", []))), entry.headline.lower())
+    return (page_id, page_id.split("-", 1)[-1], tuple(map(fold, head.get("aliases", ()))),
+            fold(head.get("title", "")),
+            tuple(map(fold, head.get("tags", []) + head.get("architectures", []))), fold(entry.headline))
 
 
 def alias_files(repo: Repo, key: str) -> dict[str, Any] | None:
@@ -458,17 +472,21 @@ def _problems(plain: Any) -> list[Problem] | None:
     return out
 
 
-def scan_pages(root: Path) -> list[tuple[str, os.stat_result]]:
-    """(repository-relative path, stat) of every .md file under wiki/, sorted by path.
+def scan_pages(root: Path) -> tuple[list[tuple[str, os.stat_result]], list[str]]:
+    """(repository-relative path, stat) of every .md file under wiki/, sorted by path, and the .md
+    files whose path is not UTF-8 (written with \\x escapes): those are no pages, since their name
+    could be written neither in the cache nor in a JSON answer; validate names them.
     Works on strings: resolving thousands of Path objects costs more than the rest of a lookup."""
     prefix = len(str(root)) + 1
-    found = []
+    found, misnamed = [], []
     stack = [os.path.join(str(root), "wiki")]
     while stack:
         try:
             with os.scandir(stack.pop()) as it:
                 for item in it:
-                    if item.name.endswith(".md"):
+                    if item.name.endswith(".md") and not _utf8(item.path):
+                        misnamed.append(utf8_text(item.path[prefix:]))
+                    elif item.name.endswith(".md"):
                         # Links and other non-files are listed too, so that validate names them.
                         found.append((item.path[prefix:], item.stat(follow_symlinks=False)))
                     elif item.is_dir(follow_symlinks=False):
@@ -478,7 +496,16 @@ def scan_pages(root: Path) -> list[tuple[str, os.stat_result]]:
     if os.sep != "/":
         found = [(rel.replace(os.sep, "/"), stat) for rel, stat in found]
     found.sort(key=lambda item: item[0])
-    return found
+    return found, sorted(misnamed)
+
+
+def _utf8(path: str) -> bool:
+    """Whether the OS name decodes as UTF-8 (Python keeps the bytes it cannot decode as surrogates)."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _read_chunk(chunk: list[tuple[str, os.stat_result, str | None]]) -> list[tuple[str, Entry | str]]:
@@ -517,4 +544,4 @@ def _search_text(page: Page) -> str:
             value = meta.get(key)
             if isinstance(value, list):
                 parts.extend(str(v) for v in value)
-    return "\n".join(parts).lower()
+    return fold("\n".join(parts))

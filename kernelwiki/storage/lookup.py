@@ -12,7 +12,7 @@ from __future__ import annotations
 import posixpath
 import re
 
-from kernelwiki.model.vocab import Vocabulary
+from kernelwiki.model.vocab import Vocabulary, fold
 from kernelwiki.storage.cache import cache_key
 from kernelwiki.storage.index import Entry, Wiki, alias_files
 from kernelwiki.storage.repo import Repo
@@ -61,5 +61,5 @@ def _confirms(kind: str, name: str, entry: Entry) -> bool:
         return entry.id == name or (entry.id or "").lower() == name.lower()
     if kind == "alias":
         aliases = entry.get("aliases")
-        return isinstance(aliases, list) and name.lower() in {a.lower() for a in aliases if isinstance(a, str)}
+        return isinstance(aliases, list) and fold(name) in {fold(a) for a in aliases if isinstance(a, str)}
     return True

@@ -121,8 +121,12 @@ def run_case(case: dict, ctx: Context) -> dict:
             candidates[f"{name} fwd+bwd"] = (lambda s, forward=forward:
                                               torch.autograd.grad(forward(s[0], s[1], s[2]), s[:3], s[3]))
     checked = (q, k, v, dout)
+    # thread_local capture for backward: autograd's worker thread runs the backward ops, and its own
+    # CUDA calls invalidated a global-mode capture of the first backward case twice in a row on the
+    # H200 (bwd-d128-s1k-full, records 20261201T145717Z and 162040Z; the later cases captured fine)
     timing = ctx.bench(candidates, lambda i: checked if i == 0 else make_inputs(p, ctx, backward, i),
-                       4 * q.numel() * q.element_size(), iters=20, warmup=3)   # q, k, v, O
+                       4 * q.numel() * q.element_size(), iters=20, warmup=3,   # q, k, v, O
+                       capture_error_mode="thread_local" if backward else "global")
     if backward:
         ms = {name: timing[f"{name} fwd+bwd"]["median_ms"] - timing[f"{name} fwd"]["median_ms"] for name in available}
     else:

@@ -227,6 +227,8 @@ def run_case(case: dict, ctx: Context) -> dict:
         return run_held_out(params, ctx)
     if params.get("set") == "llm-shapes-summary":
         return llm_shapes_summary(ctx)
+    if params.get("set") == "schedules":
+        return run_schedules(params, ctx)
     dtype = params["dtype"]
     m, n, k = _shape(params)
     a, b, scale_a, scale_b, reference = _case_operands(params, dtype, m, n, k, ctx.seed)
@@ -286,6 +288,75 @@ def run_case(case: dict, ctx: Context) -> dict:
         LLM_ROWS.append({"passed": correctness["passed"], "ours": tflops["ours"],
                          "best": result["headline"].get("baseline_value"), "choose_config": result["headline"].get("ratio")})
     return result
+
+
+def schedule_settings(params: dict) -> dict:
+    """{candidate: compile_gemm settings} of a schedules case: the two schedules with the same wgmma per
+    warpgroup (64 x tile_n) and the same cluster - cooperative with two warpgroups on a 128-row tile
+    (what choose_config picks at these shapes), ping-pong with each warpgroup on its own 64-row tile -
+    and cooperative on the ping-pong CTA tile (64 rows, one consumer warpgroup: no overlap at all)."""
+    tile_n = int(params["tile_n"])
+    cluster = tuple(int(x) for x in str(params["cluster"]).split("x"))
+    common = {"tile_n": tile_n, "cluster_mn": cluster, "split_k": 1}
+    return {"ours-pingpong": {**common, "tile_m": 64, "schedule": "pingpong"},
+            "ours-cooperative": {**common, "tile_m": 128},
+            "ours-cooperative-64": {**common, "tile_m": 64}}
+
+
+def run_schedules(params: dict, ctx: Context) -> dict:
+    """The ping-pong and cooperative consumer schedules in one run on one shape, each gated, timed with
+    cuBLAS and quack. Headline: ping-pong against the strongest baseline; the ping-pong / cooperative
+    ratios go into metrics (and beside the headline as context)."""
+    import torch
+
+    if params.get("dtype") != "bf16":
+        raise ValueError(f"schedules: dtype {params.get('dtype')!r}; the schedules are compared in bf16")
+    m, n, k = _shape(params)
+    settings = schedule_settings(params)
+    a, b, _, _, reference = _inputs("bf16", m, n, k, ctx.seed)
+    cublas_out = _cublas_result("bf16", a, b, 1.0, 1.0, reference.shape)
+    checks, runs = {}, {}
+    for name, setting in settings.items():
+        run, d = hopper_gemm.compile_gemm(a, b, **setting)
+        gates.poison(d)
+        run()
+        torch.cuda.synchronize()
+        checks[name] = _check(d, reference, "bf16", cublas_out, k)
+        runs[name] = run
+    quack0 = _quack(a, b)
+    quack_passed = quack0[0] is not None and _check(quack0[1], reference, "bf16", cublas_out, k)["passed"]
+    del reference, cublas_out
+    correctness = {**checks["ours-pingpong"], "passed": all(c["passed"] for c in checks.values()),
+                   **{f"{name}_passed": c["passed"] for name, c in checks.items()}, "quack_passed": quack_passed}
+
+    def make_set(i: int) -> dict:
+        x, w = (a, b) if i == 0 else _inputs("bf16", m, n, k, ctx.seed + 1000 * i, with_reference=False)[:2]
+        launches = {name: runs[name] if i == 0 else hopper_gemm.compile_gemm(x, w, **setting)[0]
+                    for name, setting in settings.items()}
+        launches.update(_cublas("bf16", x, w, 1.0, 1.0, torch.empty(m, n, dtype=x.dtype, device="cuda")))
+        quack = quack0[0] if i == 0 else (_quack(x, w)[0] if quack0[0] is not None else None)
+        if quack is not None:
+            launches["quack"] = quack
+        return launches
+
+    first = make_set(0)
+    set_bytes = 2 * (m * k + n * k + len(first) * m * n)   # bf16 operands and every candidate's output
+    timing = ctx.bench(bound(list(first)), lambda i: first if i == 0 else make_set(i), set_bytes, iters=30, warmup=5)
+    tflops = {name: 2 * m * n * k / (t["median_ms"] * 1e-3) / 1e12 for name, t in timing.items()}
+    pingpong = tflops["ours-pingpong"]
+    metrics = {"configs": "; ".join(f"{name}: {run.config.describe()}" for name, run in runs.items()),
+               "pingpong_over_cooperative": round(pingpong / tflops["ours-cooperative"], 4),
+               "pingpong_over_cooperative_64": round(pingpong / tflops["ours-cooperative-64"], 4)}
+    if quack0[0] is None:
+        metrics["quack"] = quack0[1]
+    result = ctx.headline_against("tflops", pingpong, "TFLOP/s",
+                                  {"cuBLAS": tflops["cuBLAS"], "quack": tflops.get("quack")},
+                                  correct={"cuBLAS": True, "quack": quack_passed}, peak_key="bf16", ceiling_key="bf16",
+                                  context={"ours-cooperative": tflops["ours-cooperative"],
+                                           "ours-cooperative-64": tflops["ours-cooperative-64"]})
+    best = result["headline"].get("baseline_value")
+    metrics["cooperative_over_best_baseline"] = round(tflops["ours-cooperative"] / best, 4) if best else None
+    return {"correctness": correctness, "timing": timing, "metrics": metrics, **result}
 
 
 def llm_shapes_summary(ctx: Context) -> dict:
@@ -506,6 +577,8 @@ def compile_kernel(arch: str) -> compile_mod.Emitted:
     ranks = set(re.findall(r"cp\.async\.bulk\.tensor\.(\d)d", emitted.ptx))
     if ranks == {"3"}:   # every TMA of the M = 1 compile keeps (rows, K, L)
         emitted.facts.append("m1-operand-tma-rank:3d")
+    # the schedules cases' ping-pong kernel (its ordered barriers: BAR.SYNC / BAR.ARV over 256 threads)
+    extras += [hopper_gemm.compile_for(arch, tile_m=64, tile_n=256, cluster_mn=(2, 1), schedule="pingpong")]
     extras += [hopper_gemm.compile_for(arch, ab_dtype=AB_DTYPES["e4m3"], cluster_mn=(2, 1)),
                hopper_gemm.compile_for(arch, ab_dtype=AB_DTYPES["tf32"], d_dtype=_D_DTYPE["tf32"], cluster_mn=(2, 1))]
     for compiled in extras:

@@ -5,7 +5,10 @@ the TMA atoms of A, B (multicast inside the cluster) and D, the static persisten
 mbarrier ring between the TMA producer warp and the consumer warpgroups (PipelineTmaAsync, its arrive
 counts and transaction bytes checked by pipeline_checks while the kernel is traced), the producer loop
 over a tile's K tiles, the setmaxnreg split between the roles, the stmatrix + TMA-store epilogue of one
-(epi_tile) slice, and the shared-memory sizing that picks the stage counts. A specialization keeps its
+(epi_tile) slice, the shared-memory sizing that picks the stage counts, and the consumer schedule:
+cooperative (the consumer warpgroups split one tile's rows and run its epilogue together) or
+ping-pong (two warpgroups take alternate tiles, and the ordered barriers of WarpgroupOrder let one
+run its mainloop while the other runs its epilogue). A specialization keeps its
 own mainloop (how the consumers turn stages into an accumulator) and what its tiles need beyond A and B.
 """
 
@@ -30,10 +33,17 @@ EPI_TILE_N = 32         # epilogue slice: (rows, 32) columns at a time through s
 TMA_WARPS = 1           # the producer warpgroup's warp 0 issues every load
 
 
+SCHEDULES = ("cooperative", "pingpong")
+
+
 class NamedBarrier(enum.IntEnum):
-    """Named barrier ids (0 is __syncthreads); a specialization numbers its own from FIRST_FREE."""
+    """Named barrier ids (0 is __syncthreads, 15 the last of the 16); a specialization numbers its own
+    from FIRST_FREE up. The ping-pong order barriers take the top four ids, one per (stage, warpgroup),
+    so that they never meet a specialization's own."""
     EPILOGUE = 1
     FIRST_FREE = 2
+    MMA_ORDER = 12          # 12 + w: warpgroup w may issue its mainloop's wgmmas
+    EPILOGUE_ORDER = 14     # 14 + w: warpgroup w may run its epilogue
 
 
 # nvidia-cutlass-dsl 4.8.1 marks its persistent tile scheduler as moved to CUTLASS's examples; at the
@@ -45,11 +55,55 @@ def _align(offset: int, to: int) -> int:
     return -(-offset // to) * to
 
 
+class WarpgroupOrder:
+    """The ordered barrier pair of the ping-pong schedule: consumer warpgroups 0 and 1 take turns at one
+    stage of their work (the mainloop's wgmmas, or the epilogue), 0 first. One named barrier per
+    warpgroup counts both warpgroups' threads: the owner waits on its own (bar.sync), the other
+    warpgroup signals it (bar.arrive) when its own turn ends. Warpgroup 0's first turn has no one to
+    signal it, so it does not wait (as CUTLASS's OrderedSequenceBarrier starts group 0 in the other
+    phase). An arrival that no turn follows (the last tile's) is left pending when the CTA exits.
+    """
+
+    THREADS = 2 * WARPGROUP_THREADS
+
+    def __init__(self, first_id: int, warpgroup, checked: bool = False):
+        if not checked:
+            pipeline_checks.check(f"order barriers {first_id}, {first_id + 1} (threads)", self.THREADS,
+                                  pipeline_checks.ordered_barrier_threads(WARPGROUP_THREADS, 2),
+                                  warpgroup_threads=WARPGROUP_THREADS, warpgroups=2)
+        self.first_id, self.warpgroup = first_id, warpgroup
+
+    # a loop that uses it carries it: its run-time part is the warpgroup index
+    def __get_mlir_types__(self):
+        return [self.warpgroup.type]
+
+    def __extract_mlir_values__(self):
+        return [self.warpgroup.ir_value()]
+
+    def __new_from_mlir_values__(self, values):
+        return WarpgroupOrder(self.first_id, cutlass.Int32(values[0]), checked=True)
+
+    def _barrier(self, warpgroup) -> pipeline.NamedBarrier:
+        return pipeline.NamedBarrier(barrier_id=self.first_id + warpgroup, num_threads=self.THREADS)
+
+    @cute.jit
+    def wait(self, turns_taken) -> None:
+        """Block until it is this warpgroup's turn; `turns_taken`: how many it has had so far."""
+        if turns_taken + self.warpgroup > 0:
+            self._barrier(self.warpgroup).arrive_and_wait()
+
+    def hand_over(self) -> None:
+        """End this warpgroup's turn: the other warpgroup may take its own."""
+        self._barrier(1 - self.warpgroup).arrive()
+
+
 class Sm90GemmBase:
     """A persistent, warp-specialized Hopper GEMM without its mainloop.
 
     Roles: warpgroup 0 produces (setmaxnreg down; its warp 0 issues the TMA loads), warpgroups 1..
-    consume (setmaxnreg up) and run the epilogue. A specialization provides:
+    consume (setmaxnreg up) and run the epilogue. `schedule` says how the consumers share the work:
+    "cooperative" (every consumer warpgroup on each tile, 64 rows each) or "pingpong" (two
+    warpgroups, each owning every other tile of the walk whole). A specialization provides:
     - attributes, set in its __init__ before `fit_stages`: ab_dtype, d_dtype, acc_dtype; tile_mnk
       (tile_m, tile_n, tile_k); cluster_mn; swizzle; warpgroups (consumer warpgroups, 64 rows of wgmma
       each); threads (WARPGROUP_THREADS * (1 + warpgroups)); epi_tile (rows, columns of a D slice);
@@ -63,7 +117,14 @@ class Sm90GemmBase:
       make_epilogue / partition_d / store_slice.
     """
 
+    schedule = "cooperative"
+
     # --- host side: sizing, atoms, scheduler, launch --------------------------------------------------
+
+    def tile_warpgroups(self) -> int:
+        """Consumer warpgroups that work on one tile (and so read each stage, and run its epilogue):
+        all of them when cooperative, one when ping-pong."""
+        return self.warpgroups if self.schedule == "cooperative" else 1
 
     def stage_extras(self) -> tuple[tuple[int, int], ...]:
         """(bytes, alignment) of each per-stage buffer after A and B in SharedStorage."""
@@ -166,10 +227,11 @@ class Sm90GemmBase:
         return cta_coord, a_mask, b_mask
 
     def ab_consumer_arrivals(self) -> int:
-        """The empty barrier's count as the kernel passes it: every consumer warp of this CTA, once for
-        each CTA whose loads it reads (itself and those sharing A or B)."""
+        """The empty barrier's count as the kernel passes it: every consumer warp that reads a stage
+        (of the warpgroups on its tile), once for each CTA whose loads it reads (itself and those
+        sharing A or B)."""
         cluster_m, cluster_n = self.cluster_mn
-        return (cluster_m + cluster_n - 1) * self.warpgroups * WARPGROUP_THREADS // 32
+        return (cluster_m + cluster_n - 1) * self.tile_warpgroups() * WARPGROUP_THREADS // 32
 
     def make_ab_pipeline(self, storage, tx_bytes: int, tiled_mma: cute.TiledMma):
         """The mbarrier ring of `stages` stages between the TMA warp and the consumers, its counts checked
@@ -281,15 +343,16 @@ class Sm90GemmBase:
     def make_epilogue(self, tiled_mma: cute.TiledMma, sD: cute.Tensor, consumer_tidx):
         """(r2s, tRS_sD, slice_shape, epilogue_barrier, store_pipeline): the stmatrix copy from the
         accumulator's registers into the D slices in shared memory, tRS_sD (R2S, R2S_M, R2S_N, epi_stages),
-        the register shape of one slice, the named barrier of the consumer threads and the TMA-store
-        ring (epi_stages buffers)."""
+        the register shape of one slice, the named barrier of the threads on one tile (ping-pong: one
+        warpgroup; the two never hold it at once, their epilogues take turns) and the TMA-store ring
+        (epi_stages buffers)."""
         r2s_atom = sm90_utils.get_smem_store_op(LayoutEnum.ROW_MAJOR, self.d_dtype, self.acc_dtype)
         stmatrix = cute.make_copy_atom(cute.nvgpu.warp.StMatrix8x8x16bOp(False, 4), self.d_dtype)
         r2s = cute.make_tiled_copy_S(r2s_atom, cute.make_tiled_copy_C_atom(stmatrix, tiled_mma))
         thr_r2s = r2s.get_slice(consumer_tidx)
         tRS_sD = thr_r2s.partition_D(sD)
         slice_shape = cute.shape(thr_r2s.partition_S(sD))[:3]
-        consumer_threads = self.warpgroups * WARPGROUP_THREADS
+        consumer_threads = self.tile_warpgroups() * WARPGROUP_THREADS
         pipeline_checks.check("epilogue named barrier (threads)", consumer_threads, tiled_mma.size,
                               mma_threads=tiled_mma.size)
         epilogue_barrier = pipeline.NamedBarrier(barrier_id=int(NamedBarrier.EPILOGUE), num_threads=consumer_threads)
@@ -304,8 +367,10 @@ class Sm90GemmBase:
         return cpasync.tma_partition(tma_d, 0, cute.make_layout(1), cute.group_modes(sD, 0, 2), gD_slices)
 
     @cute.jit
-    def store_slice(self, epilogue, rSlice_out, buffer, tma_d, bSG_sD, bSG_gD, slice_coord, warp):
-        """One D slice out: stmatrix into D buffer `buffer`, then the first consumer warp TMA-stores it to
+    def store_slice(self, epilogue, rSlice_out, buffer, tma_d, bSG_sD, bSG_gD, slice_coord, warp,
+                    store_warp=WARPGROUP_THREADS // 32):
+        """One D slice out: stmatrix into D buffer `buffer`, then `store_warp` (by default the first
+        consumer warp; ping-pong: the first warp of the warpgroup on the tile) TMA-stores it to
         slice `slice_coord` of bSG_gD (indexed inside that warp's branch: outside it, every thread would
         compute the coordinates) and waits until at most epi_stages - 1 stores are in flight, so the next
         buffer is free."""
@@ -313,7 +378,7 @@ class Sm90GemmBase:
         cute.copy(r2s, rSlice_out, tRS_sD[(None, None, None, buffer)])
         cute.arch.fence_proxy("async.shared", space="cta")   # stmatrix writes -> TMA reads
         epilogue_barrier.arrive_and_wait()
-        if warp == WARPGROUP_THREADS // 32:
+        if warp == store_warp:
             cute.copy(tma_d, bSG_sD[(None, buffer)], bSG_gD[(None, slice_coord)])
             store_pipeline.producer_commit()
             store_pipeline.producer_acquire()

@@ -4,7 +4,9 @@ What it does
     D[l, m, n] = alpha * sum_k A[l, m, k] * B[l, n, k]  (A: (L,) M x K, B: (L,) N x K, each K-major or,
     for 16-bit types, M-/N-major, i.e. transposed in memory; D: (L,) M x N with N contiguous),
     bf16/fp16, tf32 (fp32 in memory) or fp8 e4m3 inputs, fp32 accumulation in registers, D in
-    bf16/fp16/fp32 (alpha carries the per-tensor scales of fp8: scale_a * scale_b; 1.0 otherwise).
+    bf16/fp16/fp32 (alpha carries the per-tensor scales of fp8: scale_a * scale_b; 1.0 otherwise), or
+    e4m3 through the fused epilogue's quantize-on-store; optionally D = act(alpha * A B^T + bias) +
+    beta * C fused in the epilogue (fused_epilogue.py).
     TF32 goes through our own op (tf32_mma.py): the DSL does not expose one.
     One CTA per SM, clusters of cluster_mn CTAs, tile_m = 64 x (consumer warpgroups):
       warpgroup 0  producer: gives registers back (setmaxnreg down), and its warp 0 TMA-loads A and
@@ -14,7 +16,9 @@ What it does
                    fence / wgmma / commit, then `wait_group 1` keeps one K-tile of wgmma in flight
                    while the previous stage goes back to the producer;
       epilogue     the consumers convert the accumulator, write it to shared memory with stmatrix
-                   (epi_tile slices, a small ring), and one warp TMA-stores each slice.
+                   (epi_tile slices, a small ring), and one warp TMA-stores each slice; a fused
+                   epilogue (fused_epilogue.py: bias, GELU/SiLU, residual) works on each slice's
+                   FP32 values before the conversion.
     A static persistent scheduler walks the output tiles (m, n, l x split_k) cluster by cluster, so
     the producer starts the next tile's loads while the consumers finish the current one.
     Everything but the mainloop is gemm_base.Sm90GemmBase's, shared with the FP8 GEMM; pipeline_checks
@@ -57,7 +61,9 @@ import cutlass.utils as utils
 import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass.cute.nvgpu import warpgroup
 from cutlass.tensor_utils import LayoutEnum
-from .gemm_base import EPI_TILE_N, Sm90GemmBase
+from . import fused_epilogue
+from .fused_epilogue import EpilogueSpec
+from .gemm_base import EPI_TILE_N, SCHEDULES, NamedBarrier, Sm90GemmBase, WarpgroupOrder
 from .sm90_common import (DUMP_DIR, SMEM_BYTES, WARPGROUP_THREADS, batch_last, cached_kernel, canonical,
                          check_alignment, current_stream, cute_view, fake_tensor, max_active_clusters)
 from .tf32_mma import make_tiled_mma_tf32
@@ -66,11 +72,13 @@ WGMMA_M = 64            # rows of one warpgroup's wgmma
 K_TILE_BYTES = 128      # one 128-byte swizzle row of K per stage: 64 bf16/fp16, 32 tf32 or 128 fp8 elements
 EPI_STAGES = 4
 AB_DTYPES = (cutlass.BFloat16, cutlass.Float16, cutlass.TFloat32, cutlass.Float8E4M3FN)
-D_DTYPES = (cutlass.BFloat16, cutlass.Float16, cutlass.Float32)
+D_DTYPES = (cutlass.BFloat16, cutlass.Float16, cutlass.Float32, cutlass.Float8E4M3FN)   # e4m3: quantize-on-store
 TILE_MS = (64, 128)
 TILE_NS = (64, 128, 192, 256)
 CLUSTERS = ((1, 1), (2, 1), (1, 2))
 MAX_SPLIT_K = 16
+PINGPONG_TILE_M = WGMMA_M   # a ping-pong warpgroup owns a whole tile: one 64-row wgmma per K block
+PINGPONG_AB_DTYPES = (cutlass.BFloat16, cutlass.Float16)
 MAJOR_MODE = {"k": 1, "mn": 0}   # which mode of a (rows, K, L) view is contiguous
 
 
@@ -83,10 +91,12 @@ class GemmConfig:
     cluster_mn: tuple[int, int] = (2, 1)
     split_k: int = 1
     swizzle: int = 1
+    schedule: str = "cooperative"
 
     def describe(self) -> str:
+        schedule = ", ping-pong" if self.schedule == "pingpong" else ""
         return (f"tile {self.tile_m}x{self.tile_n}, cluster {self.cluster_mn[0]}x{self.cluster_mn[1]}, "
-                f"split-k {self.split_k}")
+                f"split-k {self.split_k}{schedule}")
 
 
 class HopperGemm(Sm90GemmBase):
@@ -95,9 +105,14 @@ class HopperGemm(Sm90GemmBase):
 
     def __init__(self, ab_dtype=cutlass.BFloat16, d_dtype=cutlass.BFloat16, tile_n: int = 256,
                  cluster_mn: tuple[int, int] = (2, 1), swizzle: int = 1, skip_last_k_tile: bool = False,
-                 tile_m: int = 128):
+                 tile_m: int = 128, schedule: str = "cooperative", epilogue: EpilogueSpec = EpilogueSpec()):
         self.ab_dtype, self.d_dtype, self.acc_dtype = ab_dtype, d_dtype, cutlass.Float32
-        self.warpgroups = tile_m // WGMMA_M
+        if schedule not in SCHEDULES or (schedule == "pingpong" and (tile_m != PINGPONG_TILE_M or
+                                                                     ab_dtype not in PINGPONG_AB_DTYPES)):
+            raise ValueError(f"schedule={schedule!r} with tile_m={tile_m} and {ab_dtype}: see can_implement")
+        self.schedule = schedule
+        # ping-pong: two consumer warpgroups, each on its own 64-row tile
+        self.warpgroups = 2 if schedule == "pingpong" else tile_m // WGMMA_M
         self.threads = WARPGROUP_THREADS * (1 + self.warpgroups)
         self.tile_mnk = (tile_m, tile_n, K_TILE_BYTES * 8 // ab_dtype.width)
         self.cluster_mn = tuple(cluster_mn)
@@ -108,14 +123,35 @@ class HopperGemm(Sm90GemmBase):
             raise ValueError(f"skip_last_k_tile with cluster_mn={self.cluster_mn}: the partner CTA would wait "
                              f"for the skipped K tile's multicast forever; use cluster_mn=(1, 1)")
         self.skip_last_k_tile = skip_last_k_tile
+        self.epilogue = epilogue   # what the epilogue fuses (fused_epilogue.py); default: alpha * acc only
         self.epi_tile = (tile_m, EPI_TILE_N)
         self.stages, self.epi_stages = self.fit_stages(EPI_STAGES, EPI_STAGES)
 
     @staticmethod
     def can_implement(ab_dtype, d_dtype, m: int, n: int, k: int, tile_n: int = 256,
                       cluster_mn: tuple[int, int] = (2, 1), a_major: str = "k", b_major: str = "k",
-                      tile_m: int = 128, split_k: int = 1, batch: int = 1) -> None:
+                      tile_m: int = 128, split_k: int = 1, batch: int = 1, schedule: str = "cooperative",
+                      epilogue: EpilogueSpec = EpilogueSpec()) -> None:
         """Raise ValueError naming the offending value and the supported set."""
+        if schedule not in SCHEDULES:
+            raise ValueError(f"schedule={schedule!r} unsupported; use one of {SCHEDULES}")
+        if schedule == "pingpong":
+            # what the ping-pong path was built and compile-checked for; the rest is not implemented
+            if ab_dtype not in PINGPONG_AB_DTYPES:
+                raise ValueError(f"schedule='pingpong' with A/B dtype {ab_dtype} unsupported; use one of "
+                                 f"{PINGPONG_AB_DTYPES} (or schedule='cooperative')")
+            if tile_m != PINGPONG_TILE_M:
+                raise ValueError(f"schedule='pingpong' with tile_m={tile_m} unsupported: each warpgroup owns a "
+                                 f"{PINGPONG_TILE_M}-row tile; use tile_m={PINGPONG_TILE_M}")
+            if split_k != 1:
+                raise ValueError(f"schedule='pingpong' with split_k={split_k} unsupported; use split_k=1 "
+                                 f"(or schedule='cooperative')")
+        if d_dtype == cutlass.Float8E4M3FN and not epilogue.quantize:
+            raise ValueError(f"D dtype {d_dtype} needs the quantizing epilogue (EpilogueSpec(quantize=True)): the "
+                             f"values are scaled by 1 / D's scale before the conversion")
+        if epilogue.fused and split_k > 1:
+            raise ValueError(f"split_k={split_k} with a fused epilogue ({epilogue.describe()}) unsupported: a split "
+                             f"writes FP32 partial sums, and act(sum) is not the sum of act(partials); use split_k=1")
         if ab_dtype not in AB_DTYPES:
             raise ValueError(f"A/B dtype {ab_dtype} unsupported; use one of {AB_DTYPES}")
         if d_dtype not in D_DTYPES:
@@ -152,16 +188,21 @@ class HopperGemm(Sm90GemmBase):
 
     @cute.jit
     def __call__(self, mA: cute.Tensor, mB: cute.Tensor, mD: cute.Tensor, alpha: cutlass.Float32,
-                 split_k: cutlass.Int32, max_active_clusters: cutlass.Constexpr, stream: cuda.CUstream):
-        # mA: (M, K, L) K- or M-major; mB: (N, K, L) K- or N-major; mD: (M, N, L x split_k) N-major
+                 split_k: cutlass.Int32, max_active_clusters: cutlass.Constexpr, stream: cuda.CUstream,
+                 mBias: cute.Tensor | None = None, mC: cute.Tensor | None = None, beta: cutlass.Float32 | None = None,
+                 quant: cutlass.Float32 | None = None):
+        # mA: (M, K, L) K- or M-major; mB: (N, K, L) K- or N-major; mD: (M, N, L x split_k) N-major;
+        # the fused epilogue's operands (None unless self.epilogue asks): mBias (N,), mC (M, N, L) N-major,
+        # beta, quant (1 / D's per-tensor scale, for an e4m3 D)
         a_layout, b_layout = LayoutEnum.from_tensor(mA), LayoutEnum.from_tensor(mB)   # ROW_MAJOR = K-major
-        # the consumer warpgroups stacked along M, each issuing 64 x tile_n wgmmas
+        # the warpgroups on one tile stacked along M, each issuing 64 x tile_n wgmmas
         if cutlass.const_expr(self.ab_dtype == cutlass.TFloat32):
-            tiled_mma = make_tiled_mma_tf32((self.warpgroups, 1, 1), (WGMMA_M, self.tile_mnk[1]))
+            tiled_mma = make_tiled_mma_tf32((self.tile_warpgroups(), 1, 1), (WGMMA_M, self.tile_mnk[1]))
         else:
             tiled_mma = sm90_utils.make_trivial_tiled_mma(self.ab_dtype, self.ab_dtype, a_layout.sm90_mma_major_mode(),
                                                           b_layout.sm90_mma_major_mode(), self.acc_dtype,
-                                                          (self.warpgroups, 1, 1), tiler_mn=(WGMMA_M, self.tile_mnk[1]))
+                                                          (self.tile_warpgroups(), 1, 1),
+                                                          tiler_mn=(WGMMA_M, self.tile_mnk[1]))
         sA_layout = sm90_utils.make_smem_layout_a(a_layout, self.tile_mnk, self.ab_dtype, self.stages)
         sB_layout = sm90_utils.make_smem_layout_b(b_layout, self.tile_mnk, self.ab_dtype, self.stages)
         sD_layout = sm90_utils.make_smem_layout_epi(self.d_dtype, LayoutEnum.ROW_MAJOR, self.epi_tile, self.epi_stages)
@@ -170,14 +211,15 @@ class HopperGemm(Sm90GemmBase):
         scheduler_params, grid = self.make_scheduler_params(mD, max_active_clusters)
         self.shared_storage = self.make_shared_storage(sA_layout, sB_layout, sD_layout)
         self.launch(self.kernel(tiled_mma, tma_a, gA_tma, tma_b, gB_tma, tma_d, gD_tma, sA_layout, sB_layout, sD_layout,
-                                scheduler_params, alpha, split_k), grid, stream)
+                                scheduler_params, alpha, split_k, mBias, mC, beta, quant), grid, stream)
 
     @cute.kernel
     def kernel(self, tiled_mma: cute.TiledMma, tma_a: cute.CopyAtom, gA_tma: cute.Tensor, tma_b: cute.CopyAtom,
                gB_tma: cute.Tensor, tma_d: cute.CopyAtom, gD_tma: cute.Tensor, sA_layout: cute.ComposedLayout,
                sB_layout: cute.ComposedLayout, sD_layout: cute.ComposedLayout,
                scheduler_params: utils.PersistentTileSchedulerParams, alpha: cutlass.Float32,
-               split_k: cutlass.Int32):
+               split_k: cutlass.Int32, mBias: cute.Tensor | None, mC: cute.Tensor | None,
+               beta: cutlass.Float32 | None, quant: cutlass.Float32 | None):
         tidx, warp, warpgroup_idx = self.thread_roles((tma_a, tma_b, tma_d))
         cta_coord, a_mask, b_mask = self.cluster_position()
 
@@ -199,7 +241,7 @@ class HopperGemm(Sm90GemmBase):
         pipeline.pipeline_init_wait(cluster_shape_mn=self.cluster_mn)
         self.dispatch_roles(warp, warpgroup_idx, (ab_pipeline, scheduler_params, ab_loads, (), (k_tiles, per_split, split_k)),
                             (ab_pipeline, scheduler_params, tiled_mma, sA, sB, sD, gD, tma_d, tidx,
-                             warp, k_tiles, per_split, split_k, alpha))
+                             warp, k_tiles, per_split, split_k, alpha, (mBias, mC, beta, quant, gD_tma.shape)))
 
     @cute.jit
     def _k_range(self, tile_m, tile_n, tile_l, k_tiles, per_split, split_k):
@@ -224,7 +266,48 @@ class HopperGemm(Sm90GemmBase):
 
     @cute.jit
     def consume(self, ab_pipeline, scheduler_params, tiled_mma, sA, sB, sD, gD, tma_d, tidx, warp,
-                k_tiles, per_split, split_k, alpha):
+                k_tiles, per_split, split_k, alpha, epi_inputs):
+        """The consumer warpgroups, by the schedule."""
+        if cutlass.const_expr(self.schedule == "pingpong"):
+            self.consume_pingpong(ab_pipeline, scheduler_params, tiled_mma, sA, sB, sD, gD, tma_d, tidx, warp,
+                                  k_tiles, per_split, split_k, alpha, epi_inputs)
+        else:
+            self.consume_cooperative(ab_pipeline, scheduler_params, tiled_mma, sA, sB, sD, gD, tma_d, tidx, warp,
+                                     k_tiles, per_split, split_k, alpha, epi_inputs)
+
+    @cute.jit
+    def mainloop(self, ab_pipeline, read, release, tiled_mma, rAcc, tCrA, tCrB, count, mma_order=None):
+        """One tile's `count` K tiles into rAcc, one K tile of wgmmas in flight while the stage before it
+        goes back to the producer; with mma_order (ping-pong), the other warpgroup's turn to issue
+        starts once the last wgmma is issued. Returns (read, release), advanced past the tile."""
+        k_blocks = cute.size(tCrA, mode=[2])
+        rAcc.fill(0.0)
+        tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
+        warpgroup.fence()
+        for kt in cutlass.range(count, unroll=1):
+            ab_pipeline.consumer_wait(read)
+            for kb in cutlass.range_constexpr(k_blocks):
+                cute.gemm(tiled_mma, rAcc, tCrA[(None, None, kb, read.index)], tCrB[(None, None, kb, read.index)],
+                          rAcc)
+            warpgroup.commit_group()
+            read.advance()
+            if kt > 0:
+                # the previous K tile's wgmmas are done once at most one group is in flight
+                warpgroup.wait_group(1)
+                ab_pipeline.consumer_release(release)
+                release.advance()
+        if cutlass.const_expr(mma_order is not None):
+            mma_order.hand_over()
+        warpgroup.wait_group(0)
+        if count > 0:
+            ab_pipeline.consumer_release(release)
+            release.advance()
+        return read, release
+
+    @cute.jit
+    def consume_cooperative(self, ab_pipeline, scheduler_params, tiled_mma, sA, sB, sD, gD, tma_d, tidx, warp,
+                            k_tiles, per_split, split_k, alpha, epi_inputs):
+        """Every consumer warpgroup on each tile (64 rows each), the epilogue together."""
         consumer_tidx = tidx - WARPGROUP_THREADS   # the thread's index among the consumer warpgroups
         thr_mma = tiled_mma.get_slice(consumer_tidx)
         tCrA = tiled_mma.make_fragment_A(thr_mma.partition_A(sA))   # smem descriptors per K block and stage
@@ -238,34 +321,17 @@ class HopperGemm(Sm90GemmBase):
         tRS_rAcc = r2s.retile(rAcc)
         rSlice = cute.make_rmem_tensor(slice_shape, self.acc_dtype)
         rSlice_out = cute.make_rmem_tensor(slice_shape, self.d_dtype)
+        epi_context = fused_epilogue.slice_context(self.epilogue, r2s, consumer_tidx, self.epi_tile, self.tile_mnk[1])
+        mBias, mC, beta, quant, shape_d = epi_inputs
 
         scheduler = self.make_scheduler(scheduler_params)
         work = scheduler.initial_work_tile_info()
         read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
         release = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
-        k_blocks = cute.size(tCrA, mode=[2])
         while work.is_valid_tile:
             tile_m, tile_n, tile_l = work.tile_idx
             _, _, count = self._k_range(tile_m, tile_n, tile_l, k_tiles, per_split, split_k)
-            rAcc.fill(0.0)
-            tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
-            warpgroup.fence()
-            for kt in cutlass.range(count, unroll=1):
-                ab_pipeline.consumer_wait(read)
-                for kb in cutlass.range_constexpr(k_blocks):
-                    cute.gemm(tiled_mma, rAcc, tCrA[(None, None, kb, read.index)], tCrB[(None, None, kb, read.index)],
-                              rAcc)
-                warpgroup.commit_group()
-                read.advance()
-                if kt > 0:
-                    # the previous K tile's wgmmas are done once at most one group is in flight
-                    warpgroup.wait_group(1)
-                    ab_pipeline.consumer_release(release)
-                    release.advance()
-            warpgroup.wait_group(0)
-            if count > 0:
-                ab_pipeline.consumer_release(release)
-                release.advance()
+            read, release = self.mainloop(ab_pipeline, read, release, tiled_mma, rAcc, tCrA, tCrB, count)
 
             # epilogue: (tile_m, tile_n) in (tile_m, 32) slices, epi_stages of them in flight
             bSG_sD, bSG_gD = self.partition_d(tma_d, sD, gD, tile_m, tile_n, tile_l)
@@ -274,12 +340,91 @@ class HopperGemm(Sm90GemmBase):
             for s in cutlass.range_constexpr(slices):
                 for v in cutlass.range_constexpr(cute.size(rSlice)):
                     rSlice[v] = tRS_rAcc[s * cute.size(rSlice) + v]
-                rSlice_out.store((rSlice.load() * alpha).to(self.d_dtype))
+                values = fused_epilogue.slice_values(
+                    self.epilogue, rSlice, alpha, epi_context, (mBias, mC, beta, quant, shape_d[0], shape_d[1], tile_l),
+                    tile_m * self.tile_mnk[0], tile_n * self.tile_mnk[1], s * self.epi_tile[1])
+                rSlice_out.store(values.to(self.d_dtype))
                 self.store_slice(epilogue, rSlice_out, (done_before + s) % self.epi_stages, tma_d, bSG_sD,
                                  bSG_gD, s, warp)
             scheduler.advance_to_next_work()
             work = scheduler.get_current_work()
         store_pipeline.producer_tail()
+
+    @cute.jit
+    def consume_pingpong(self, ab_pipeline, scheduler_params, tiled_mma, sA, sB, sD, gD, tma_d, tidx, warp,
+                         k_tiles, per_split, split_k, alpha, epi_inputs):
+        """Two warpgroups, each on every other tile of the walk (warpgroup 0 on the walk's tiles 0, 2, ..,
+        warpgroup 1 on 1, 3, ..), whole (tile_m = 64 rows): the MMA order barrier lets one issue its
+        mainloop while the other runs its epilogue, the epilogue order barrier keeps the two epilogues
+        (which share the D buffers) one after the other. Each warpgroup steps its ring state past the
+        other's tiles by their K-tile counts, since the producer fills the ring in walk order."""
+        wg = cute.arch.make_warp_uniform(tidx // WARPGROUP_THREADS) - 1   # 0 or 1 among the consumers
+        wg_tidx = tidx % WARPGROUP_THREADS
+        thr_mma = tiled_mma.get_slice(wg_tidx)
+        tCrA = tiled_mma.make_fragment_A(thr_mma.partition_A(sA))
+        tCrB = tiled_mma.make_fragment_B(thr_mma.partition_B(sB))
+        gD_tile0 = gD[(None, None, 0, 0, 0)]
+        rAcc = cute.make_rmem_tensor(thr_mma.partition_C(gD_tile0).shape, self.acc_dtype)
+
+        epilogue = self.make_epilogue(tiled_mma, sD, wg_tidx)
+        r2s, _, slice_shape, _, store_pipeline = epilogue
+        tRS_rAcc = r2s.retile(rAcc)
+        rSlice = cute.make_rmem_tensor(slice_shape, self.acc_dtype)
+        rSlice_out = cute.make_rmem_tensor(slice_shape, self.d_dtype)
+        epi_context = fused_epilogue.slice_context(self.epilogue, r2s, wg_tidx, self.epi_tile, self.tile_mnk[1])
+        mBias, mC, beta, quant, shape_d = epi_inputs
+        store_warp = (1 + wg) * (WARPGROUP_THREADS // 32)   # this warpgroup's first warp stores its slices
+        mma_order = WarpgroupOrder(int(NamedBarrier.MMA_ORDER), wg)
+        epilogue_order = WarpgroupOrder(int(NamedBarrier.EPILOGUE_ORDER), wg)
+
+        scheduler = self.make_scheduler(scheduler_params)
+        work = scheduler.initial_work_tile_info()
+        read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
+        release = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
+        if wg == 1:   # the walk's first tile is warpgroup 0's
+            read, release = self._skip_tile(work, read, release, k_tiles, per_split, split_k)
+            scheduler.advance_to_next_work()
+            work = scheduler.get_current_work()
+        turns = cutlass.Int32(0)
+        while work.is_valid_tile:
+            tile_m, tile_n, tile_l = work.tile_idx
+            _, _, count = self._k_range(tile_m, tile_n, tile_l, k_tiles, per_split, split_k)
+            mma_order.wait(turns)
+            read, release = self.mainloop(ab_pipeline, read, release, tiled_mma, rAcc, tCrA, tCrB, count, mma_order)
+
+            epilogue_order.wait(turns)
+            bSG_sD, bSG_gD = self.partition_d(tma_d, sD, gD, tile_m, tile_n, tile_l)
+            slices = self.tile_mnk[1] // self.epi_tile[1]
+            for s in cutlass.range_constexpr(slices):
+                for v in cutlass.range_constexpr(cute.size(rSlice)):
+                    rSlice[v] = tRS_rAcc[s * cute.size(rSlice) + v]
+                values = fused_epilogue.slice_values(
+                    self.epilogue, rSlice, alpha, epi_context, (mBias, mC, beta, quant, shape_d[0], shape_d[1], tile_l),
+                    tile_m * self.tile_mnk[0], tile_n * self.tile_mnk[1], s * self.epi_tile[1])
+                rSlice_out.store(values.to(self.d_dtype))
+                self.store_slice(epilogue, rSlice_out, s % self.epi_stages, tma_d, bSG_sD, bSG_gD, s, warp,
+                                 store_warp)
+            # the other warpgroup writes the same D buffers next: its turn starts once every store has
+            # read them (the wait is the store warp's: a bulk group belongs to the thread that issued it)
+            store_pipeline.producer_tail()
+            epilogue_order.hand_over()
+            turns += 1
+
+            scheduler.advance_to_next_work()   # the walk's next tile is the other warpgroup's
+            work = scheduler.get_current_work()
+            if work.is_valid_tile:
+                read, release = self._skip_tile(work, read, release, k_tiles, per_split, split_k)
+                scheduler.advance_to_next_work()
+                work = scheduler.get_current_work()
+
+    @cute.jit
+    def _skip_tile(self, work, read, release, k_tiles, per_split, split_k):
+        """(read, release) stepped past the stages of work tile `work`, which the other warpgroup consumes."""
+        tile_m, tile_n, tile_l = work.tile_idx
+        _, _, count = self._k_range(tile_m, tile_n, tile_l, k_tiles, per_split, split_k)
+        read.advance(count)
+        release.advance(count)
+        return read, release
 
 # ----------------------------------------------------------------------------------------------------
 # Choosing a configuration
@@ -294,14 +439,16 @@ SPLIT_MIN_K_TILES = 64   # below this many K tiles the split-K sum costs more th
 SPLIT_K_TILES_PER_RANGE = 16
 
 
-def choose_config(m: int, n: int, k: int, batch: int = 1, sms: int = 132, ab_bits: int = 16) -> GemmConfig:
+def choose_config(m: int, n: int, k: int, batch: int = 1, sms: int = 132, ab_bits: int = 16,
+                  allow_split: bool = True) -> GemmConfig:
     """The configuration for an (L x) M x N x K problem on a GPU with `sms` SMs.
 
     M <= 64 (decode): one 64-row tile streams B. The widest tile (256, then 128) whose column tiles
     fill three quarters of the SMs; otherwise, for long K, 256-wide tiles with K split over the idle
     SMs (at least 16 K tiles per range); otherwise the width that puts the most CTAs to work.
     M > 64: 128-row tiles, the width minimizing waves x tile cost, a 2x1 cluster (B multicast) when
-    there are two row tiles, split-K when the tiles fill less than half of the SMs and K is long."""
+    there are two row tiles, split-K when the tiles fill less than half of the SMs and K is long.
+    allow_split=False (a fused epilogue, which needs the whole sum): never split K."""
     k_tiles = math.ceil(k * ab_bits / 8 / K_TILE_BYTES)
     if m <= 64:
         def tiles_for(width: int) -> int:
@@ -309,7 +456,7 @@ def choose_config(m: int, n: int, k: int, batch: int = 1, sms: int = 132, ab_bit
         for width in (256, 128):
             if tiles_for(width) >= 0.75 * sms:
                 return GemmConfig(64, width, (1, 1), 1)
-        if k_tiles >= SPLIT_MIN_K_TILES:
+        if allow_split and k_tiles >= SPLIT_MIN_K_TILES:
             split = max(1, min(MAX_SPLIT_K, sms // tiles_for(256), k_tiles // SPLIT_K_TILES_PER_RANGE))
             return GemmConfig(64, 256, (1, 1), split)
         width = max(TILE_NS, key=lambda w: (min(tiles_for(w), sms), w))
@@ -324,7 +471,7 @@ def choose_config(m: int, n: int, k: int, batch: int = 1, sms: int = 132, ab_bit
     tiles_m = math.ceil(m / tile_m)
     tiles = tiles_m * math.ceil(n / tile_n) * batch
     split_k = 1
-    if tiles * 2 <= sms and k_tiles >= SPLIT_MIN_K_TILES:
+    if allow_split and tiles * 2 <= sms and k_tiles >= SPLIT_MIN_K_TILES:
         split_k = max(1, min(MAX_SPLIT_K, sms // tiles, k_tiles // SPLIT_K_TILES_PER_RANGE))
     cluster = (2, 1) if tiles_m >= 2 and split_k == 1 else (1, 1)
     return GemmConfig(tile_m, tile_n, cluster, split_k)
@@ -339,26 +486,39 @@ def _compile(ab_dtype, d_dtype, a_major: str, b_major: str, config: GemmConfig, 
     from cutlass.runtime import make_fake_stream
 
     op = HopperGemm(ab_dtype, d_dtype, config.tile_n, config.cluster_mn, config.swizzle, tile_m=config.tile_m,
-                    **dict(variant))
+                    schedule=config.schedule, **dict(variant))
     options = f"--gpu-arch {arch} --keep-ptx --keep-cubin --dump-dir {DUMP_DIR}" if arch else ""
     return cute.compile(op, fake_tensor(ab_dtype, MAJOR_MODE[a_major]), fake_tensor(ab_dtype, MAJOR_MODE[b_major]),
                         fake_tensor(d_dtype, 1), cutlass.Float32(1.0), cutlass.Int32(1), clusters, make_fake_stream(),
-                        options=options)
+                        *_fake_epilogue_operands(op.epilogue, d_dtype), options=options)
+
+
+def _fake_epilogue_operands(spec: EpilogueSpec, d_dtype) -> tuple:
+    """(mBias, mC, beta, quant) as a fused kernel is compiled for them: bias (N,) and the residual
+    (M, N, L), N contiguous, both of D's type (bf16 for an e4m3 D), all four passed whatever the spec
+    uses (stand-ins for the unused ones: one signature per fused kernel, no None slots in the exported
+    object); none for the plain epilogue (its signature is unchanged)."""
+    if not spec.fused:
+        return ()
+    operand = fused_epilogue.operand_dtype(d_dtype)
+    return fake_tensor(operand, 0, rank=1), fake_tensor(operand, 1), cutlass.Float32(1.0), cutlass.Float32(1.0)
 
 
 def compile_for(arch: str = "sm_90a", m: int = 1024, n: int = 1024, k: int = 1024, ab_dtype=cutlass.BFloat16,
                 d_dtype=cutlass.BFloat16, tile_n: int = 256, cluster_mn=(2, 1), sms: int = 132, a_major: str = "k",
-                b_major: str = "k", tile_m: int = 128, **variant):
+                b_major: str = "k", tile_m: int = 128, schedule: str = "cooperative", **variant):
     """Compile with fake tensors (no GPU needed), keeping PTX and cubin. Shapes are dynamic; m, n, k
     only go through can_implement."""
-    HopperGemm.can_implement(ab_dtype, d_dtype, m, n, k, tile_n, cluster_mn, a_major, b_major, tile_m)
-    config = GemmConfig(tile_m, tile_n, tuple(cluster_mn))
+    HopperGemm.can_implement(ab_dtype, d_dtype, m, n, k, tile_n, cluster_mn, a_major, b_major, tile_m,
+                             schedule=schedule, epilogue=variant.get("epilogue", EpilogueSpec()))
+    config = GemmConfig(tile_m, tile_n, tuple(cluster_mn), schedule=schedule)
     return _compile(ab_dtype, d_dtype, a_major, b_major, config, sms // (cluster_mn[0] * cluster_mn[1]), arch,
                     tuple(sorted(variant.items())))
 
 
 KERNEL_SOURCES = [Path(__file__).resolve().parent / name
-                  for name in ("hopper_gemm.py", "gemm_base.py", "pipeline_checks.py", "sm90_common.py", "tf32_mma.py")]
+                  for name in ("hopper_gemm.py", "gemm_base.py", "pipeline_checks.py", "sm90_common.py", "tf32_mma.py",
+                               "fused_epilogue.py")]
 
 
 def kernel_for(ab_dtype, d_dtype, a_major: str, b_major: str, config: GemmConfig, variant: tuple = ()):
@@ -368,7 +528,7 @@ def kernel_for(ab_dtype, d_dtype, a_major: str, b_major: str, config: GemmConfig
 
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
     clusters = max_active_clusters(config.cluster_mn)
-    config = GemmConfig(config.tile_m, config.tile_n, config.cluster_mn, 1, config.swizzle)
+    config = GemmConfig(config.tile_m, config.tile_n, config.cluster_mn, 1, config.swizzle, config.schedule)
     key = ("hopper_gemm", str(ab_dtype), str(d_dtype), a_major, b_major, config, clusters,
            f"sm_{props.major}{props.minor}", variant)
     return cached_kernel(key, lambda: _compile(ab_dtype, d_dtype, a_major, b_major, config, clusters, None, variant),
@@ -403,14 +563,24 @@ def _as_mkl(name: str, t, rows_name: str):
 
 
 def compile_gemm(a, b, out_dtype=None, alpha: float = 1.0, tile_n: int | None = None, cluster_mn=None,
-                 swizzle: int = 1, out=None, tile_m: int | None = None, split_k: int | None = None, **variant):
+                 swizzle: int = 1, out=None, tile_m: int | None = None, split_k: int | None = None,
+                 schedule: str = "cooperative", bias=None, activation: str | None = None, residual=None,
+                 beta: float = 1.0, out_scale: float | None = None, **variant):
     """For torch tensors a: (M, K) or (L, M, K), b: (N, K) or (L, N, K) (bf16, fp16, float32 = tf32
     math, or float8_e4m3fn; K contiguous, or for the 16-bit types M/N contiguous, e.g.
     `x.t().contiguous().t()`): (run, d), where run() computes d = alpha * a @ b.T on the stream
     current at the call (so it can be captured in a CUDA graph on any stream), into the same d
     (`out` if given: (M, N) or (L, M, N), N contiguous). out_dtype defaults to a's type (fp32 for
-    tf32 math), bf16 for fp8 inputs. Settings left None come from choose_config; `variant`
-    reaches HopperGemm (the negative control). run.config is the configuration used."""
+    tf32 math), bf16 for fp8 inputs. Settings left None come from choose_config (with
+    schedule="pingpong": tile_m 64 and no split-K, what that schedule runs); `variant` reaches
+    HopperGemm (the negative control). run.config is the configuration used.
+
+    Fused epilogue (fused_epilogue.py): d = act(alpha * a @ b.T + bias) + beta * residual, with bias
+    (N,) broadcast over rows (and batches), activation "gelu_tanh", "silu" or None, residual shaped
+    like d (N contiguous; it may be `out` itself, read before it is overwritten), bias and residual
+    of d's type; a fused epilogue never splits K (choose_config's split is dropped). out_dtype
+    torch.float8_e4m3fn quantizes on store: d = e4m3(result / out_scale), saturated to +-448, so
+    out_scale * d approximates the result (bias and residual then bf16)."""
     import torch
 
     dtypes = _dtypes()
@@ -429,8 +599,9 @@ def compile_gemm(a, b, out_dtype=None, alpha: float = 1.0, tile_n: int | None = 
                          f"and {tuple(b.shape)}")
     out_dtype = out_dtype or (out.dtype if out is not None else
                               torch.bfloat16 if a.dtype == torch.float8_e4m3fn else a.dtype)
-    if out_dtype not in (torch.bfloat16, torch.float16, torch.float32):
-        raise ValueError(f"out_dtype {out_dtype} unsupported; use torch.bfloat16, torch.float16 or torch.float32")
+    if out_dtype not in (torch.bfloat16, torch.float16, torch.float32, torch.float8_e4m3fn):
+        raise ValueError(f"out_dtype {out_dtype} unsupported; use torch.bfloat16, torch.float16, torch.float32 or "
+                         f"torch.float8_e4m3fn (with out_scale=)")
     shape_d = (m, n) if a.dim() == 2 else (batch, m, n)
     if out is None:
         out = torch.empty(shape_d, dtype=out_dtype, device=a.device)
@@ -444,17 +615,21 @@ def compile_gemm(a, b, out_dtype=None, alpha: float = 1.0, tile_n: int | None = 
         if _overlap(out, t):
             raise ValueError(f"out overlaps {name} in memory; the kernel reads {name} while it writes out: "
                              f"pass a separate tensor")
+    spec, epilogue_args, stand_in = _epilogue_operands(bias, activation, residual, beta, out_scale, out, shape_d,
+                                              variant.pop("bias_tile_local", False))
     ab_dtype = cutlass.TFloat32 if a.dtype == torch.float32 else dtypes[a.dtype]
     props = torch.cuda.get_device_properties(a.device)
-    chosen = choose_config(m, n, k, batch, props.multi_processor_count, ab_dtype.width)
+    chosen = choose_config(m, n, k, batch, props.multi_processor_count, ab_dtype.width, allow_split=not spec.fused)
+    if schedule == "pingpong":
+        chosen = GemmConfig(PINGPONG_TILE_M, chosen.tile_n, chosen.cluster_mn, 1, schedule=schedule)
     config = GemmConfig(tile_m or chosen.tile_m, tile_n or chosen.tile_n,
                         tuple(cluster_mn) if cluster_mn is not None else chosen.cluster_mn,
-                        chosen.split_k if split_k is None else split_k, swizzle)
+                        chosen.split_k if split_k is None else split_k, swizzle, schedule)
     if cluster_mn is None and (math.ceil(m / config.tile_m) < 2 or config.split_k > 1):
         # the chosen cluster may not suit a forced tile or split
-        config = GemmConfig(config.tile_m, config.tile_n, (1, 1), config.split_k, swizzle)
+        config = GemmConfig(config.tile_m, config.tile_n, (1, 1), config.split_k, swizzle, schedule)
     HopperGemm.can_implement(ab_dtype, dtypes[out_dtype], m, n, k, config.tile_n, config.cluster_mn, a_major,
-                             b_major, config.tile_m, config.split_k, batch)
+                             b_major, config.tile_m, config.split_k, batch, schedule, spec)
     for name, t, v, major in (("a", a, va, a_major), ("b", b, vb, b_major), ("out", out, vd, "k")):
         check_alignment(name, t, v, MAJOR_MODE[major])
 
@@ -465,6 +640,8 @@ def compile_gemm(a, b, out_dtype=None, alpha: float = 1.0, tile_n: int | None = 
     else:
         workspace, vd_kernel, d_kernel_dtype = None, vd, dtypes[out_dtype]
     with torch.cuda.device(a.device):
+        if spec.fused:
+            variant = {**variant, "epilogue": spec}
         kernel = kernel_for(ab_dtype, d_kernel_dtype, a_major, b_major, config, tuple(sorted(variant.items())))
     operand_type = cutlass.TFloat32 if ab_dtype == cutlass.TFloat32 else None   # fp32 operands are read as tf32
     views = (cute_view(va, MAJOR_MODE[a_major], operand_type), cute_view(vb, MAJOR_MODE[b_major], operand_type),
@@ -485,12 +662,68 @@ def compile_gemm(a, b, out_dtype=None, alpha: float = 1.0, tile_n: int | None = 
             workspace.record_stream(stream)
             reduced.record_stream(stream)
         with torch.cuda.device(device):
-            kernel(*views, scale, split, current_stream())
+            kernel(*views, scale, split, current_stream(), *epilogue_args)
             if workspace is not None:
                 torch.sum(workspace, dim=1, out=reduced)
                 out.copy_(reduced.view(shape_d))
     run.config = config
+    run.stand_in = stand_in   # the fused epilogue's unused operands point into it
     return run, out
+
+
+def _epilogue_operands(bias, activation, residual, beta: float, out_scale: float | None, out, shape_d,
+                       bias_tile_local: bool = False):
+    """(EpilogueSpec, the kernel's trailing arguments, the tensor behind the stand-in views, which the
+    caller keeps alive) for compile_gemm's epilogue settings; ValueError
+    naming the value for what the kernel cannot read: bias must be (N,), contiguous, residual shaped
+    like out with N contiguous, both of out's type (bf16 for an e4m3 out) on its device, 16-byte
+    aligned (the kernel's view assumes it; rows too), bias apart from out, residual apart from out or
+    out itself; out_scale positive and finite, given exactly when out is e4m3.
+    bias_tile_local: the negative control's indexing bug (EpilogueSpec)."""
+    import torch
+
+    quantize = out.dtype == torch.float8_e4m3fn
+    if quantize != (out_scale is not None):
+        raise ValueError(f"out_scale={out_scale} with out dtype {out.dtype}: a float8_e4m3fn out needs its per-tensor "
+                         f"scale (out_scale=), and only it takes one")
+    if quantize and not (0 < out_scale < math.inf):
+        raise ValueError(f"out_scale={out_scale}: the scale of an e4m3 out must be positive and finite")
+    spec = EpilogueSpec(bias is not None, activation, residual is not None, quantize, bias_tile_local)  # names a bad activation
+    if residual is None and beta != 1.0:
+        raise ValueError(f"beta={beta} without a residual: beta scales the residual tensor; pass residual=")
+    if not spec.fused:
+        return spec, (), None
+    n = shape_d[-1]
+    operand_dtype = torch.bfloat16 if quantize else out.dtype
+    for name, t, shape in (("bias", bias, (n,)), ("residual", residual, shape_d)):
+        if t is None:
+            continue
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(f"{name}: expected a torch tensor; got {type(t).__name__}")
+        if tuple(t.shape) != tuple(shape):
+            raise ValueError(f"{name}: expected shape {tuple(shape)}; got {tuple(t.shape)}")
+        if t.dtype != operand_dtype:
+            raise ValueError(f"{name}: dtype {t.dtype} unsupported; the epilogue reads {name} in {operand_dtype} "
+                             f"(out's type, bf16 for a float8_e4m3fn out)")
+        if t.device != out.device:
+            raise ValueError(f"{name}: tensor is on {t.device}; out is on {out.device}")
+        if n > 1 and t.stride(-1) != 1:
+            raise ValueError(f"{name}: N must be the contiguous dimension (strides {tuple(t.stride())})")
+    if bias is not None and _overlap(bias, out):
+        raise ValueError("bias overlaps out in memory; other tiles read bias while this one writes out: pass a "
+                         "separate tensor")
+    if residual is not None and _overlap(residual, out) and (residual.data_ptr(), residual.stride()) != \
+            (out.data_ptr(), out.stride()):
+        raise ValueError("residual overlaps out without being out: an element would be read after another tile "
+                         "wrote it; pass out itself or a separate tensor")
+    # what a spec does not read still fills its slot: views of a small zero tensor of the type compiled for
+    stand_in = torch.zeros(1, 8, dtype=operand_dtype, device=out.device)
+    vbias = canonical(bias, -1) if bias is not None else stand_in[0, :1]
+    vc = batch_last(canonical(residual, -1)) if residual is not None else batch_last(stand_in)
+    check_alignment("bias", vbias, vbias, 0)
+    check_alignment("residual", residual if residual is not None else stand_in, vc, 1)
+    return spec, (cute_view(vbias, 0), cute_view(vc, 1), cutlass.Float32(beta if residual is not None else 0.0),
+                  cutlass.Float32(1.0 / out_scale if quantize else 1.0)), stand_in
 
 
 def _overlap(x, y) -> bool:
@@ -508,7 +741,8 @@ def gemm(a, b, out_dtype=None, alpha: float = 1.0, out=None, **settings):
     """d = alpha * a @ b.T (batched: d[l] = alpha * a[l] @ b[l].T) for torch tensors a: ([L,] M, K),
     b: ([L,] N, K), into `out` or a new tensor. One compiled kernel serves every shape of a
     configuration (kept in memory and on disk); settings (tile_m, tile_n, cluster_mn, split_k) override
-    choose_config."""
+    choose_config; schedule="pingpong" picks the ping-pong consumers; bias=, activation=, residual=,
+    beta=, out_scale= fuse an epilogue (see compile_gemm)."""
     run, d = compile_gemm(a, b, out_dtype, alpha, out=out, **settings)
     run()
     return d

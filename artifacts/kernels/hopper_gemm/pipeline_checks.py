@@ -18,6 +18,9 @@ The rules, as CuTe DSL 4.8.1's PipelineTmaAsync and the PTX barriers implement t
 - Transaction bytes: the bytes of every TMA box that lands in one stage of this CTA's shared memory,
   the multicast ones included (a CTA receives whole A and B tiles whichever CTA issued them).
 - Named barriers: every thread that executes bar.sync / bar.arrive on the id counts.
+- Ping-pong order barriers (one named barrier per consumer warpgroup): the owner waits with bar.sync
+  and every other warpgroup of the rotation signals it with bar.arrive, so each counts the threads of
+  all the warpgroups taking turns.
 """
 
 from __future__ import annotations
@@ -47,6 +50,14 @@ def warp_release_arrivals(consumer_threads: int, source_ctas: int) -> int:
         raise ArriveCountError(f"consumer_threads={threads}: consumers release per warp, so whole warps "
                                f"({WARP_THREADS} threads) must consume")
     return threads // WARP_THREADS * _static(source_ctas, "source_ctas")
+
+
+def ordered_barrier_threads(warpgroup_threads: int, warpgroups: int) -> int:
+    """Threads per phase of one ping-pong order barrier: the waiting warpgroup's and the signalling ones'."""
+    threads, groups = _static(warpgroup_threads, "warpgroup_threads"), _static(warpgroups, "warpgroups")
+    if groups < 2:
+        raise ArriveCountError(f"warpgroups={groups}: an order barrier needs at least two warpgroups taking turns")
+    return threads * groups
 
 
 def stage_transaction_bytes(*boxes: tuple[int, int]) -> int:

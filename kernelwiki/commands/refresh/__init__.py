@@ -86,7 +86,7 @@ def refresh(repo: Repo, check: bool = False) -> list[Change]:
     settings = load_pins(repo)
     newest = max((r.started for rs in records.values() for r in rs), default="")
     changes = []
-    for rel, _ in scan_pages(repo.root):
+    for rel, _ in scan_pages(repo.root)[0]:   # a page whose name is not UTF-8 is left out; validate names it
         path = repo.root / rel
         try:
             raw = read_page_bytes(path)

@@ -10,8 +10,7 @@ import math
 import re
 import statistics
 
-from kernelwiki.commands.evidence import control_failed, impossible_problem
-from kernelwiki.harness.timing import case_below_floor
+from kernelwiki.commands.evidence import claim_source_problem
 from kernelwiki.model.claims import Style, markdown_rows
 from kernelwiki.model.fences import code_mask
 from kernelwiki.probing.specs import ProbeSpec
@@ -94,7 +93,7 @@ def render_versus(linked: list[ProbeSpec], records: dict[str, list[Record]], pag
             for case in record.data.get("cases") or []:
                 case_spec = spec.case(case.get("id", "")) or {}
                 pages = case_spec.get("pages")
-                if (not evidence(record, case) or (pages is not None and page_id not in pages)
+                if (not evidence(record, case, spec.data) or (pages is not None and page_id not in pages)
                         or (case.get("params") or {}).get("variant")):
                     continue
                 for entry in case.get("baselines") or []:
@@ -121,13 +120,10 @@ def _ratio(entry: dict) -> float | None:
     return number if number is not None and math.isfinite(number) else None
 
 
-def evidence(record: Record, case: dict) -> bool:
-    """Whether a case of a passing run may stand in a generated block: it passed, its run's negative
-    control failed, it is above the timing protocol's floor and its numbers are possible (the rules
-    the measured claims follow, kernelwiki.commands.evidence)."""
-    return (isinstance(case, dict) and case.get("status") == "passed" and control_failed(record.data)
-            and not case_below_floor(case)
-            and impossible_problem(case, (record.data.get("environment") or {}).get("gpu")) is None)
+def evidence(record: Record, case: dict, probe: dict | None = None) -> bool:
+    """Whether a case of a passing run may stand in a generated block: it passed and may be a claim's
+    source (kernelwiki.commands.evidence.claim_source_problem: the rules the measured claims follow)."""
+    return isinstance(case, dict) and case.get("status") == "passed" and claim_source_problem(record.data, case, probe) is None
 
 
 def _kernel_version(record: Record) -> tuple:
@@ -152,7 +148,7 @@ def render_runs(linked: list[ProbeSpec], records: dict[str, list[Record]], page_
             for case in record.data.get("cases") or []:
                 headline = case.get("headline") or {}
                 pages = (spec.case(case.get("id", "")) or {}).get("pages")
-                if not evidence(record, case) or _ratio(headline) is None or (
+                if not evidence(record, case, spec.data) or _ratio(headline) is None or (
                         pages is not None and page_id not in pages):
                     continue
                 ratios.setdefault((case["id"], str(headline.get("baseline", ""))), []).append(_ratio(headline))

@@ -10,9 +10,8 @@ import math
 import re
 from typing import Any
 
-from kernelwiki.commands.evidence import control_failed, impossible_problem
+from kernelwiki.commands.evidence import case_refusal, control_failed
 from kernelwiki.harness.env import short_gpu_name
-from kernelwiki.harness.timing import case_below_floor
 from kernelwiki.model.vocab import Vocabulary
 from kernelwiki.probing.specs import ProbeSpec
 from kernelwiki.storage.records import Record
@@ -42,7 +41,7 @@ def case_evidence(spec: ProbeSpec, runs: list[Record], page_id: Any) -> dict[tup
                 continue
             if isinstance(case_spec.get("pages"), list) and page_id not in case_spec["pages"]:   # [] = on no page
                 continue
-            if case_below_floor(case) or impossible_problem(case, (record.data.get("environment") or {}).get("gpu")):
+            if case_refusal(record.data, case, spec.data):
                 continue
             found.setdefault((str(record.arch), case["id"]), []).append((record, case))
     out = {}
