@@ -141,6 +141,8 @@ def _fused_kwargs(epilogue: str, bias, residual, out_scale: float | None) -> dic
 
 def _launches(a, b, bias, residual, epilogue: str, compiled, out_scale: float | None) -> tuple[dict, dict]:
     """({name: launch}, {name: output}) of every candidate on one input set."""
+    import torch
+
     op = torch_op(epilogue, out_scale)
     fused, d = hopper_gemm.compile_gemm(a, b, **_fused_kwargs(epilogue, bias, residual, out_scale))
     plain, y_ours = hopper_gemm.compile_gemm(a, b)
