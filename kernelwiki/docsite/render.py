@@ -13,7 +13,7 @@ import posixpath
 import re
 from typing import Any
 
-from kernelwiki.model.claims import ClaimRow, claim_rows, page_claims
+from kernelwiki.model.claims import ClaimRow, claim_rows, page_claims, runs_text
 from kernelwiki.model.spans import find_spans
 
 LEVEL_TEXT = {
@@ -322,10 +322,16 @@ def _row(label: dict, reported: dict | None, measured: dict | None, src_uri: str
     if with_reported:
         cells.append(f'<td class="kw-num">{fmt(reported["value"]) if reported else "—"}</td>')
     cells += [f'<td class="kw-num">{_anchor_of(label, measured)}{who}{fmt(measured["value"]) if measured else "—"}'
-              f'{_other_gpu(label, measured)}</td>',
+              f'{_other_gpu(label, measured)}{_runs(measured)}</td>',
               f'<td>{"<br>".join(ratios) or "—"}</td>',
               f"<td>{_cites((reported, measured), src_uri, page_uris)}</td>"]
     return "<tr>" + "".join(cells) + "</tr>"
+
+
+def _runs(measured: dict | None) -> str:
+    """How many runs the measured value summarizes and their spread, under the value."""
+    said = runs_text(measured) if measured else ""
+    return f'<br><span class="kw-note kw-runs">{html.escape(said)}</span>' if said else ""
 
 
 def _anchor_of(label: dict, measured: dict | None) -> str:
