@@ -265,6 +265,19 @@ def test_evidence_card_shows_the_headline_record_and_no_green_verified_without_a
     assert "not measured yet" in compiled and 'kw-status-verified"' not in compiled and "compiled only" in compiled
 
 
+def test_the_card_headlines_a_case_sets_geomean_the_held_out_set_first():
+    def claim(cid: str, value: float, conditions: str) -> dict:
+        return {"id": cid, "value": value, "unit": "TFLOP/s", "evidence": "measured", "ratio": 0.5,
+                "record": "artifacts/evidence/p/r.json", "baseline": {"name": "cuBLAS", "value": 1.0},
+                "conditions": conditions}
+    small = claim("measured.k.bf16-1024", 152.1, "shape=1024x1024x1024")
+    tuning = claim("measured.k.llm-shapes-summary", 301.0, "headline_statistic=geomean over the llm-shapes cases")
+    held = claim("measured.k.held-out-bf16", 256.9, "set=held-out, headline_statistic=geomean over the held-out shapes")
+    assert render.own_evidence({"claims": [small, tuning, held]})[0] is held
+    assert render.own_evidence({"claims": [small, tuning]})[0] is tuning
+    assert render.own_evidence({"claims": [small]})[0] is small
+
+
 def test_record_page_prints_integers_in_full_ceilings_with_units_and_other_runs():
     calibration = Record("artifacts/evidence/probe-calibration/c.json", {
         "probe": "probe-calibration", "mode": "run", "started_at": "2026-11-29T17:00:00Z",

@@ -141,9 +141,16 @@ def own_evidence(meta: dict) -> tuple[dict | None, str | None]:
                 and is_number(c.get("value"))]
     # A teaching variant's measurement is not the page's headline (its probe id ends in -naive).
     kernel = [c for c in measured if "-naive/" not in str(c.get("record"))] or measured
-    # A throughput against its baseline first (not a profiler counter), then any ratio, then any value.
-    ranked = sorted(kernel, key=lambda c: (c.get("candidate") is not None, not is_number(c.get("ratio")),
-                                           not str(c.get("unit", "")).endswith("/s")))
+    # A case set's summary first (its geomean over the set; a held-out set before the tuning set),
+    # then a throughput against its baseline (not a profiler counter), then any ratio, then any value.
+    def summary_rank(claim: dict) -> int:
+        conditions = str(claim.get("conditions") or "")
+        if "headline_statistic=geomean" not in conditions:
+            return 2
+        return 0 if "set=held-out" in conditions else 1
+
+    ranked = sorted(kernel, key=lambda c: (summary_rank(c), c.get("candidate") is not None,
+                                           not is_number(c.get("ratio")), not str(c.get("unit", "")).endswith("/s")))
     head = ranked[0] if ranked else None
     dates = sorted(str(c.get("measured_at"))[:10] for c in measured if c.get("measured_at"))
     return head, (dates[-1] if dates else None)
