@@ -64,6 +64,15 @@ def cli(*argv: str) -> tuple[int, str, str]:
     ("setmaxnreg", "technique-register-budgeting"),
     ("sparse decode", "kernel-dsv4-sparse-decode"),
     ("rasterization", "technique-persistent-kernels"),
+    ("TMA", "hw-tma"),
+    ("M=1", "technique-cuda-cores-vs-tensor-cores"),
+    ("FlashAttention", "kernel-flash-attention-4"),
+    ("flash attention", "kernel-flash-attention-4"),
+    ("fence.proxy.async.shared::cta", "hw-tma-store"),
+    ("how to time a kernel", "technique-launch-overhead-and-graphs"),   # an alias with its stop words
+    ("how to benchmark a kernel", "technique-benchmarking-protocol"),
+    ("profiling a kernel", "technique-profiling-recipes"),
+    ("how to profile a kernel", "technique-profiling-recipes"),
 ])
 def test_kernel_engineer_queries_rank_the_right_page_first(wiki, words, first):
     hits = answer(wiki, words.split(), Filters()).hits

@@ -313,6 +313,32 @@ def test_parsing_shared_among_cpus_gives_the_same_answers(mini, monkeypatch):
     assert mini.run("validate") == one  # and reads it back
 
 
+def test_a_process_with_other_threads_reads_pages_without_forking(mini, monkeypatch):
+    """A fork copies the locks other threads hold (Ray's native threads, after an in-process
+    `probe run --ray`, left a forked reader waiting forever): with a second thread alive the scan
+    reads serially, and answers the same."""
+    import threading
+
+    import kernelwiki.storage.index
+
+    mini.write("wiki/hardware/bad.md", page_with("1: one\n"))
+    one = mini.run("validate", "--no-cache")
+    monkeypatch.setattr(kernelwiki.storage.index, "PARALLEL_MIN", 1)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    forks = []
+    monkeypatch.setattr(kernelwiki.storage.index.multiprocessing, "get_context",
+                        lambda method: forks.append(method) or (_ for _ in ()).throw(AssertionError("forked")))
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait, daemon=True)
+    other.start()
+    try:
+        assert not kernelwiki.storage.index._single_threaded()
+        assert mini.run("validate", "--no-cache") == one and forks == []
+    finally:
+        stop.set()
+        other.join()
+
+
 def test_get_reads_one_page_and_trusts_no_stale_name(mini, monkeypatch):
     import kernelwiki.storage.index
 

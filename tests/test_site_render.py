@@ -265,6 +265,19 @@ def test_evidence_card_shows_the_headline_record_and_no_green_verified_without_a
     assert "not measured yet" in compiled and 'kw-status-verified"' not in compiled and "compiled only" in compiled
 
 
+def test_the_card_headlines_a_case_sets_geomean_the_held_out_set_first():
+    def claim(cid: str, value: float, conditions: str) -> dict:
+        return {"id": cid, "value": value, "unit": "TFLOP/s", "evidence": "measured", "ratio": 0.5,
+                "record": "artifacts/evidence/p/r.json", "baseline": {"name": "cuBLAS", "value": 1.0},
+                "conditions": conditions}
+    small = claim("measured.k.bf16-1024", 152.1, "shape=1024x1024x1024")
+    tuning = claim("measured.k.llm-shapes-summary", 301.0, "headline_statistic=geomean over the llm-shapes cases")
+    held = claim("measured.k.held-out-bf16", 256.9, "set=held-out, headline_statistic=geomean over the held-out shapes")
+    assert render.own_evidence({"claims": [small, tuning, held]})[0]["id"] == held["id"]
+    assert render.own_evidence({"claims": [small, tuning]})[0]["id"] == tuning["id"]
+    assert render.own_evidence({"claims": [small]})[0]["id"] == small["id"]
+
+
 def test_record_page_prints_integers_in_full_ceilings_with_units_and_other_runs():
     calibration = Record("artifacts/evidence/probe-calibration/c.json", {
         "probe": "probe-calibration", "mode": "run", "started_at": "2026-11-29T17:00:00Z",
@@ -296,3 +309,49 @@ def test_runs_and_versus_blocks_stay_and_the_claims_block_goes():
     out = GENERATED_BLOCK.sub(_generated_block, text)
     assert "Claims and measurements" not in out and "| a |" not in out and "kernelwiki:" not in out
     assert "| p | c |" in out and "| v |" in out
+
+
+def _timed(case_id: str, shape: str, ours_us: float, base_us: float, ours_name: str = "ours", **head) -> dict:
+    """A GEMM case of `shape` with the timings its headline came from (TFLOP/s from 2MNK / time)."""
+    m, n, k = map(int, shape.split("x"))
+    value, base = 2 * m * n * k / ours_us / 1e6, 2 * m * n * k / base_us / 1e6
+    return {"id": case_id, "status": "passed", "params": {"dtype": "bf16", "shape": shape, "set": "decode"},
+            "headline": {"metric": "tflops", "value": value, "unit": "TFLOP/s", "baseline": "cuBLAS",
+                         "baseline_value": base, "ratio": value / base, **head},
+            "timing": {ours_name: {"median_ms": ours_us / 1000}, "cuBLAS": {"median_ms": base_us / 1000},
+                       "other": {"median_ms": 3 * base_us / 1000}}}
+
+
+def test_throughput_charts_show_percent_of_the_datasheet_peak_or_the_measured_ceiling():
+    cases = [_timed(f"c{m}", f"{m}x4096x4096", 10.0 + m / 100, 11.0 + m / 100) for m in (256, 1024, 4096)]
+    lines = next(c for c in charts.case_charts(SPEC, _record(cases), None) if c.kind == "lines")
+    assert lines.ceiling == 989.0 and lines.ceiling_name == "the datasheet peak"   # H200 bf16 (harness.peaks)
+    assert "% of the datasheet peak" in charts._draw(lines) and "% of the datasheet peak" in charts._draw(lines, "dark")
+    for case in cases:
+        case["headline"]["fraction_of_ceiling"] = case["headline"]["value"] / 780.0
+    lines = next(c for c in charts.case_charts(SPEC, _record(cases), None) if c.kind == "lines")
+    assert lines.ceiling == pytest.approx(780.0) and "% of the measured ceiling" in charts._draw(lines)
+
+
+def test_decode_cases_get_a_latency_chart_in_microseconds_ours_and_the_baseline():
+    cases = [_timed("m1", "1x4096x4096", 9.0, 12.0), _timed("m16", "16x4096x4096", 10.0, 12.5, ours_name="cuda_cores"),
+             _timed("m64", "64x4096x4096", 14.0, 13.0), _timed("m4096", "4096x4096x4096", 200.0, 190.0)]
+    latency = [c for c in charts.case_charts(SPEC, _record(cases), None) if "latency" in c.title]
+    assert len(latency) == 1 and latency[0].ylabel.startswith("µs per call") and latency[0].baseline == "cuBLAS"
+    bars = latency[0].panels[""]["decode"]
+    assert [b[0] for b in bars] == ["m1", "m16", "m64"]   # M <= 64 only; ours found by the headline's ratio
+    assert bars[0] == ("m1", pytest.approx(9.0), pytest.approx(12.0)) and bars[1][1] == pytest.approx(10.0)
+    svg = charts._draw(latency[0], "dark")
+    assert "µs per call" in svg and "cuBLAS" in svg
+
+
+def test_times_per_launch_are_one_chart_with_every_case_even_without_a_baseline():
+    cases = [{"id": "events-only", "status": "passed", "params": {"method": "events"},
+              "headline": {"metric": "time-per-launch", "value": 10.3, "unit": "us"}},
+             {"id": "graph", "status": "passed", "params": {"method": "graph"},
+              "headline": {"metric": "time-per-launch", "value": 2.1, "unit": "us", "baseline": "events-only",
+                           "baseline_value": 10.3, "ratio": 0.2}}]
+    found = charts.case_charts(SPEC, _record(cases), None)
+    assert [(c.kind, c.ylabel) for c in found] == [("bars", "µs (lower is better)")]
+    assert [b[:2] for b in found[0].panels[""][""]] == [("events-only", 10.3), ("graph", 2.1)]
+    assert ">ours<" not in charts._draw(found[0]).replace(" ", "")   # one series: no ours/baseline key

@@ -257,3 +257,31 @@ def test_a_mirror_without_the_commit_falls_back_to_the_url(mini, upstream, tmp_p
     upstream.files[_url_path()] = GOOD.encode()
     code, out, _ = mini.run("get", "hw-example", "--include-code", "--fetch-upstream")
     assert code == 0 and "void gemm()" in out and upstream.requests == [_url_path()]
+
+
+DEEPGEMM_MIRROR = Path("/work/.mirror")
+
+
+@pytest.mark.skipif(not (DEEPGEMM_MIRROR / "deepseek-ai+DeepGEMM" / "repo").is_dir(),
+                    reason="no local git mirror of DeepGEMM on this machine")
+def test_deepgemm_bundle_is_the_measured_revision_and_reads_from_a_mirror(monkeypatch, tmp_path):
+    """The pin is the revision the FP8 probe's latest record measured, and every pinned file of it
+    comes out of the mirror, hash-checked, without a download."""
+    from conftest import ROOT, run_cli
+    from kernelwiki.commands.validate import measured_revisions
+    from kernelwiki.storage.records import latest, load_records
+    from kernelwiki.model import yamlio
+
+    monkeypatch.setenv("KERNELWIKI_UPSTREAM_MIRROR", str(DEEPGEMM_MIRROR))
+    monkeypatch.setenv("KERNELWIKI_UPSTREAM_URL", "http://127.0.0.1:9/{repo}/{commit}/{path}")  # never asked
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    pin = yamlio.read_mapping(ROOT / "artifacts/kernels/deepgemm/PROVENANCE.yaml")[0]["upstream"]["commit"]
+    record = latest(load_records(Repo(ROOT), "probe-fp8-blockscale-gemm", quiet=True)["probe-fp8-blockscale-gemm"],
+                    mode="run")
+    assert [pin.startswith(rev) for rev in measured_revisions(record.data.get("protocol"), "deepgemm")] == [True]
+    code, out, err = run_cli(["get", "kernel-deepgemm", "--include-code", "--fetch-upstream", "--format", "json"], ROOT)
+    upstream_files = [f for f in json.loads(out)["artifacts"]["files"] if f["origin"] == "upstream"]
+    assert code == 0, err
+    assert upstream_files and all(f.get("text") and f["fetched_from"].endswith(f"@{pin}:{f['path']}")
+                                  for f in upstream_files)
+    assert "fp8_gemm.cuh" in {Path(f["path"]).name for f in upstream_files}

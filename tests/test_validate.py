@@ -181,6 +181,30 @@ def test_provenance_hashes(mini):
     assert "artifacts/kernels/example/PROVENANCE.yaml:7: files[1].path: file gone.py does not exist" in text
 
 
+def test_pin_that_is_not_the_measured_revision(mini):
+    """A bundle's upstream commit differs from the revision its page's probe last measured: flagged
+    at the pin; the measured revision (a prefix of it) passes."""
+    measured, other = "340d9880f4a418d943d34260d20a79f41f4c0526", "54e22612409371d6364144b69086735beb54e98b"
+    record = {"schema_version": 1, "probe": "probe-x", "run_id": "run1", "mode": "run", "status": "passed",
+              "started_at": "2026-11-29T00:00:00Z", "environment": {"gpu": "NVIDIA H200", "arch": "sm_90a"},
+              "protocol": {"example_kernels": {"revision": "example-kernels 340d988 cutlass eefa171"}},
+              "cases": [{"id": "c1", "status": "passed"}]}
+    mini.write("artifacts/evidence/probe-x/run1.json", json.dumps(record))
+    mini.write("probes/probe-x/probe.yaml", "id: probe-x\ntitle: x\nkind: microbench\npages:\n- hw-example\n"
+               "archs:\n- sm_90a\nentry: run.py\ncases:\n- id: c1\n")
+    mini.write("probes/probe-x/run.py", "print('hi')\n")
+    page = mini.root / "wiki/hardware/example.md"
+    page.write_text(page.read_text().replace("summary:", "probes:\n- probe-x\nsummary:"))
+    provenance = ("artifact: hw-example\norigin: upstream\nupstream:\n  repo: https://github.com/example-org/example-kernels\n"
+                  "  commit: {}\nfiles:\n- path: include/gemm.cuh\n  sha256: {}\n  origin: upstream\n")
+    mini.write("artifacts/kernels/example/PROVENANCE.yaml", provenance.format(other, "f" * 64))
+    found = [p for p in mini.problems() if p["field"] == "upstream.commit"]
+    assert [p["line"] for p in found] == ["5"], messages(found)
+    assert "measured example-org/example-kernels 340d988" in found[0]["message"]
+    mini.write("artifacts/kernels/example/PROVENANCE.yaml", provenance.format(measured, "f" * 64))
+    assert [p for p in mini.problems() if p["field"] == "upstream.commit"] == []
+
+
 def test_legacy_frontmatter_of_other_wikis_validates_unchanged(mini):
     """The field set other kernel wikis use (kernaut's KernelWiki) is accepted as it is."""
     legacy = """---
@@ -238,7 +262,7 @@ single_kernel_useful: true
     assert mini.problems() == []
     assert (mini.root / "wiki/kernels/legacy.md").read_text() == legacy
     code, out, _ = mini.run("get", "kernel-legacy", "--claims")
-    assert code == 0 and "| performance-claim-0 (TFLOPS) | 1000 | H800 |" in out
+    assert code == 0 and "| performance-claim-0 (TFLOPS) | 1000 |  | H800 |" in out
 
 
 def test_json_output(mini):

@@ -12,7 +12,7 @@ from typing import Any
 
 from kernelwiki.storage.index import Entry, Wiki
 from kernelwiki.storage.records import latest, load_records
-from kernelwiki.model.claims import Style, markdown_rows, page_claims
+from kernelwiki.model.claims import Style, markdown_rows, page_claims, run_count
 from kernelwiki.model.files import UnsafeFile, read_regular, stays_below
 from kernelwiki.model.terminal import printable
 
@@ -78,7 +78,8 @@ def build(wiki: Wiki, entry: Entry, options: Options) -> Result:
     if options.part == "prose":
         result["body"] = prose(body)
     if options.part == "claims":
-        result["claims"] = page_claims(meta)
+        # How many runs each measured figure summarizes, said outright (a single run's claim has no spread).
+        result["claims"] = [c if run_count(c) is None else {**c, "runs": run_count(c)} for c in page_claims(meta)]
     if options.follow_sources:
         ids = wiki.by_id()
         result["sources"] = [_source_summary(ids[s]) if s in ids else {"id": s, "missing": True}
@@ -380,7 +381,7 @@ def _record_summary(record: dict | None) -> str:
     return "\n".join(lines) + "\n"
 
 
-CLAIMS_STYLE = Style(columns=("claim (metric)", "value", "gpu", "arch", "dtype", "shape", "conditions (cell)",
+CLAIMS_STYLE = Style(columns=("claim (metric)", "value", "runs", "gpu", "arch", "dtype", "shape", "conditions (cell)",
                               "evidence", "cites"), grouped=False, ratio_digits=4)
 """`get --claims`: every claim in page order, with its metric, and the record and case it cites."""
 

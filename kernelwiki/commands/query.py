@@ -255,7 +255,10 @@ def answer(wiki: Wiki, words: list[str], filters: Filters, limit: int = 20) -> A
     ignored = [w for w in cleaned if w not in content]
     kept = glued(content)
     groups = [variants(w) for w in kept]
-    hits, matched, unmatched = rank(wiki, groups, filters, phrase(kept)), "all", []
+    # The whole query names a page as typed ("how to time a kernel": stop words are part of an alias)
+    # or as kept ("split-K").
+    names = tuple(dict.fromkeys(phrase(cleaned) + phrase(kept)))
+    hits, matched, unmatched = rank(wiki, groups, filters, names), "all", []
     if not hits and len(groups) > 1:
         per_word = [rank(wiki, [group], filters) for group in groups]
         unmatched = [w for w, found in zip(kept, per_word) if not found]

@@ -21,7 +21,7 @@ from kernelwiki.model.pages import Page, line_of, read_page_bytes, render_page
 from kernelwiki.model.yamlio import LineMap
 from kernelwiki.model.problems import Problem, field_path
 from kernelwiki.model.terminal import CONTROL
-from kernelwiki.storage.records import probe_ids, scan
+from kernelwiki.storage.records import order_key, probe_ids, scan
 from kernelwiki.probing.specs import entry_problem, link_problem
 from kernelwiki.model.files import UnsafeFile, replace_file, sha256_file, stays_below
 from kernelwiki.commands.upstream import repo_name
@@ -73,7 +73,7 @@ def validate(wiki: Wiki, fix: bool = False) -> Report:
     _check_cross_references(wiki, report, probes, records)
     _check_headlines(report, probes, records)
     _check_named_runs(wiki, report, records)
-    _check_provenance(wiki, report)
+    _check_provenance(wiki, report, records)
     report.problems = sorted(set(report.problems))
     return report
 
@@ -450,7 +450,7 @@ def _load_json_files(wiki: Wiki, report: Report) -> dict[str, Any]:
     return records
 
 
-def _check_provenance(wiki: Wiki, report: Report) -> None:
+def _check_provenance(wiki: Wiki, report: Report, records: dict[str, Any]) -> None:
     ids = wiki.by_id()
     for path in sorted((wiki.repo.root / "artifacts").glob("**/PROVENANCE.yaml")):
         rel = wiki.repo.rel(path)
@@ -467,6 +467,8 @@ def _check_provenance(wiki: Wiki, report: Report) -> None:
         if isinstance(upstream.get("repo"), str) and repo_name(upstream["repo"]) is None:
             report.problems.append(Problem(rel, line(("upstream", "repo")), "upstream.repo",
                                            f"{upstream['repo']!r} is not owner/name or a GitHub repository URL"))
+        report.problems += _pin_behind_measurement(wiki, ids.get(artifact) if isinstance(artifact, str) else None,
+                                                   upstream, records, rel, line(("upstream", "commit")))
         for index, item in _dicts(data.get("files")):
             if item.get("origin") == "upstream" and not stays_below(item.get("path")):
                 report.problems.append(Problem(rel, line(("files", index, "path")), f"files[{index}].path",
@@ -490,6 +492,54 @@ def _check_provenance(wiki: Wiki, report: Report) -> None:
             if actual != item.get("sha256"):
                 report.problems.append(Problem(rel, line(("files", index, "sha256")), f"files[{index}].sha256",
                                                f"does not match {item['path']} (now {actual})"))
+
+
+def _pin_behind_measurement(wiki: Wiki, entry: Entry | None, upstream: dict, records: dict[str, Any],
+                            rel: str, line: int) -> list[Problem]:
+    """A bundle pins one upstream commit; the probes of its page record the revision they ran
+    (`protocol.<name>.revision`, e.g. "deepgemm 340d988 cutlass eefa171…"). When a probe's latest run
+    names another revision of the same repository, the code an agent is handed is not the code whose
+    numbers the page shows."""
+    name, commit = repo_name(str(upstream.get("repo") or "")), upstream.get("commit")
+    meta = entry.meta if entry is not None else None
+    if not name or not isinstance(commit, str) or not isinstance(meta, dict) or not isinstance(meta.get("probes"), list):
+        return []
+    word = _revision_word(name.split("/")[1])
+    problems = []
+    for probe in meta["probes"]:
+        runs = [(order_key(data.get("started_at"), path), path, data) for path, data in records.items()
+                if isinstance(data, dict) and data.get("probe") == probe and data.get("mode") == "run"]
+        if not runs:
+            continue
+        _, path, data = max(runs, key=lambda run: run[0])
+        for measured in measured_revisions(data.get("protocol"), word):
+            if not (commit.startswith(measured) or measured.startswith(commit)):
+                problems.append(Problem(rel, line, "upstream.commit",
+                                        f"pins {commit[:12]}, but {probe}'s latest run ({path}) measured "
+                                        f"{name} {measured}; pin the revision that was measured"))
+    return problems
+
+
+def _revision_word(name: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+def measured_revisions(protocol: Any, word: str) -> list[str]:
+    """The commits a record's protocol names for the repository `word` (lower case, letters and
+    digits): every `revision` text, at any depth, read as pairs "name commit"."""
+    found: list[str] = []
+    if isinstance(protocol, dict):
+        for key, value in protocol.items():
+            if key == "revision" and isinstance(value, str):
+                tokens = value.split()
+                found += [commit.lower() for name, commit in zip(tokens, tokens[1:])
+                          if _revision_word(name) == word and re.fullmatch(r"[0-9a-fA-F]{7,40}", commit)]
+            else:
+                found += measured_revisions(value, word)
+    elif isinstance(protocol, list):
+        for value in protocol:
+            found += measured_revisions(value, word)
+    return found
 
 
 # --- helpers -------------------------------------------------------------------------------------

@@ -4,11 +4,13 @@ requested from anywhere when a reader opens them).
 Which chart a set of cases gets is read from their `params`, never from a probe's name: cases of one
 `params.set` and one baseline that vary a numeric parameter (seqlen) or the M of an MxNxK shape over
 three or more values get a line chart of the real quantity (TFLOP/s, TB/s) along it, ours solid and
-the baseline dashed in the same colour, with the % of the measured ceiling on the right axis (one line
-per combination of the other varying parameters; more than six lines become several charts, one
-below the other, never panels side by side); every other case gets a pair of bars, ours and the
-baseline, in a chart per baseline. A probe with two or more runs also gets the history of its cases'
-ratios. Each chart is drawn twice, for the light and the dark scheme (Material's #only-light and
+the baseline dashed in the same colour, with the % of the measured ceiling (the calibration probe's,
+when the record has it) or else of the datasheet peak on the second axis (one line per combination
+of the other varying parameters; more than six lines become several charts, one below the other,
+never panels side by side); every other case gets a pair of bars, ours and the baseline, in a chart
+per baseline. Cases where a call's time is what a reader needs (decode: M, m or batch of at most
+LATENCY_M) also get their latency in µs, ours and the baseline, from the record's timings. A probe
+with two or more runs also gets the history of its cases' ratios. Each chart is drawn twice, for the light and the dark scheme (Material's #only-light and
 #only-dark), with text at WCAG AA contrast on either background.
 
 Drawing is the slow part, so each SVG is cached under .kernelwiki-cache/charts/ by the hash of
@@ -24,15 +26,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kernelwiki.harness.env import short_gpu_name
+from kernelwiki.harness.peaks import peak_for
 from kernelwiki.model.files import UnsafeFile, read_regular, replace_file
 from kernelwiki.probing.specs import ProbeSpec
 from kernelwiki.storage.records import Record, latest
 
 MAX_LINES = 6
+TIME_UNITS = {"us", "µs", "ms", "ns"}
+"""Headline units of a kernel's time per call (a compile time in s is not one)."""
+LATENCY_M = 64
+"""Cases with an M (shape MxNxK, param m) or a batch of at most this many rows are decode-like: their
+latency gets a chart of its own."""
 _SHAPE = re.compile(r"^(\d+)x(\d+)x(\d+)$")  # MxNxK
 _IGNORED = {"set", "shape", "dtype", "ablation"}
 MAX_SVG_BYTES = 8 << 20
-STYLE_VERSION = "3"  # bump when the drawing code changes, so cached SVGs are redrawn
+STYLE_VERSION = "4"  # bump when the drawing code changes, so cached SVGs are redrawn
 
 
 @dataclass
@@ -48,7 +57,9 @@ class Chart:
     is the case label), (run, ratio) for history."""
     baseline: str = ""
     ceiling: float | None = None
-    """The measured ceiling in the chart's unit (the right axis shows % of it), when the record has it."""
+    """What the second axis shows a % of, in the chart's unit: the measured ceiling when the record
+    has it, else the datasheet peak (`ceiling_name` says which)."""
+    ceiling_name: str = "the measured ceiling"
 
     @property
     def name(self) -> str:
@@ -60,19 +71,22 @@ class Chart:
 
     def key(self) -> str:
         return json.dumps([STYLE_VERSION, self.kind, self.title, self.xlabel, self.ylabel, self.panels,
-                           self.baseline, self.ceiling], sort_keys=True, default=str)
+                           self.baseline, self.ceiling, self.ceiling_name], sort_keys=True, default=str)
 
 
 @dataclass
 class Point:
     case: str
     params: dict
-    ratio: float
+    ratio: float | None
     baseline: str
     value: float | None = None
     baseline_value: float | None = None
     unit: str = ""
     ceiling: float | None = None
+    peak: float | None = None
+    latency_us: tuple[float, float] | None = None
+    """(ours, baseline) median time of one call in µs, where the record's timings hold both."""
 
     @property
     def shown(self) -> tuple[float, float]:
@@ -81,20 +95,66 @@ class Point:
 
 def _points(record: Record, cases: set[str] | None) -> list[Point]:
     out = []
+    gpu = short_gpu_name((record.data.get("environment") or {}).get("gpu"))
     for case in record.data.get("cases") or []:
         head = case.get("headline") or {}
-        ratio = head.get("ratio")
-        if case.get("status") != "passed" or not isinstance(ratio, (int, float)) or isinstance(ratio, bool):
+        ratio = head.get("ratio") if _number(head.get("ratio")) else None
+        if case.get("status") != "passed" or not _number(head.get("value")):
             continue
         if cases is not None and case.get("id") not in cases:
             continue
         value, base, frac = head.get("value"), head.get("baseline_value"), head.get("fraction_of_ceiling")
-        number = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
-        out.append(Point(str(case.get("id")), dict(case.get("params") or {}), float(ratio),
-                         str(head.get("baseline") or "baseline"), float(value) if number(value) else None,
-                         float(base) if number(base) else None, str(head.get("unit") or ""),
-                         float(value) / frac if number(value) and number(frac) and frac > 0 else None))
+        base = base if ratio is not None else None
+        out.append(Point(str(case.get("id")), dict(case.get("params") or {}), ratio,
+                         str(head.get("baseline") or "baseline"), float(value) if _number(value) else None,
+                         float(base) if _number(base) else None, str(head.get("unit") or ""),
+                         float(value) / frac if _number(value) and _number(frac) and frac > 0 else None,
+                         peak_for(head.get("unit"), case.get("params") or {}, gpu)[1],
+                         _latency(case, head)))
     return out
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
+
+
+def _latency(case: dict, head: dict) -> tuple[float, float] | None:
+    """(ours, baseline) in µs from the case's timings: the baseline's entry is named as the headline
+    names it; ours is `ours`, else the one entry whose time matches the headline's ratio (a probe may
+    call its kernel by what it is, `cuda_cores`)."""
+    timing = case.get("timing") if isinstance(case.get("timing"), dict) else {}
+    times = {str(k): v["median_ms"] * 1000 for k, v in timing.items()
+             if isinstance(v, dict) and _number(v.get("median_ms")) and v["median_ms"] > 0}
+    name, ratio = str(head.get("baseline") or ""), head.get("ratio")
+    base = times.get(name) or next((t for k, t in times.items() if k.lower() == name.lower()), None)
+    if base is None or not _number(ratio) or ratio <= 0:
+        return None
+    ours = times.get("ours")
+    if ours is None:   # time falls as throughput rises: ours = baseline time / ratio
+        near = [t for k, t in times.items() if k.lower() != name.lower() and abs(t * ratio / base - 1) < 0.03]
+        ours = near[0] if len(near) == 1 else None
+    return (ours, base) if ours is not None else None
+
+
+def _rows(params: dict) -> int | None:
+    """M of an MxNxK shape, or the m or batch parameter: how many rows one call works on."""
+    shape = _SHAPE.match(str(params.get("shape", "")))
+    if shape:
+        return int(shape.group(1))
+    for key in ("m", "batch"):
+        if _number(params.get(key)):
+            return int(params[key])
+    return None
+
+
+def _reference(group: list[Point]) -> tuple[float | None, str]:
+    """What the second axis is a % of: the measured ceiling (the record's, by the case's kind) when the
+    points share one, else the datasheet peak (harness.peaks, by dtype) when they share it, else nothing."""
+    for values, name in (([p.ceiling for p in group if p.ceiling], "the measured ceiling"),
+                         ([p.peak for p in group if p.peak], "the datasheet peak")):
+        if values and max(values) <= min(values) * 1.01:
+            return sum(values) / len(values), name
+    return None, ""
 
 
 def _axis(points: list[Point]) -> tuple[str, dict[str, Any]] | None:
@@ -158,21 +218,55 @@ def case_charts(spec: ProbeSpec, record: Record, cases: set[str] | None) -> list
         if axis is None:
             leftovers += group
             continue
-        ceiling = next((p.ceiling for p in group if p.ceiling), None)
+        ceiling, ceiling_name = _reference(group)
         for panel, lines in _series(group, *axis).items():
             where = " — ".join(x for x in (name, panel) if x)
             charts.append(Chart("lines", f"{unit} by {axis[0]}: ours vs {baseline}" + (f" (set: {where})" if where else ""),
-                                axis[0], unit, {"": lines}, baseline, ceiling))
+                                axis[0], unit, {"": lines}, baseline, ceiling, ceiling_name or "the measured ceiling"))
     by_baseline: dict[tuple[str, str], list[Point]] = {}
     for p in leftovers:
         by_baseline.setdefault((p.baseline, p.unit), []).append(p)
     for (baseline, unit), group in by_baseline.items():
-        ceiling = next((p.ceiling for p in group if p.ceiling), None)
+        if unit in TIME_UNITS:
+            continue  # drawn with every case of its unit in one chart (time_charts)
+        ceiling, ceiling_name = _reference(group)
         bars: dict[str, list[tuple]] = {}
         for p in group:
             bars.setdefault(str(p.params.get("set") or ""), []).append((p.case, *p.shown))
-        charts.append(Chart("bars", f"{unit} per case: ours vs {baseline}", "", unit, {"": bars}, baseline, ceiling))
-    return charts
+        charts.append(Chart("bars", f"{unit} per case: ours vs {baseline}", "", unit, {"": bars}, baseline, ceiling,
+                            ceiling_name or "the measured ceiling"))
+    return charts + time_charts(_points(record, cases)) + latency_charts(points)
+
+
+def time_charts(points: list[Point]) -> list[Chart]:
+    """Cases whose headline is a time (launch overhead per launch, say): every case of one unit as a
+    bar in one chart, those without a baseline too, since each may compare with a different one."""
+    by_unit: dict[str, dict[str, list[tuple]]] = {}
+    for p in points:
+        if p.unit in TIME_UNITS:
+            by_unit.setdefault(p.unit, {}).setdefault(str(p.params.get("set") or ""), []).append((p.case, p.value, None))
+    return [Chart("bars", f"time per case ({_unit_name(unit)}; lower is better)", "",
+                  f"{_unit_name(unit)} (lower is better)", {"": bars}) for unit, bars in by_unit.items()]
+
+
+def _unit_name(unit: str) -> str:
+    return "µs" if unit == "us" else unit
+
+
+
+def latency_charts(points: list[Point]) -> list[Chart]:
+    """µs per call, ours and the baseline, for the decode-like cases (few rows: a reader sizes a
+    decode step by its time, not by a throughput far below peak), one chart per baseline. Cases
+    whose headline is a time already are drawn in it by the charts above."""
+    by_baseline: dict[str, dict[str, list[tuple]]] = {}
+    for p in points:
+        rows = _rows(p.params)
+        if p.latency_us is None or rows is None or rows > LATENCY_M or p.unit in TIME_UNITS:
+            continue
+        by_baseline.setdefault(p.baseline, {}).setdefault(str(p.params.get("set") or ""), []).append(
+            (p.case, *p.latency_us))
+    return [Chart("bars", f"latency per call (≤ {LATENCY_M} rows): ours vs {baseline}", "", "µs per call (lower is better)",
+                  {"": bars}, baseline) for baseline, bars in by_baseline.items()]
 
 
 def history_chart(spec: ProbeSpec, records: list[Record], cases: set[str] | None) -> Chart | None:
@@ -181,7 +275,8 @@ def history_chart(spec: ProbeSpec, records: list[Record], cases: set[str] | None
     seen: dict[str, list[tuple[str, float]]] = {}
     for record in runs:
         for p in _points(record, cases):
-            seen.setdefault(p.case, []).append((record.started[:16].replace("T", " "), p.ratio))
+            if p.ratio is not None:
+                seen.setdefault(p.case, []).append((record.started[:16].replace("T", " "), p.ratio))
     repeated = {case: pts for case, pts in seen.items() if len(pts) >= 2}
     if len({x for pts in repeated.values() for x, _ in pts}) < 2:
         return None
@@ -251,7 +346,7 @@ def _draw(chart: Chart, scheme: str = "light") -> str:
     # start TeX there either: it is shown as the full-width dollar sign.
     lines = {_fit(name.replace("$", "\uff04")): pts for name, pts in lines.items()}
     chart = Chart(chart.kind, *(str(t).replace("$", "\uff04") for t in (chart.title, chart.xlabel, chart.ylabel)),
-                  chart.panels, _fit(str(chart.baseline).replace("$", "\uff04")), chart.ceiling)
+                  chart.panels, _fit(str(chart.baseline).replace("$", "\uff04")), chart.ceiling, chart.ceiling_name)
     if chart.kind == "bars":
         lines = {name: [(_fit(str(p[0]).replace("$", "\uff04")), *p[1:]) for p in pts] for name, pts in lines.items()}
     if chart.kind != "history":  # (x, ours) without a baseline value: the baseline is not drawn
@@ -261,18 +356,23 @@ def _draw(chart: Chart, scheme: str = "light") -> str:
         labels = [(group, *point) for group, pts in lines.items() for point in pts]
         fig, ax = plt.subplots(figsize=(6.0, 1.2 + 0.34 * len(labels)))
         ys = list(range(len(labels)))[::-1]
-        ax.barh([y + 0.2 for y in ys], [p[2] for p in labels], height=0.38, color=PALETTE[0], label="ours")
-        ax.barh([y - 0.2 for y in ys], [p[3] or 0 for p in labels], height=0.38, color=PALETTE[1],
-                label=chart.baseline or "baseline")
+        paired = any(p[3] is not None for p in labels)
+        offset = 0.2 if paired else 0.0
+        ax.barh([y + offset for y in ys], [p[2] for p in labels], height=0.38 if paired else 0.6, color=PALETTE[0],
+                label="ours")
+        if paired:
+            ax.barh([y - 0.2 for y in ys], [p[3] or 0 for p in labels], height=0.38, color=PALETTE[1],
+                    label=chart.baseline or "baseline")
         ax.set_yticks(ys, [p[1] for p in labels], fontsize=8)
         for y, p in zip(ys, labels):
-            ax.text(p[2], y + 0.2, f" {p[2]:.3g}", va="center", fontsize=7.5)
+            ax.text(p[2], y + offset, f" {p[2]:.3g}", va="center", fontsize=7.5)
         ax.set_xlabel(chart.ylabel)
-        ax.legend(fontsize=8, frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.9 / (1.2 + 0.34 * len(labels))),
-                  ncol=2)
+        if paired:
+            ax.legend(fontsize=8, frameon=False, loc="upper center", ncol=2,
+                      bbox_to_anchor=(0.5, -0.9 / (1.2 + 0.34 * len(labels))))
         if chart.ceiling:
             top = ax.secondary_xaxis("top", functions=(lambda v: v / chart.ceiling * 100, lambda q: q * chart.ceiling / 100))
-            top.set_xlabel("% of the measured ceiling", fontsize=8)
+            top.set_xlabel(f"% of {chart.ceiling_name}", fontsize=8)
     else:
         fig, ax = plt.subplots(figsize=(6.0, 3.6 + 0.18 * len(lines)))
         if chart.kind == "history":
@@ -305,7 +405,7 @@ def _draw(chart: Chart, scheme: str = "light") -> str:
             if chart.ceiling:
                 right = ax.secondary_yaxis("right", functions=(lambda v: v / chart.ceiling * 100,
                                                                lambda q: q * chart.ceiling / 100))
-                right.set_ylabel("% of the measured ceiling", fontsize=9)
+                right.set_ylabel(f"% of {chart.ceiling_name}", fontsize=9)
         ax.set_xlabel(chart.xlabel)
         ax.set_ylabel(chart.ylabel)
         if handles:

@@ -246,6 +246,7 @@ STYLE = """
 .kw-status-run-timeout, .kw-status-run-control-passed, .kw-status-run-compile-failed { background: #c62828; }
 .kw-arch { font-family: var(--md-code-font-family); margin-left: .4em; }
 .kw-note { opacity: .7; margin-left: .4em; }
+.kw-runs { margin-left: 0; font-size: .85em; white-space: normal; }
 .kw-claims { overflow-x: auto; margin: 0 0 1rem; }
 .kw-claims table { font-size: .64rem; border-collapse: collapse; width: 100%; }
 .kw-claims th, .kw-claims td { padding: .3em .5em; vertical-align: top; text-align: left;

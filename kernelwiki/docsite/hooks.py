@@ -21,7 +21,7 @@ from kernelwiki.commands.upstream import repo_name
 from kernelwiki.model import yamlio
 from kernelwiki.model.claims import page_claims
 from kernelwiki.model.fences import map_prose
-from kernelwiki.docsite import charts, generated, links, render, strip, summary
+from kernelwiki.docsite import charts, generated, links, render, searchrank, strip, summary
 from kernelwiki.docsite import records as records_page
 
 GENERATED_BLOCK = re.compile(r"(^## Claims and measurements\n\s*)?"
@@ -125,11 +125,17 @@ def on_files(files: Files, config) -> Files:
         "assets/kernelwiki.css": generated.STYLE,
     }
     by_path = {r.path: r for probe_records in records.values() for r in probe_records}
+    citing: dict[str, list[tuple[str, dict]]] = {}
+    for entry in entries:
+        for claim in page_claims(entry.meta or {}):
+            if claim.get("evidence") == "measured" and isinstance(claim.get("record"), str):
+                citing.setdefault(claim["record"], []).append((entry.id, claim))
     for probe_id, probe_records in records.items():
         backs = probes[probe_id].pages if probe_id in probes else []
         for record in probe_records:
             pages[render.record_uri(record.path)] = records_page.record_page(record, _state["page_uris"], backs,
-                                                                             probe_records, by_path)
+                                                                             probe_records, by_path,
+                                                                             citing.get(record.path, []))
             uri = "records/" + record.path.removeprefix("artifacts/evidence/")
             files.append(File.generated(config, uri, abs_src_path=str(_state["repo"].root / record.path)))
     cache = _state["repo"].cache / "charts"
@@ -316,18 +322,26 @@ def _search_sees_prose(context, page, config, nav):
 def _search_knows_aliases(context, page, config, nav):
     """One search entry per alias, on the alias field that mkdocs.yml boosts above all others: a
     search for an alias finds its page first, also where another page has a longer alias that
-    starts with it (`tensor-memory` vs `tensor-memory-accelerator`)."""
+    starts with it (`tensor-memory` vs `tensor-memory-accelerator`); on_post_build sets the
+    entries' boosts."""
     if _state.get("content") is not None:
         page.content = _state.pop("content")
     search = next((p for name, p in config.plugins.items() if name.endswith("search")), None)
     if search is not None:
         for index, alias in enumerate(page.meta.get("aliases") or []):
-            # Every query term is searched as a prefix, so `tcgen05` also matches `tcgen05.ld` of
-            # another page: the shorter (exact) alias weighs a little more.
             search.search_index.entries.append({"location": f"{page.url}#{alias_anchor(index, alias)}",
-                                                "title": page.title, "text": "", "aliases": str(alias),
-                                                "boost": round(1 + 1 / len(str(alias)), 4)})
+                                                "title": page.title, "text": "", "aliases": str(alias)})
     return context
+
+
+@event_priority(100)  # before the search plugin writes its index
+def on_post_build(config):
+    """Each alias entry's boost from the whole index (searchrank): an alias typed in full beats
+    another page's alias that shares a prefix of one of its words."""
+    search = next((p for name, p in config.plugins.items() if name.endswith("search")), None)
+    if search is not None:
+        searchrank.alias_boosts(search.search_index.entries, search.config.separator, search.config.fields,
+                                searchrank.worker_stop_words())
 
 
 def alias_anchor(index: int, alias: object) -> str:

@@ -9,6 +9,7 @@ import posixpath
 from typing import Any
 
 from kernelwiki.storage.records import Record
+from kernelwiki.model.claims import runs_text
 from kernelwiki.docsite.render import badge, cell, code, fmt, fmt_ratio, is_number, record_uri, rel_link, text
 
 
@@ -60,6 +61,23 @@ def _other_runs(record: Record, siblings: list[Record], uri: str) -> list[str]:
     return ["## Other runs of this probe\n", "| started (UTC) | mode | status | GPU |", "|---|---|---|---|", *rows, ""]
 
 
+def _claims_from(record: Record, citing: list[tuple[str, dict]], uri: str, page_uris: dict[str, str]) -> list[str]:
+    """The pages' measured claims whose value is this run's (refresh cites the median run of those it
+    summarizes), each with how many runs it summarizes and their spread."""
+    rows = []
+    for page_id, claim in citing:
+        page = (f"[{cell(page_id)}]({rel_link(uri, page_uris[page_id])})" if page_id in page_uris else cell(page_id))
+        value = f"{fmt(claim['value'])} {cell(claim.get('unit', ''))}".strip() if is_number(claim.get("value")) else "—"
+        rows.append(f"| {code(claim.get('id'))} | {page} | {code(claim.get('case')) if claim.get('case') else '—'} | "
+                    f"{value} | {cell(runs_text(claim))} |")
+    if not rows:
+        return []
+    return ["## Claims from this run\n",
+            "A page's measured claim is the median of the case's latest passing runs (at most three, of one kernel "
+            "version and GPU model) and cites the run whose value is that median; these cite this run.\n",
+            "| claim | page | case | value | runs |", "|---|---|---|---|---|", *rows, ""]
+
+
 def _pairs(title: str, data: dict | None) -> list[str]:
     rows = [(k, v) for k, v in (data or {}).items() if v is not None and v != ""]
     if not rows:
@@ -68,9 +86,11 @@ def _pairs(title: str, data: dict | None) -> list[str]:
 
 
 def record_page(record: Record, page_uris: dict[str, str], pages_of_probe: list[str],
-                siblings: list[Record] | None = None, records: dict[str, Record] | None = None) -> str:
+                siblings: list[Record] | None = None, records: dict[str, Record] | None = None,
+                citing: list[tuple[str, dict]] | None = None) -> str:
     """Markdown for the page of one run record; `siblings` are the probe's records (its other runs
-    are linked), `records` every record by path (the calibration record its ceilings come from)."""
+    are linked), `records` every record by path (the calibration record its ceilings come from),
+    `citing` the (page id, claim) pairs whose measured claim cites this run."""
     data = record.data
     uri = record_uri(record.path)
     probe = str(data.get("probe") or record.path.split("/")[-2])
@@ -92,7 +112,14 @@ def record_page(record: Record, page_uris: dict[str, str], pages_of_probe: list[
         out.append(f"!!! note \"Why\"\n    {html.escape(str(data['reason']))}\n")
     cases = [c for c in data.get("cases") or [] if isinstance(c, dict)]
     if cases:
-        out += ["## Cases\n", "| case | status | value | baseline | ratio | error | parameters |",
+        protocol = data.get("protocol") if isinstance(data.get("protocol"), dict) else {}
+        repeats = protocol.get("iterations")
+        out += ["## Cases\n",
+                (f"Each value is this one run's: the median of {_value(repeats)} timed repetitions of the case "
+                 "(see Protocol); what a page states summarizes several runs (Claims from this run).\n"
+                 if isinstance(repeats, int) and not isinstance(repeats, bool) else
+                 "Each value is this one run's; what a page states summarizes several runs (Claims from this run).\n"),
+                "| case | status | value | baseline | ratio | error | parameters |",
                 "|---|---|---|---|---|---|---|"]
         for case in cases:
             head = case.get("headline") or {}
@@ -121,5 +148,6 @@ def record_page(record: Record, page_uris: dict[str, str], pages_of_probe: list[
         out += _pairs("Negative control", {"description": control.get("description"),
                                            "failed the gate": control.get("failed_gate"),
                                            **(control.get("correctness") or {})})
+    out += _claims_from(record, citing or [], uri, page_uris)
     out += _other_runs(record, siblings or [], uri)
     return "\n".join(out) + "\n"

@@ -13,7 +13,7 @@ import posixpath
 import re
 from typing import Any
 
-from kernelwiki.model.claims import ClaimRow, claim_rows, page_claims
+from kernelwiki.model.claims import ClaimRow, claim_rows, page_claims, runs_text
 from kernelwiki.model.spans import find_spans
 
 LEVEL_TEXT = {
@@ -141,9 +141,16 @@ def own_evidence(meta: dict) -> tuple[dict | None, str | None]:
                 and is_number(c.get("value"))]
     # A teaching variant's measurement is not the page's headline (its probe id ends in -naive).
     kernel = [c for c in measured if "-naive/" not in str(c.get("record"))] or measured
-    # A throughput against its baseline first (not a profiler counter), then any ratio, then any value.
-    ranked = sorted(kernel, key=lambda c: (c.get("candidate") is not None, not is_number(c.get("ratio")),
-                                           not str(c.get("unit", "")).endswith("/s")))
+    # A case set's summary first (its geomean over the set; a held-out set before the tuning set),
+    # then a throughput against its baseline (not a profiler counter), then any ratio, then any value.
+    def summary_rank(claim: dict) -> int:
+        conditions = str(claim.get("conditions") or "")
+        if "headline_statistic=geomean" not in conditions:
+            return 2
+        return 0 if "set=held-out" in conditions else 1
+
+    ranked = sorted(kernel, key=lambda c: (summary_rank(c), c.get("candidate") is not None,
+                                           not is_number(c.get("ratio")), not str(c.get("unit", "")).endswith("/s")))
     head = ranked[0] if ranked else None
     dates = sorted(str(c.get("measured_at"))[:10] for c in measured if c.get("measured_at"))
     return head, (dates[-1] if dates else None)
@@ -322,10 +329,16 @@ def _row(label: dict, reported: dict | None, measured: dict | None, src_uri: str
     if with_reported:
         cells.append(f'<td class="kw-num">{fmt(reported["value"]) if reported else "—"}</td>')
     cells += [f'<td class="kw-num">{_anchor_of(label, measured)}{who}{fmt(measured["value"]) if measured else "—"}'
-              f'{_other_gpu(label, measured)}</td>',
+              f'{_other_gpu(label, measured)}{_runs(measured)}</td>',
               f'<td>{"<br>".join(ratios) or "—"}</td>',
               f"<td>{_cites((reported, measured), src_uri, page_uris)}</td>"]
     return "<tr>" + "".join(cells) + "</tr>"
+
+
+def _runs(measured: dict | None) -> str:
+    """How many runs the measured value summarizes and their spread, under the value."""
+    said = runs_text(measured) if measured else ""
+    return f'<br><span class="kw-note kw-runs">{html.escape(said)}</span>' if said else ""
 
 
 def _anchor_of(label: dict, measured: dict | None) -> str:

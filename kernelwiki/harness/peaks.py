@@ -58,6 +58,15 @@ PEAK_UNITS = {"TFLOP/s": None, "TB/s": "copy"}
 the headline was quoted against), TB/s by the memory bandwidth."""
 
 
+def peak_for(unit: object, params: dict | None, gpu_short: str) -> tuple[str | None, float | None]:
+    """(peak key, datasheet peak) bounding a headline in `unit` on this GPU: TFLOP/s by the case's
+    dtype, TB/s by the memory bandwidth; (None, None) for other units or a GPU without a datasheet here."""
+    if unit not in PEAK_UNITS:
+        return None, None
+    key = PEAK_UNITS[unit] or (params or {}).get("dtype")
+    return (key, datasheet(gpu_short, key)) if isinstance(key, str) else (None, None)
+
+
 def impossible(headline: dict, params: dict, gpu_short: str) -> str | None:
     """Why a headline cannot be true on this GPU (above the datasheet peak for its dtype), or None.
     A number above the peak is a timing or accounting bug (a graph that captured no work, FLOPs
@@ -69,10 +78,7 @@ def impossible(headline: dict, params: dict, gpu_short: str) -> str | None:
         return (f"headline {headline['value']:g} {headline.get('unit', '')} is {fraction:.2f}x the datasheet peak "
                 f"of the {gpu_short}: a timing or FLOP-count bug, not a result")
     unit = headline.get("unit")
-    if unit not in PEAK_UNITS:
-        return None
-    key = PEAK_UNITS[unit] or (params or {}).get("dtype")
-    peak = datasheet(gpu_short, key) if isinstance(key, str) else None
+    key, peak = peak_for(unit, params, gpu_short)
     if peak and headline["value"] > peak:
         return (f"headline {headline['value']:g} {unit} exceeds the {gpu_short}'s datasheet peak for {key} "
                 f"({peak:g} {unit}): a timing or FLOP-count bug, not a result")

@@ -87,6 +87,31 @@ def value_text(claim: dict, style: Style) -> str:
     return value
 
 
+def run_count(claim: dict) -> int | None:
+    """How many runs a measured claim summarizes: refresh writes `spread` (with `runs`) when the
+    claim is the median of several runs and nothing when it is one run's value; None for a claim
+    no record backs."""
+    if claim.get("evidence") != "measured":
+        return None
+    spread = claim.get("spread")
+    runs = spread.get("runs") if isinstance(spread, dict) else None
+    return runs if isinstance(runs, int) and not isinstance(runs, bool) and runs > 1 else 1
+
+
+def runs_text(claim: dict, digits: int = 4) -> str:
+    """'median of 3 runs, p10–p90 171.2–175 TFLOP/s' or '1 run' for a measured claim; '' otherwise."""
+    runs = run_count(claim)
+    if runs is None:
+        return ""
+    if runs == 1:
+        return "1 run"
+    spread = claim["spread"]
+    unit = f" {claim['unit']}" if claim.get("unit") else ""
+    gpus = f" on {spread['gpus']} GPUs" if isinstance(spread.get("gpus"), int) else ""
+    return (f"median of {runs} runs{gpus}, p10–p90 {_significant(spread.get('p10'), digits)}–"
+            f"{_significant(spread.get('p90'), digits)}{unit}")
+
+
 def _significant(value: Any, digits: int) -> str:
     return f"{value:.{digits}g}" if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
 
@@ -119,6 +144,7 @@ COLUMNS: dict[str, tuple[str, Callable[[dict, Style], str]]] = {
     "claim": ("claim", lambda c, s: str(c.get("id", ""))),
     "claim (metric)": ("claim", lambda c, s: f"{c.get('id')} ({c.get('metric')})"),
     "value": ("value", value_text),
+    "runs": ("runs", lambda c, s: runs_text(c)),
     "evidence": ("evidence", lambda c, s: str(c.get("evidence"))),
     "GPU / arch": ("GPU / arch", lambda c, s: _joined(c, ("gpu", "arch"), " / ")),
     "conditions": ("conditions", lambda c, s: _joined(c, ("dtype", "shape", "conditions"), "; ")),

@@ -195,7 +195,7 @@ class Wiki:
                 wiki.entries[rel] = old
             else:
                 todo.append((rel, stat, old))
-        workers = min(os.cpu_count() or 1, 8) if len(todo) >= PARALLEL_MIN else 1
+        workers = min(os.cpu_count() or 1, 8) if len(todo) >= PARALLEL_MIN and _single_threaded() else 1
         if workers > 1:
             global _SHARED
             _SHARED = (wiki, check)  # the forked workers inherit it
@@ -506,6 +506,18 @@ def _utf8(path: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+def _single_threaded() -> bool:
+    """Whether this process runs one thread, so forking reading workers is safe: a fork copies the
+    locks other threads hold (native ones too: Ray's, after `probe run --ray` in the same process,
+    left a forked worker waiting on a futex forever) and the child can never take them."""
+    try:
+        return len(os.listdir("/proc/self/task")) == 1
+    except OSError:   # no /proc: only the threads Python knows of can be counted
+        import threading
+
+        return threading.active_count() == 1
 
 
 def _read_chunk(chunk: list[tuple[str, os.stat_result, str | None]]) -> list[tuple[str, Entry | str]]:

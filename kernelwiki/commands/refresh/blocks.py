@@ -51,7 +51,7 @@ def _find_end(markers: list[re.Match | None], start: int, name: str) -> int | No
     return None
 
 
-CLAIMS_STYLE = Style(columns=("claim", "value", "evidence", "GPU / arch", "conditions", "from"),
+CLAIMS_STYLE = Style(columns=("claim", "value", "runs", "evidence", "GPU / arch", "conditions", "from"),
                      record_link=lambda path: "../../" + path)
 """The `claims` block: each claim followed by the measurements that reproduce it; records linked
 relative to a page two folders down (wiki/<section>/<page>.md)."""
