@@ -74,7 +74,7 @@ PY
 echo "deepseek-ai/FlashMLA $FM_REV cutlass $cutlass_rev (dense decode only)" > "$work/fm/REVISION"
 tar cJf "$top/.device/flashmla-dense.tar.xz" -C "$work" fm
 cat > "$top/.device/flashmla-dense.sh" <<'SH'
-# Sourced on the GPU machine after prelude.sh: unpack FlashMLA, build its sm_90a dense decode once, import path.
+# Sourced on the GPU machine (prelude.sh is not needed): unpack FlashMLA, build its sm_90a dense decode once, import path.
 _fmd_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 _fmd_site=${TMPDIR:-/tmp}/kernelwiki-flashmla-dense
 _fmd_sparse=${TMPDIR:-/tmp}/kernelwiki-flashmla/build   # where .device/flashmla.sh builds the sparse decode

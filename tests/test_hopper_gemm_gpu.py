@@ -97,9 +97,8 @@ def test_split_k_is_deterministic():
     _check(a, b, d)
 
 
-def test_graph_capture_on_a_side_stream():
-    a, b = _operands(torch.bfloat16, (), 1, 4096, 4096)
-    run, d = hopper_gemm.compile_gemm(a, b)
+def _replay_on_a_side_stream(run, d):
+    """Capture `run` into a CUDA graph on a side stream, poison D, replay: D must come from the replay."""
     run()
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
@@ -110,6 +109,12 @@ def test_graph_capture_on_a_side_stream():
     d.fill_(float("nan"))
     graph.replay()
     torch.cuda.synchronize()
+
+
+def test_graph_capture_on_a_side_stream():
+    a, b = _operands(torch.bfloat16, (), 1, 4096, 4096)
+    run, d = hopper_gemm.compile_gemm(a, b)
+    _replay_on_a_side_stream(run, d)
     _check(a, b, d)
 
 
@@ -203,16 +208,7 @@ def test_pingpong_batched_and_out():
 def test_pingpong_graph_capture_on_a_side_stream():
     a, b = _operands(torch.bfloat16, (), 2000, 4096, 1024)
     run, d = hopper_gemm.compile_gemm(a, b, **PINGPONG)
-    run()
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.stream(stream), torch.cuda.graph(graph, stream=stream):
-        run()
-    torch.cuda.current_stream().wait_stream(stream)
-    d.fill_(float("nan"))
-    graph.replay()
-    torch.cuda.synchronize()
+    _replay_on_a_side_stream(run, d)
     _check(a, b, d)
 
 
@@ -318,16 +314,7 @@ def test_fused_epilogue_graph_capture_on_a_side_stream():
     a, b = _operands(torch.bfloat16, (), 16, 4096, 4096)
     settings = _epilogue_operands(EPILOGUES["bias-gelu_tanh-residual"], (), 16, 4096, 4096, torch.bfloat16)
     run, d = hopper_gemm.compile_gemm(a, b, **settings)
-    run()
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.stream(stream), torch.cuda.graph(graph, stream=stream):
-        run()
-    torch.cuda.current_stream().wait_stream(stream)
-    d.fill_(float("nan"))
-    graph.replay()
-    torch.cuda.synchronize()
+    _replay_on_a_side_stream(run, d)
     _check_fused(a, b, d, settings)
 
 

@@ -49,7 +49,8 @@ def test_can_implement_accepts_pingpong_shapes_and_the_default_is_cooperative():
     assert hopper_gemm.GemmConfig(64, 256, (2, 1), schedule="pingpong").describe() == \
         "tile 64x256, cluster 2x1, split-k 1, ping-pong"
     assert hopper_gemm.GemmConfig().describe() == "tile 128x256, cluster 2x1, split-k 1"   # records' text unchanged
-    with pytest.raises(ValueError, match="schedule='pingpong' with tile_m=128"):
+    with pytest.raises(ValueError, match=r"schedule='pingpong' with tile_m=128 and A/B dtype BFloat16 unsupported: "
+                                         r".*'pingpong' needs tile_m=64"):
         hopper_gemm.HopperGemm(tile_m=128, schedule="pingpong")
 
 

@@ -325,9 +325,11 @@ def _cycle(fn: Callable[[Any], object], sets: list, launches: int) -> Callable[[
 
 CAPTURE_ERROR_MODES = ("global", "thread_local", "relaxed")
 CAPTURE_ATTEMPTS = 2
-"""A capture that fails is tried once more after the device is synchronized: FlashAttention-4's
-backward failed one capture on the H200 (cudaErrorStreamCaptureInvalidated) that its other 35 cases
-passed; a failure that repeats is the candidate's, and is raised with its name."""
+"""A capture that fails is tried once more after the device is synchronized, for a failure that
+another thread's passing CUDA call causes; a failure that repeats is the candidate's, and is raised
+with its name and the count. Added for FlashAttention-4's first backward case
+(cudaErrorStreamCaptureInvalidated on the H200 while its other 35 cases passed); the retry has not
+rescued that case: it failed both attempts in each run since."""
 
 
 def _capture(device: Device, name: str, launch: Callable[[], object], error_mode: str) -> Callable[[], object]:

@@ -121,9 +121,10 @@ def run_case(case: dict, ctx: Context) -> dict:
             candidates[f"{name} fwd+bwd"] = (lambda s, forward=forward:
                                               torch.autograd.grad(forward(s[0], s[1], s[2]), s[:3], s[3]))
     checked = (q, k, v, dout)
-    # thread_local capture for backward: autograd's worker thread runs the backward ops, and its own
-    # CUDA calls invalidated a global-mode capture of the first backward case twice in a row on the
-    # H200 (bwd-d128-s1k-full, records 20261201T145717Z and 162040Z; the later cases captured fine)
+    # thread_local capture for backward: autograd's worker thread runs the backward ops, and a CUDA
+    # call of another thread invalidates a global-mode capture. It did not rescue bwd-d128-s1k-full:
+    # that case failed its capture in global mode (the run of c1acf82) and in thread_local mode alike
+    # (record 20261201T171744Z), while the other 35 cases captured fine; the cause is not found yet
     timing = ctx.bench(candidates, lambda i: checked if i == 0 else make_inputs(p, ctx, backward, i),
                        4 * q.numel() * q.element_size(), iters=20, warmup=3,   # q, k, v, O
                        capture_error_mode="thread_local" if backward else "global")

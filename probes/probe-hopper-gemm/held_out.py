@@ -3,14 +3,14 @@ configuration choice was never fitted to, drawn at run time by the run's seed, a
 (choose_config, NVIDIA's heuristics through nvmmh, the oracle of a forced sweep) leaves against the
 strongest baseline. Pure Python, so the planning and the summaries are tested on the CPU.
 
-Time budget (one H200, bf16, 24 shapes of at most MAX_ELEMENTS elements per operand): per shape one
-ctx.bench over ours (choose_config), nvmmh's configuration, cuBLAS, quack and the sweep (at most 16
-tile/cluster configurations plus 24 split-K ones where the output tiles fill under half the SMs;
-typically 12-30 in all), SWEEP_ITERS timed iterations each: about 30 candidates x (capture ~40 ms +
-10 x ~2 ms graph replays) ~ 2 s per shape, ~1 minute for 24; the sweep's kernels compile once per
-configuration (<= 24 kernels, cached on disk, ~5 s each on the first run): ~2 minutes. The first
-H200 run of this plan passed 330 s without finishing, so the sweep now reaches the full protocol only
-through a cheap first pass (FINALISTS), and the case stops starting shapes after TIME_BUDGET_S.
+Time budget (one H200, bf16, 24 shapes of at most MAX_ELEMENTS elements per operand): per shape a
+first pass times each sweep configuration (at most 16 tile/cluster configurations plus 24 split-K ones
+where the output tiles fill under half the SMs; typically 12-30 in all) as one CUDA graph of 20
+launches on one warm input set, then one ctx.bench times ours (choose_config), nvmmh's configuration,
+cuBLAS, quack and the FINALISTS fastest of the first pass, SWEEP_ITERS iterations each; the sweep's
+kernels compile once per configuration (<= 24 kernels, cached on disk, ~5 s each on the first run).
+The first H200 run, which benched the whole sweep of every shape, passed 330 s without finishing:
+hence the first pass, and no shape starts after TIME_BUDGET_S.
 """
 
 from __future__ import annotations

@@ -375,9 +375,9 @@ def llm_shapes_summary(ctx: Context) -> dict:
                                    peak_key="bf16")}
 
 
-def _held_out_launches(x, w, configs: dict, with_quack: bool) -> dict:
-    """{name: launch} on one input set: ours with each forced configuration (None: choose_config's),
-    cuBLAS, and quack."""
+def _held_out_launches(x, w, configs: dict, with_quack: bool) -> tuple[dict, dict]:
+    """({name: launch}, {name: (run, output)} of ours) on one input set: ours with each forced
+    configuration (None: choose_config's), cuBLAS, and quack."""
     import torch
 
     out = {}
@@ -504,7 +504,8 @@ def run_held_out(params: dict, ctx: Context) -> dict:
                                             for r in rows if r["incorrect"]) or None,
                "per_shape": "; ".join(held_out.compact(r) for r in timed)}
     quack_everywhere = timed and all(r.get("quack") for r in timed)
-    return {"correctness": {"passed": passed, "shapes_passed": len(timed), "shapes": len(rows)},
+    return {"correctness": {"passed": passed, "shapes_passed": len(timed), "shapes": len(rows),
+                            "min_shapes": held_out.MIN_SHAPES},
             "metrics": metrics,
             **ctx.headline_against("tflops", held_out.geomean([r["ours"] for r in timed]) or 0.0,
                                    "TFLOP/s", {STRONGEST: held_out.geomean([r["best"] for r in timed]) if passed else None},

@@ -38,8 +38,8 @@ SCHEDULES = ("cooperative", "pingpong")
 
 class NamedBarrier(enum.IntEnum):
     """Named barrier ids (0 is __syncthreads, 15 the last of the 16); a specialization numbers its own
-    from FIRST_FREE up. The ping-pong order barriers take the top four ids, one per (stage, warpgroup),
-    so that they never meet a specialization's own."""
+    from FIRST_FREE up. The ping-pong order barriers take the top four ids, one per (mainloop or
+    epilogue, warpgroup), so that they never meet a specialization's own."""
     EPILOGUE = 1
     FIRST_FREE = 2
     MMA_ORDER = 12          # 12 + w: warpgroup w may issue its mainloop's wgmmas

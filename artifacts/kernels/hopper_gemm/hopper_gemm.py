@@ -8,13 +8,16 @@ What it does
     e4m3 through the fused epilogue's quantize-on-store; optionally D = act(alpha * A B^T + bias) +
     beta * C fused in the epilogue (fused_epilogue.py).
     TF32 goes through our own op (tf32_mma.py): the DSL does not expose one.
-    One CTA per SM, clusters of cluster_mn CTAs, tile_m = 64 x (consumer warpgroups):
+    One CTA per SM, clusters of cluster_mn CTAs, tile_m = 64 x (consumer warpgroups on one tile):
       warpgroup 0  producer: gives registers back (setmaxnreg down), and its warp 0 TMA-loads A and
                    B K-tiles into a `stages`-deep shared-memory ring; B is multicast to the CTAs of
                    the cluster that share it (cluster_m > 1), A to those along N (cluster_n > 1);
-      warpgroups 1.. consumers (setmaxnreg up), one or two: each owns 64 rows of the tile; per K-tile
-                   fence / wgmma / commit, then `wait_group 1` keeps one K-tile of wgmma in flight
-                   while the previous stage goes back to the producer;
+      warpgroups 1.. consumers (setmaxnreg up), one or two. Cooperative (the default): each owns 64
+                   rows of every tile. Ping-pong (schedule="pingpong"; bf16/fp16, tile_m 64, no
+                   split-K): two warpgroups on alternate 64-row tiles, whose ordered named barriers
+                   (gemm_base.WarpgroupOrder) let one run its epilogue while the other issues its
+                   mainloop. Per K-tile fence / wgmma / commit, then `wait_group 1` keeps one K-tile
+                   of wgmma in flight while the previous stage goes back to the producer;
       epilogue     the consumers convert the accumulator, write it to shared memory with stmatrix
                    (epi_tile slices, a small ring), and one warp TMA-stores each slice; a fused
                    epilogue (fused_epilogue.py: bias, GELU/SiLU, residual) works on each slice's
@@ -109,7 +112,9 @@ class HopperGemm(Sm90GemmBase):
         self.ab_dtype, self.d_dtype, self.acc_dtype = ab_dtype, d_dtype, cutlass.Float32
         if schedule not in SCHEDULES or (schedule == "pingpong" and (tile_m != PINGPONG_TILE_M or
                                                                      ab_dtype not in PINGPONG_AB_DTYPES)):
-            raise ValueError(f"schedule={schedule!r} with tile_m={tile_m} and {ab_dtype}: see can_implement")
+            raise ValueError(f"schedule={schedule!r} with tile_m={tile_m} and A/B dtype {ab_dtype} unsupported: "
+                             f"use one of {SCHEDULES}; 'pingpong' needs tile_m={PINGPONG_TILE_M} and A/B dtype "
+                             f"in {PINGPONG_AB_DTYPES}")
         self.schedule = schedule
         # ping-pong: two consumer warpgroups, each on its own 64-row tile
         self.warpgroups = 2 if schedule == "pingpong" else tile_m // WGMMA_M
@@ -322,7 +327,6 @@ class HopperGemm(Sm90GemmBase):
         rSlice = cute.make_rmem_tensor(slice_shape, self.acc_dtype)
         rSlice_out = cute.make_rmem_tensor(slice_shape, self.d_dtype)
         epi_context = fused_epilogue.slice_context(self.epilogue, r2s, consumer_tidx, self.epi_tile, self.tile_mnk[1])
-        mBias, mC, beta, quant, shape_d = epi_inputs
 
         scheduler = self.make_scheduler(scheduler_params)
         work = scheduler.initial_work_tile_info()
@@ -332,23 +336,33 @@ class HopperGemm(Sm90GemmBase):
             tile_m, tile_n, tile_l = work.tile_idx
             _, _, count = self._k_range(tile_m, tile_n, tile_l, k_tiles, per_split, split_k)
             read, release = self.mainloop(ab_pipeline, read, release, tiled_mma, rAcc, tCrA, tCrB, count)
-
-            # epilogue: (tile_m, tile_n) in (tile_m, 32) slices, epi_stages of them in flight
-            bSG_sD, bSG_gD = self.partition_d(tma_d, sD, gD, tile_m, tile_n, tile_l)
-            slices = self.tile_mnk[1] // self.epi_tile[1]
-            done_before = scheduler.num_tiles_executed * slices
-            for s in cutlass.range_constexpr(slices):
-                for v in cutlass.range_constexpr(cute.size(rSlice)):
-                    rSlice[v] = tRS_rAcc[s * cute.size(rSlice) + v]
-                values = fused_epilogue.slice_values(
-                    self.epilogue, rSlice, alpha, epi_context, (mBias, mC, beta, quant, shape_d[0], shape_d[1], tile_l),
-                    tile_m * self.tile_mnk[0], tile_n * self.tile_mnk[1], s * self.epi_tile[1])
-                rSlice_out.store(values.to(self.d_dtype))
-                self.store_slice(epilogue, rSlice_out, (done_before + s) % self.epi_stages, tma_d, bSG_sD,
-                                 bSG_gD, s, warp)
+            # epi_stages slices in flight across tiles: this tile's first goes where the last one's left off
+            done_before = scheduler.num_tiles_executed * (self.tile_mnk[1] // self.epi_tile[1])
+            self.store_tile(epilogue, tRS_rAcc, rSlice, rSlice_out, alpha, epi_context, epi_inputs, tma_d, sD, gD,
+                            work.tile_idx, done_before, warp)
             scheduler.advance_to_next_work()
             work = scheduler.get_current_work()
         store_pipeline.producer_tail()
+
+    @cute.jit
+    def store_tile(self, epilogue, tRS_rAcc, rSlice, rSlice_out, alpha, epi_context, epi_inputs, tma_d, sD, gD,
+                   tile_idx, first_buffer, warp, store_warp=WARPGROUP_THREADS // 32):
+        """One tile's accumulator out, in (tile_m, 32) slices: each slice's FP32 values through the
+        epilogue's math (fused_epilogue.slice_values), converted, stmatrix'd into D buffer
+        (first_buffer + s) % epi_stages and TMA-stored by `store_warp` (store_slice)."""
+        tile_m, tile_n, tile_l = tile_idx
+        mBias, mC, beta, quant, shape_d = epi_inputs
+        bSG_sD, bSG_gD = self.partition_d(tma_d, sD, gD, tile_m, tile_n, tile_l)
+        slices = self.tile_mnk[1] // self.epi_tile[1]
+        for s in cutlass.range_constexpr(slices):
+            for v in cutlass.range_constexpr(cute.size(rSlice)):
+                rSlice[v] = tRS_rAcc[s * cute.size(rSlice) + v]
+            values = fused_epilogue.slice_values(
+                self.epilogue, rSlice, alpha, epi_context, (mBias, mC, beta, quant, shape_d[0], shape_d[1], tile_l),
+                tile_m * self.tile_mnk[0], tile_n * self.tile_mnk[1], s * self.epi_tile[1])
+            rSlice_out.store(values.to(self.d_dtype))
+            self.store_slice(epilogue, rSlice_out, (first_buffer + s) % self.epi_stages, tma_d, bSG_sD, bSG_gD, s,
+                             warp, store_warp)
 
     @cute.jit
     def consume_pingpong(self, ab_pipeline, scheduler_params, tiled_mma, sA, sB, sD, gD, tma_d, tidx, warp,
@@ -372,7 +386,6 @@ class HopperGemm(Sm90GemmBase):
         rSlice = cute.make_rmem_tensor(slice_shape, self.acc_dtype)
         rSlice_out = cute.make_rmem_tensor(slice_shape, self.d_dtype)
         epi_context = fused_epilogue.slice_context(self.epilogue, r2s, wg_tidx, self.epi_tile, self.tile_mnk[1])
-        mBias, mC, beta, quant, shape_d = epi_inputs
         store_warp = (1 + wg) * (WARPGROUP_THREADS // 32)   # this warpgroup's first warp stores its slices
         mma_order = WarpgroupOrder(int(NamedBarrier.MMA_ORDER), wg)
         epilogue_order = WarpgroupOrder(int(NamedBarrier.EPILOGUE_ORDER), wg)
@@ -393,17 +406,9 @@ class HopperGemm(Sm90GemmBase):
             read, release = self.mainloop(ab_pipeline, read, release, tiled_mma, rAcc, tCrA, tCrB, count, mma_order)
 
             epilogue_order.wait(turns)
-            bSG_sD, bSG_gD = self.partition_d(tma_d, sD, gD, tile_m, tile_n, tile_l)
-            slices = self.tile_mnk[1] // self.epi_tile[1]
-            for s in cutlass.range_constexpr(slices):
-                for v in cutlass.range_constexpr(cute.size(rSlice)):
-                    rSlice[v] = tRS_rAcc[s * cute.size(rSlice) + v]
-                values = fused_epilogue.slice_values(
-                    self.epilogue, rSlice, alpha, epi_context, (mBias, mC, beta, quant, shape_d[0], shape_d[1], tile_l),
-                    tile_m * self.tile_mnk[0], tile_n * self.tile_mnk[1], s * self.epi_tile[1])
-                rSlice_out.store(values.to(self.d_dtype))
-                self.store_slice(epilogue, rSlice_out, s % self.epi_stages, tma_d, bSG_sD, bSG_gD, s, warp,
-                                 store_warp)
+            # every tile starts at buffer 0: the previous epilogue (either warpgroup's) drained them all
+            self.store_tile(epilogue, tRS_rAcc, rSlice, rSlice_out, alpha, epi_context, epi_inputs, tma_d, sD, gD,
+                            work.tile_idx, 0, warp, store_warp)
             # the other warpgroup writes the same D buffers next: its turn starts once every store has
             # read them (the wait is the store warp's: a bulk group belongs to the thread that issued it)
             store_pipeline.producer_tail()
