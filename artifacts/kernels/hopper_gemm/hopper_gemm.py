@@ -36,7 +36,7 @@ Split-K (split_k > 1), for problems with fewer output tiles than SMs: the K tile
     slices, which `compile_gemm` sums in a fixed order (deterministic) into D.
 Swap-AB (compile_gemm(swap_ab=True)), for a few token rows against a weight: the kernel runs on (b, a)
     and computes D^T, so the weight's rows fill the 64-row side of the wgmma and the tokens its narrow
-    N side (16 or 32 wide tiles); the epilogue stores D^T M-major (an M-major shared-memory slice
+    N side (16, 32 or 64 wide tiles); the epilogue stores D^T M-major (an M-major shared-memory slice
     written by the transposed stmatrix, then a TMA store through M-major strides), which is the
     user's (M, N) output with N contiguous: no transpose, no padding of the tokens.
 choose_config(m, n, k, l) picks tile_m, tile_n, the cluster and split_k from the waves of tiles on
@@ -573,8 +573,8 @@ def _compile(ab_dtype, d_dtype, a_major: str, b_major: str, config: GemmConfig, 
                     schedule=config.schedule, d_major=d_major, **dict(variant))
     options = f"--gpu-arch {arch} --keep-ptx --keep-cubin --dump-dir {DUMP_DIR}" if arch else ""
     return cute.compile(op, fake_tensor(ab_dtype, MAJOR_MODE[a_major]), fake_tensor(ab_dtype, MAJOR_MODE[b_major]),
-                        fake_tensor(d_dtype, D_MAJOR_MODE[d_major]), cutlass.Float32(1.0), cutlass.Int32(1), clusters, make_fake_stream(),
-                        *_fake_epilogue_operands(op.epilogue, d_dtype), options=options)
+                        fake_tensor(d_dtype, D_MAJOR_MODE[d_major]), cutlass.Float32(1.0), cutlass.Int32(1), clusters,
+                        make_fake_stream(), *_fake_epilogue_operands(op.epilogue, d_dtype), options=options)
 
 
 def _fake_epilogue_operands(spec: EpilogueSpec, d_dtype) -> tuple:
