@@ -1,7 +1,9 @@
 """Our Hopper GEMM on the GPU, beyond the probe's shapes: M = 1, ragged tiles, views, odd strides,
 batches, every input type and layout can_implement accepts, split-K determinism, graph capture on a
 side stream, and the ValueErrors for what it refuses; the same for the ping-pong schedule and for the
-fused epilogues (bias, GELU-tanh, SiLU, residual, e4m3 quantize-on-store) against epilogue_reference.
+fused epilogues (bias, GELU-tanh, SiLU, residual, e4m3 quantize-on-store) against epilogue_reference,
+and for swap-AB (swap_ab=True: M = 1 to 100, every input type, forced and narrow tiles, views, the
+switched-on default rule, its refusals).
 Skipped without an sm_90 GPU."""
 
 from __future__ import annotations
@@ -275,7 +277,8 @@ def test_fused_epilogue_every_input_type_with_alpha_and_beta(dtype):
     _check_fused(a.float(), b.float(), d, settings, alpha=0.5, beta=-0.75)
 
 
-@pytest.mark.parametrize("tile_m, tile_n, cluster", [(64, 64, (1, 1)), (128, 192, (1, 2)), (128, 128, (2, 1))])
+@pytest.mark.parametrize("tile_m, tile_n, cluster", [(64, 64, (1, 1)), (128, 192, (1, 2)), (128, 128, (2, 1)),
+                                                    (64, 16, (1, 1)), (128, 32, (1, 1))])
 def test_fused_epilogue_forced_configurations(tile_m, tile_n, cluster):
     a, b = _operands(torch.bfloat16, (), 333, 776, 1000)
     settings = _epilogue_operands(EPILOGUES["bias-silu"] + ("residual",), (), 333, 776, 1000, torch.bfloat16)
@@ -353,3 +356,112 @@ def test_e4m3_out_quantizes_on_store(epilogue, m, n, k):
     assert err <= 1.5 * floor + 1e-3, f"relative error {err:.3e}; torch's e4m3 rounding of the result: {floor:.3e}"
     saturated = hopper_gemm.gemm(a, b, out_dtype=torch.float8_e4m3fn, out_scale=out_scale / 4, **settings)
     assert not torch.isnan(saturated.float()).any() and saturated.float().abs().max().item() == 448.0
+
+
+# --- swap-AB (swap_ab=True: the kernel runs on (b, a) and stores out^T M-major, which is out) ---------
+
+SWAP = {"swap_ab": True}
+
+
+def _run_poisoned(a, b, **settings):
+    """(run, d) of compile_gemm with d poisoned before the one launch: what d holds came from it."""
+    run, d = hopper_gemm.compile_gemm(a, b, **settings)
+    d.fill_(float("nan"))
+    run()
+    return run, d
+
+
+@pytest.mark.parametrize("m, n, k", [(1, 8, 64), (1, 6144, 4096), (8, 520, 200), (13, 4096, 14336), (13, 264, 136),
+                                     (64, 1000, 72), (100, 2112, 1000), (1, 4104, 4104)])
+def test_swap_ab_shapes(m, n, k):
+    a, b = _operands(torch.bfloat16, (), m, n, k)
+    run, d = _run_poisoned(a, b, **SWAP)
+    assert run.config.swap_ab and tuple(d.shape) == (m, n) and d.stride(-1) == 1
+    _check(a, b, d)
+
+
+@pytest.mark.parametrize("dtype, out_dtype", [(torch.bfloat16, None), (torch.float16, None),
+                                              (torch.float32, torch.bfloat16), (torch.float8_e4m3fn, None)],
+                         ids=["bf16", "fp16", "tf32-bf16-out", "fp8"])
+@pytest.mark.parametrize("m", [1, 13, 64])
+def test_swap_ab_every_input_type(dtype, out_dtype, m):
+    a, b = _operands(dtype, (), m, 264, 512, seed=m)
+    run, d = _run_poisoned(a, b, out_dtype=out_dtype, alpha=0.5, **SWAP)
+    assert run.config.swap_ab
+    _check(a.float(), b.float(), d, 0.5)
+
+
+@pytest.mark.parametrize("tile_m, tile_n, cluster", [(64, 16, (1, 1)), (128, 16, (1, 1)), (64, 32, (2, 1)),
+                                                    (128, 64, (1, 2)), (128, 256, (2, 1))])
+def test_swap_ab_forced_configurations(tile_m, tile_n, cluster):
+    a, b = _operands(torch.bfloat16, (), 13, 776, 1000)
+    run, d = _run_poisoned(a, b, tile_m=tile_m, tile_n=tile_n, cluster_mn=cluster, **SWAP)
+    assert (run.config.tile_m, run.config.tile_n, run.config.cluster_mn) == (tile_m, tile_n, cluster)
+    _check(a, b, d)
+
+
+@pytest.mark.parametrize("tile_m, tile_n", [(64, 16), (128, 32)])
+def test_narrow_tiles_unswapped(tile_m, tile_n):
+    a, b = _operands(torch.bfloat16, (), 333, 776, 1000)
+    _check(a, b, _run_poisoned(a, b, tile_m=tile_m, tile_n=tile_n, cluster_mn=(1, 1))[1])
+
+
+def test_swap_ab_views_and_odd_strides():
+    a, b = _operands(torch.bfloat16, (), 64, 512, 1024)
+    _check(a[17:18], b, hopper_gemm.gemm(a[17:18], b, **SWAP))   # one row of a larger matrix
+    wide_a, wide_b = _operands(torch.bfloat16, (), 100, 296, 1088)
+    a2, b2 = wide_a[3:16, 8:8 + 1024], wide_b[:, :1024]          # 13 rows, row stride 1088, offset by 16 bytes
+    _check(a2, b2, hopper_gemm.gemm(a2, b2, **SWAP))
+    at, bt = a.t().contiguous().t(), b.t().contiguous().t()      # M- and N-major (16-bit types)
+    _check(at, bt, hopper_gemm.gemm(at, bt, **SWAP))
+    big = torch.full((13, 512 + 24), float("nan"), dtype=torch.bfloat16, device="cuda")
+    out = big[:, 8:8 + 512]                                      # out's rows 536 apart, offset by 16 bytes
+    assert hopper_gemm.gemm(a[:13], b, out=out, **SWAP) is out
+    _check(a[:13], b, out)
+    assert big[:, :8].isnan().all() and big[:, 8 + 512:].isnan().all(), "wrote outside out"
+
+
+def test_swap_ab_batched_and_out():
+    a, b = _operands(torch.float16, (3,), 13, 264, 520)
+    out = torch.full((3, 13, 264), float("nan"), dtype=torch.float16, device="cuda")
+    assert hopper_gemm.gemm(a, b, out=out, **SWAP) is out
+    _check(a, b, out)
+    a1, b1 = _operands(torch.bfloat16, (1,), 1, 64, 64)
+    _check(a1, b1, hopper_gemm.gemm(a1, b1, **SWAP))
+
+
+def test_swap_ab_graph_capture_on_a_side_stream():
+    a, b = _operands(torch.bfloat16, (), 13, 4096, 4096)
+    run, d = hopper_gemm.compile_gemm(a, b, **SWAP)
+    _replay_on_a_side_stream(run, d)
+    _check(a, b, d)
+
+
+def test_swap_ab_default_follows_the_rule_only_when_switched_on(monkeypatch):
+    a, b = _operands(torch.bfloat16, (), 1, 6144, 4096)
+    assert not hopper_gemm.compile_gemm(a, b)[0].config.swap_ab   # SWAP_AB_AUTO is off
+    monkeypatch.setattr(hopper_gemm, "SWAP_AB_AUTO", True)
+    run, d = _run_poisoned(a, b)
+    assert run.config.swap_ab and run.config.split_k == 1
+    _check(a, b, d)
+    assert not hopper_gemm.compile_gemm(a, b, swap_ab=False)[0].config.swap_ab
+    bias = torch.randn(6144, device="cuda").bfloat16()
+    assert not hopper_gemm.compile_gemm(a, b, bias=bias)[0].config.swap_ab   # a fused epilogue stays unswapped
+
+
+def test_swap_ab_refusals_name_the_value():
+    a, b = _operands(torch.bfloat16, (), 13, 264, 512)
+    with pytest.raises(ValueError, match="swap_ab=True with out dtype torch.float32 unsupported"):
+        hopper_gemm.gemm(a, b, out_dtype=torch.float32, **SWAP)
+    with pytest.raises(ValueError, match=r"swap_ab=True with a fused epilogue \(bias\) unsupported"):
+        hopper_gemm.gemm(a, b, bias=torch.zeros(264, dtype=torch.bfloat16, device="cuda"), **SWAP)
+    with pytest.raises(ValueError, match="swap_ab=True with split_k=2 unsupported"):
+        hopper_gemm.gemm(a, b, split_k=2, **SWAP)
+    with pytest.raises(ValueError, match="swap_ab=True with schedule='pingpong' unsupported"):
+        hopper_gemm.gemm(a, b, schedule="pingpong", **SWAP)
+    a2, b2 = _operands(torch.bfloat16, (), 13, 260, 512)
+    with pytest.raises(ValueError, match=r"swap_ab=True runs the kernel on \(b, a\) into out\^T \(its M is N=260, "
+                                         r"its N is M=13\): M=260: columns of D must be a multiple of 16 bytes"):
+        hopper_gemm.gemm(a2, b2, **SWAP)
+    with pytest.raises(ValueError, match=r"N=13: the contiguous dimension of B"):   # a M-major: 13 rows, 26 bytes
+        hopper_gemm.gemm(a.t().contiguous().t(), b, **SWAP)

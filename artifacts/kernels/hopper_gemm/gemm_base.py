@@ -104,7 +104,8 @@ class Sm90GemmBase:
     consume (setmaxnreg up) and run the epilogue. `schedule` says how the consumers share the work:
     "cooperative" (every consumer warpgroup on each tile, 64 rows each) or "pingpong" (two
     warpgroups, each owning every other tile of the walk whole). A specialization provides:
-    - attributes, set in its __init__ before `fit_stages`: ab_dtype, d_dtype, acc_dtype; tile_mnk
+    - attributes, set in its __init__ before `fit_stages`: ab_dtype, d_dtype, acc_dtype; d_layout
+      (default ROW_MAJOR); tile_mnk
       (tile_m, tile_n, tile_k); cluster_mn; swizzle; warpgroups (consumer warpgroups, 64 rows of wgmma
       each); threads (WARPGROUP_THREADS * (1 + warpgroups)); epi_tile (rows, columns of a D slice);
       then stages and epi_stages, from fit_stages;
@@ -118,6 +119,9 @@ class Sm90GemmBase:
     """
 
     schedule = "cooperative"
+    # D in global memory: ROW_MAJOR (N contiguous), or COL_MAJOR (M contiguous: the epilogue's D slices
+    # are M-major in shared memory and stmatrix writes them transposed; 16-bit D only, as stmatrix is)
+    d_layout = LayoutEnum.ROW_MAJOR
 
     # --- host side: sizing, atoms, scheduler, launch --------------------------------------------------
 
@@ -346,8 +350,9 @@ class Sm90GemmBase:
         the register shape of one slice, the named barrier of the threads on one tile (ping-pong: one
         warpgroup; the two never hold it at once, their epilogues take turns) and the TMA-store ring
         (epi_stages buffers)."""
-        r2s_atom = sm90_utils.get_smem_store_op(LayoutEnum.ROW_MAJOR, self.d_dtype, self.acc_dtype)
-        stmatrix = cute.make_copy_atom(cute.nvgpu.warp.StMatrix8x8x16bOp(False, 4), self.d_dtype)
+        r2s_atom = sm90_utils.get_smem_store_op(self.d_layout, self.d_dtype, self.acc_dtype)
+        stmatrix = cute.make_copy_atom(cute.nvgpu.warp.StMatrix8x8x16bOp(self.d_layout.is_m_major_c(), 4),
+                                       self.d_dtype)
         r2s = cute.make_tiled_copy_S(r2s_atom, cute.make_tiled_copy_C_atom(stmatrix, tiled_mma))
         thr_r2s = r2s.get_slice(consumer_tidx)
         tRS_sD = thr_r2s.partition_D(sD)

@@ -34,16 +34,24 @@ Shapes are dynamic: M, N, K, L and every stride are run-time values of one compi
 Split-K (split_k > 1), for problems with fewer output tiles than SMs: the K tiles are divided into
     split_k contiguous ranges; each range's partial product goes to an FP32 workspace of split_k
     slices, which `compile_gemm` sums in a fixed order (deterministic) into D.
+Swap-AB (compile_gemm(swap_ab=True)), for a few token rows against a weight: the kernel runs on (b, a)
+    and computes D^T, so the weight's rows fill the 64-row side of the wgmma and the tokens its narrow
+    N side (16, 32 or 64 wide tiles); the epilogue stores D^T M-major (an M-major shared-memory slice
+    written by the transposed stmatrix, then a TMA store through M-major strides), which is the
+    user's (M, N) output with N contiguous: no transpose, no padding of the tokens.
 choose_config(m, n, k, l) picks tile_m, tile_n, the cluster and split_k from the waves of tiles on
-    the SMs; compile_gemm / gemm use it unless told otherwise.
+    the SMs; compile_gemm / gemm use it unless told otherwise. Its swap-AB rule (swap_ab_pays) is
+    used for swap_ab=None only once SWAP_AB_AUTO is switched on.
 
 Constraints (can_implement): A and B of the same type, bf16, fp16, tf32 or e4m3 (tf32 and fp8 only
     K-major: wgmma transposes 16-bit operands only); the contiguous dimension of A, B and D and every
     other stride 16-byte aligned, base pointers 16-byte aligned (TMA); any M, N, K >= 1 otherwise:
     partial tiles are handled by TMA (loads outside the tensor read zeros, stores outside it are
-    dropped). tile_m in {64, 128}; tile_n in {64, 128, 192, 256}; cluster_mn in {(1,1), (2,1), (1,2)};
+    dropped). tile_m in {64, 128}; tile_n in {16, 32, 64, 128, 192, 256} (ping-pong: from 64);
+    cluster_mn in {(1,1), (2,1), (1,2)};
     split_k in 1..16, with cluster_mn (1,1) only when above 1 (not re-tested since a scratch harness
-    bug); `out` must not overlap a or b, nor itself (no stride 0).
+    bug); `out` must not overlap a or b, nor itself (no stride 0). D M-major (d_major='m', what
+    swap-AB runs): bf16/fp16 D, cooperative, no split-K, no fused epilogue, M a multiple of 16 bytes.
 
 Compile only (any machine): python -m artifacts.kernels.hopper_gemm.hopper_gemm --arch sm_90a
 Run: probe-hopper-gemm (kernelwiki probe run --probe probe-hopper-gemm) on an H200.
@@ -53,7 +61,7 @@ from __future__ import annotations
 
 import argparse
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import cuda.bindings.driver as cuda
@@ -77,29 +85,41 @@ EPI_STAGES = 4
 AB_DTYPES = (cutlass.BFloat16, cutlass.Float16, cutlass.TFloat32, cutlass.Float8E4M3FN)
 D_DTYPES = (cutlass.BFloat16, cutlass.Float16, cutlass.Float32, cutlass.Float8E4M3FN)   # e4m3: quantize-on-store
 TILE_MS = (64, 128)
-TILE_NS = (64, 128, 192, 256)
+TILE_NS = (64, 128, 192, 256)   # what choose_config picks from without swap-AB
+# narrow tiles for the swapped decode problem's small side (a few token rows as the kernel's N): less
+# padded shared memory per stage; the epilogue slice is then the whole tile width
+NARROW_TILE_NS = (16, 32)
 CLUSTERS = ((1, 1), (2, 1), (1, 2))
 MAX_SPLIT_K = 16
 PINGPONG_TILE_M = WGMMA_M   # a ping-pong warpgroup owns a whole tile: one 64-row wgmma per K block
 PINGPONG_AB_DTYPES = (cutlass.BFloat16, cutlass.Float16)
 MAJOR_MODE = {"k": 1, "mn": 0}   # which mode of a (rows, K, L) view is contiguous
+D_MAJOR_MODE = {"n": 1, "m": 0}  # which mode of D's (M, N, L) view is contiguous
+D_M_MAJOR_DTYPES = (cutlass.BFloat16, cutlass.Float16)   # stmatrix's transposed form moves 16-bit values
+# swap_ab=None picks swap-AB by choose_config's rule only when this is True: off until an H200 run shows
+# the in-kernel swap beating the unswapped choice on decode shapes (probe-decode-gemm)
+SWAP_AB_AUTO = False
 
 
 @dataclass(frozen=True)
 class GemmConfig:
     """The settings of one launch. tile_m, tile_n, cluster_mn and swizzle are compile-time (one compiled
-    kernel each); split_k, like the shapes and strides, is a run-time value."""
+    kernel each); split_k, like the shapes and strides, is a run-time value. swap_ab: the kernel runs
+    on (b, a) into out^T, so tile_m, tile_n and cluster_mn are of that swapped problem (tile_m over
+    the user's N, tile_n over M)."""
     tile_m: int = 128
     tile_n: int = 256
     cluster_mn: tuple[int, int] = (2, 1)
     split_k: int = 1
     swizzle: int = 1
     schedule: str = "cooperative"
+    swap_ab: bool = False
 
     def describe(self) -> str:
         schedule = ", ping-pong" if self.schedule == "pingpong" else ""
+        swap = ", swap-AB" if self.swap_ab else ""
         return (f"tile {self.tile_m}x{self.tile_n}, cluster {self.cluster_mn[0]}x{self.cluster_mn[1]}, "
-                f"split-k {self.split_k}{schedule}")
+                f"split-k {self.split_k}{schedule}{swap}")
 
 
 class HopperGemm(Sm90GemmBase):
@@ -108,8 +128,13 @@ class HopperGemm(Sm90GemmBase):
 
     def __init__(self, ab_dtype=cutlass.BFloat16, d_dtype=cutlass.BFloat16, tile_n: int = 256,
                  cluster_mn: tuple[int, int] = (2, 1), swizzle: int = 1, skip_last_k_tile: bool = False,
-                 tile_m: int = 128, schedule: str = "cooperative", epilogue: EpilogueSpec = EpilogueSpec()):
+                 tile_m: int = 128, schedule: str = "cooperative", epilogue: EpilogueSpec = EpilogueSpec(),
+                 d_major: str = "n"):
         self.ab_dtype, self.d_dtype, self.acc_dtype = ab_dtype, d_dtype, cutlass.Float32
+        if d_major not in D_MAJOR_MODE or (d_major == "m" and d_dtype not in D_M_MAJOR_DTYPES):
+            raise ValueError(f"d_major={d_major!r} with D dtype {d_dtype} unsupported: use 'n', or 'm' with D in "
+                             f"{D_M_MAJOR_DTYPES}")
+        self.d_layout = LayoutEnum.COL_MAJOR if d_major == "m" else LayoutEnum.ROW_MAJOR
         if schedule not in SCHEDULES or (schedule == "pingpong" and (tile_m != PINGPONG_TILE_M or
                                                                      ab_dtype not in PINGPONG_AB_DTYPES)):
             raise ValueError(f"schedule={schedule!r} with tile_m={tile_m} and A/B dtype {ab_dtype} unsupported: "
@@ -129,17 +154,33 @@ class HopperGemm(Sm90GemmBase):
                              f"for the skipped K tile's multicast forever; use cluster_mn=(1, 1)")
         self.skip_last_k_tile = skip_last_k_tile
         self.epilogue = epilogue   # what the epilogue fuses (fused_epilogue.py); default: alpha * acc only
-        self.epi_tile = (tile_m, EPI_TILE_N)
+        self.epi_tile = (tile_m, min(EPI_TILE_N, tile_n))
         self.stages, self.epi_stages = self.fit_stages(EPI_STAGES, EPI_STAGES)
 
     @staticmethod
     def can_implement(ab_dtype, d_dtype, m: int, n: int, k: int, tile_n: int = 256,
                       cluster_mn: tuple[int, int] = (2, 1), a_major: str = "k", b_major: str = "k",
                       tile_m: int = 128, split_k: int = 1, batch: int = 1, schedule: str = "cooperative",
-                      epilogue: EpilogueSpec = EpilogueSpec()) -> None:
-        """Raise ValueError naming the offending value and the supported set."""
+                      epilogue: EpilogueSpec = EpilogueSpec(), d_major: str = "n") -> None:
+        """Raise ValueError naming the offending value and the supported set. d_major: which dimension
+        of D is contiguous, 'n' or 'm' (what swap-AB writes: D^T of the user's product)."""
         if schedule not in SCHEDULES:
             raise ValueError(f"schedule={schedule!r} unsupported; use one of {SCHEDULES}")
+        if d_major not in D_MAJOR_MODE:
+            raise ValueError(f"d_major={d_major!r} unsupported; use one of {tuple(D_MAJOR_MODE)}")
+        if d_major == "m":
+            # what the M-major store was built and compile-checked for
+            if d_dtype not in D_M_MAJOR_DTYPES:
+                raise ValueError(f"D dtype {d_dtype} with d_major='m' unsupported: the transposed stmatrix stores "
+                                 f"16-bit values; use one of {D_M_MAJOR_DTYPES}")
+            if epilogue.fused:
+                raise ValueError(f"d_major='m' with a fused epilogue ({epilogue.describe()}) unsupported: bias and "
+                                 f"residual are indexed for an N-major D")
+            if split_k != 1:
+                raise ValueError(f"d_major='m' with split_k={split_k} unsupported: the split-K workspace is N-major; "
+                                 f"use split_k=1")
+            if schedule != "cooperative":
+                raise ValueError(f"d_major='m' with schedule={schedule!r} unsupported; use schedule='cooperative'")
         if schedule == "pingpong":
             # what the ping-pong path was built and compile-checked for; the rest is not implemented
             if ab_dtype not in PINGPONG_AB_DTYPES:
@@ -163,8 +204,10 @@ class HopperGemm(Sm90GemmBase):
             raise ValueError(f"D dtype {d_dtype} unsupported; use one of {D_DTYPES}")
         if tile_m not in TILE_MS:
             raise ValueError(f"tile_m={tile_m} unsupported; use one of {TILE_MS}")
-        if tile_n not in TILE_NS:
-            raise ValueError(f"tile_n={tile_n} unsupported; use one of {TILE_NS}")
+        tile_ns = TILE_NS if schedule == "pingpong" else NARROW_TILE_NS + TILE_NS
+        if tile_n not in tile_ns:
+            raise ValueError(f"tile_n={tile_n} unsupported{' with ping-pong' if schedule == 'pingpong' else ''}; "
+                             f"use one of {tile_ns}")
         if tuple(cluster_mn) not in CLUSTERS:
             raise ValueError(f"cluster_mn={tuple(cluster_mn)} unsupported; use one of {CLUSTERS}")
         if not 1 <= split_k <= MAX_SPLIT_K:
@@ -187,16 +230,18 @@ class HopperGemm(Sm90GemmBase):
             if size * ab_dtype.width % 128:
                 raise ValueError(f"{contiguous}={size}: the contiguous dimension of {name} must be a multiple of "
                                  f"16 bytes for TMA ({128 // ab_dtype.width} elements of {ab_dtype})")
-        if n * d_dtype.width % 128:
-            raise ValueError(f"N={n}: rows of D must be a multiple of 16 bytes for TMA "
-                             f"(N a multiple of {128 // d_dtype.width} for {d_dtype})")
+        contiguous, size, lines = ("M", m, "columns") if d_major == "m" else ("N", n, "rows")
+        if size * d_dtype.width % 128:
+            raise ValueError(f"{contiguous}={size}: {lines} of D must be a multiple of 16 bytes for TMA "
+                             f"({contiguous} a multiple of {128 // d_dtype.width} for {d_dtype})")
 
     @cute.jit
     def __call__(self, mA: cute.Tensor, mB: cute.Tensor, mD: cute.Tensor, alpha: cutlass.Float32,
                  split_k: cutlass.Int32, max_active_clusters: cutlass.Constexpr, stream: cuda.CUstream,
                  mBias: cute.Tensor | None = None, mC: cute.Tensor | None = None, beta: cutlass.Float32 | None = None,
                  quant: cutlass.Float32 | None = None):
-        # mA: (M, K, L) K- or M-major; mB: (N, K, L) K- or N-major; mD: (M, N, L x split_k) N-major;
+        # mA: (M, K, L) K- or M-major; mB: (N, K, L) K- or N-major; mD: (M, N, L x split_k) N-major, or
+        # (M, N, L) M-major as self.d_layout says (the TMA store atom follows mD's strides);
         # the fused epilogue's operands (None unless self.epilogue asks): mBias (N,), mC (M, N, L) N-major,
         # beta, quant (1 / D's per-tensor scale, for an e4m3 D)
         a_layout, b_layout = LayoutEnum.from_tensor(mA), LayoutEnum.from_tensor(mB)   # ROW_MAJOR = K-major
@@ -210,7 +255,7 @@ class HopperGemm(Sm90GemmBase):
                                                           tiler_mn=(WGMMA_M, self.tile_mnk[1]))
         sA_layout = sm90_utils.make_smem_layout_a(a_layout, self.tile_mnk, self.ab_dtype, self.stages)
         sB_layout = sm90_utils.make_smem_layout_b(b_layout, self.tile_mnk, self.ab_dtype, self.stages)
-        sD_layout = sm90_utils.make_smem_layout_epi(self.d_dtype, LayoutEnum.ROW_MAJOR, self.epi_tile, self.epi_stages)
+        sD_layout = sm90_utils.make_smem_layout_epi(self.d_dtype, self.d_layout, self.epi_tile, self.epi_stages)
         tma_a, gA_tma, tma_b, gB_tma = self.make_ab_atoms(mA, mB, sA_layout, sB_layout)
         tma_d, gD_tma = self.make_d_atom(mD, sD_layout)
         scheduler_params, grid = self.make_scheduler_params(mD, max_active_clusters)
@@ -231,7 +276,7 @@ class HopperGemm(Sm90GemmBase):
         storage = cutlass.memory.SmemAllocator().allocate(self.shared_storage)
         sA = storage.sA.get_tensor(sA_layout.outer, swizzle=sA_layout.inner)   # (tile_m, tile_k, stages)
         sB = storage.sB.get_tensor(sB_layout.outer, swizzle=sB_layout.inner)   # (tile_n, tile_k, stages)
-        sD = storage.sD.get_tensor(sD_layout.outer, swizzle=sD_layout.inner)   # (tile_m, 32, epi_stages)
+        sD = storage.sD.get_tensor(sD_layout.outer, swizzle=sD_layout.inner)   # (epi_tile, epi_stages)
 
         stage_bytes = cute.size_in_bytes(self.ab_dtype, cute.slice_(sA_layout, (None, None, 0))) + \
             cute.size_in_bytes(self.ab_dtype, cute.slice_(sB_layout, (None, None, 0)))
@@ -445,8 +490,42 @@ SPLIT_K_TILES_PER_RANGE = 16
 
 
 def choose_config(m: int, n: int, k: int, batch: int = 1, sms: int = 132, ab_bits: int = 16,
-                  allow_split: bool = True) -> GemmConfig:
-    """The configuration for an (L x) M x N x K problem on a GPU with `sms` SMs.
+                  allow_split: bool = True, allow_swap: bool = False) -> GemmConfig:
+    """The configuration for an (L x) M x N x K problem on a GPU with `sms` SMs: the unswapped one
+    (_unswapped_config), or with allow_swap the swapped one (swapped_config) where swap_ab_pays."""
+    unswapped = _unswapped_config(m, n, k, batch, sms, ab_bits, allow_split)
+    if allow_swap and swap_ab_pays(m, n, batch, sms, unswapped):
+        return swapped_config(m, n, k, batch, sms, ab_bits)
+    return unswapped
+
+
+def swapped_config(m: int, n: int, k: int, batch: int = 1, sms: int = 132, ab_bits: int = 16) -> GemmConfig:
+    """The configuration of the swapped problem (the kernel's M is n, its N is m; never split).
+    M <= 64: the narrowest tile width that holds the M rows (16, 32 or 64: the least padding of the
+    wgmma's N side and of B's stage), 128-row tiles over N when they alone fill the SMs, else 64-row
+    ones (twice the CTAs streaming the weight). M > 64: choose_config's pick for the swapped shape."""
+    if m > WGMMA_M:
+        return replace(_unswapped_config(n, m, k, batch, sms, ab_bits, allow_split=False), swap_ab=True)
+    tile_n = min(w for w in NARROW_TILE_NS + TILE_NS if w >= m)
+    tile_m = 128 if math.ceil(n / 128) * batch >= sms else WGMMA_M
+    return GemmConfig(tile_m, tile_n, (1, 1), 1, swap_ab=True)
+
+
+def swap_ab_pays(m: int, n: int, batch: int, sms: int, unswapped: GemmConfig) -> bool:
+    """Whether swap-AB should beat the unswapped configuration, from two counts and no timing: the
+    swapped tile pads the M rows to a narrower width than the 64 rows of the unswapped wgmma (so M <= 32,
+    where the 16- or 32-wide tile fits), and it puts at least as many CTAs to work (capped at the SMs)
+    without a split-K sum (which the unswapped choice may need for as many)."""
+    if m > NARROW_TILE_NS[-1] or unswapped.tile_m != WGMMA_M:
+        return False
+    swapped = swapped_config(m, n, 1, batch, sms)
+    swapped_ctas = math.ceil(n / swapped.tile_m) * math.ceil(m / swapped.tile_n) * batch
+    unswapped_ctas = math.ceil(m / unswapped.tile_m) * math.ceil(n / unswapped.tile_n) * batch * unswapped.split_k
+    return min(swapped_ctas, sms) >= min(unswapped_ctas, sms)
+
+
+def _unswapped_config(m: int, n: int, k: int, batch: int, sms: int, ab_bits: int, allow_split: bool) -> GemmConfig:
+    """The configuration of the problem as given.
 
     M <= 64 (decode): one 64-row tile streams B. The widest tile (256, then 128) whose column tiles
     fill three quarters of the SMs; otherwise, for long K, 256-wide tiles with K split over the idle
@@ -487,15 +566,15 @@ def choose_config(m: int, n: int, k: int, batch: int = 1, sms: int = 132, ab_bit
 # ----------------------------------------------------------------------------------------------------
 
 def _compile(ab_dtype, d_dtype, a_major: str, b_major: str, config: GemmConfig, clusters: int, arch: str | None,
-             variant: tuple = ()):
+             variant: tuple = (), d_major: str = "n"):
     from cutlass.runtime import make_fake_stream
 
     op = HopperGemm(ab_dtype, d_dtype, config.tile_n, config.cluster_mn, config.swizzle, tile_m=config.tile_m,
-                    schedule=config.schedule, **dict(variant))
+                    schedule=config.schedule, d_major=d_major, **dict(variant))
     options = f"--gpu-arch {arch} --keep-ptx --keep-cubin --dump-dir {DUMP_DIR}" if arch else ""
     return cute.compile(op, fake_tensor(ab_dtype, MAJOR_MODE[a_major]), fake_tensor(ab_dtype, MAJOR_MODE[b_major]),
-                        fake_tensor(d_dtype, 1), cutlass.Float32(1.0), cutlass.Int32(1), clusters, make_fake_stream(),
-                        *_fake_epilogue_operands(op.epilogue, d_dtype), options=options)
+                        fake_tensor(d_dtype, D_MAJOR_MODE[d_major]), cutlass.Float32(1.0), cutlass.Int32(1), clusters,
+                        make_fake_stream(), *_fake_epilogue_operands(op.epilogue, d_dtype), options=options)
 
 
 def _fake_epilogue_operands(spec: EpilogueSpec, d_dtype) -> tuple:
@@ -511,14 +590,14 @@ def _fake_epilogue_operands(spec: EpilogueSpec, d_dtype) -> tuple:
 
 def compile_for(arch: str = "sm_90a", m: int = 1024, n: int = 1024, k: int = 1024, ab_dtype=cutlass.BFloat16,
                 d_dtype=cutlass.BFloat16, tile_n: int = 256, cluster_mn=(2, 1), sms: int = 132, a_major: str = "k",
-                b_major: str = "k", tile_m: int = 128, schedule: str = "cooperative", **variant):
+                b_major: str = "k", tile_m: int = 128, schedule: str = "cooperative", d_major: str = "n", **variant):
     """Compile with fake tensors (no GPU needed), keeping PTX and cubin. Shapes are dynamic; m, n, k
-    only go through can_implement."""
+    only go through can_implement. d_major='m': D stored M-major (the swap-AB kernel)."""
     HopperGemm.can_implement(ab_dtype, d_dtype, m, n, k, tile_n, cluster_mn, a_major, b_major, tile_m,
-                             schedule=schedule, epilogue=variant.get("epilogue", EpilogueSpec()))
+                             schedule=schedule, epilogue=variant.get("epilogue", EpilogueSpec()), d_major=d_major)
     config = GemmConfig(tile_m, tile_n, tuple(cluster_mn), schedule=schedule)
     return _compile(ab_dtype, d_dtype, a_major, b_major, config, sms // (cluster_mn[0] * cluster_mn[1]), arch,
-                    tuple(sorted(variant.items())))
+                    tuple(sorted(variant.items())), d_major)
 
 
 KERNEL_SOURCES = [Path(__file__).resolve().parent / name
@@ -526,7 +605,8 @@ KERNEL_SOURCES = [Path(__file__).resolve().parent / name
                                "fused_epilogue.py")]
 
 
-def kernel_for(ab_dtype, d_dtype, a_major: str, b_major: str, config: GemmConfig, variant: tuple = ()):
+def kernel_for(ab_dtype, d_dtype, a_major: str, b_major: str, config: GemmConfig, variant: tuple = (),
+               d_major: str = "n"):
     """The compiled kernel for one configuration (shapes and split_k are run-time values), through the
     shared cache: in memory, on disk, or compiled now."""
     import torch
@@ -534,10 +614,10 @@ def kernel_for(ab_dtype, d_dtype, a_major: str, b_major: str, config: GemmConfig
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
     clusters = max_active_clusters(config.cluster_mn)
     config = GemmConfig(config.tile_m, config.tile_n, config.cluster_mn, 1, config.swizzle, config.schedule)
-    key = ("hopper_gemm", str(ab_dtype), str(d_dtype), a_major, b_major, config, clusters,
+    key = ("hopper_gemm", str(ab_dtype), str(d_dtype), a_major, b_major, d_major, config, clusters,
            f"sm_{props.major}{props.minor}", variant)
-    return cached_kernel(key, lambda: _compile(ab_dtype, d_dtype, a_major, b_major, config, clusters, None, variant),
-                         KERNEL_SOURCES)
+    return cached_kernel(key, lambda: _compile(ab_dtype, d_dtype, a_major, b_major, config, clusters, None, variant,
+                                               d_major), KERNEL_SOURCES)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -570,7 +650,7 @@ def _as_mkl(name: str, t, rows_name: str):
 def compile_gemm(a, b, out_dtype=None, alpha: float = 1.0, tile_n: int | None = None, cluster_mn=None,
                  swizzle: int = 1, out=None, tile_m: int | None = None, split_k: int | None = None,
                  schedule: str = "cooperative", bias=None, activation: str | None = None, residual=None,
-                 beta: float = 1.0, out_scale: float | None = None, **variant):
+                 beta: float = 1.0, out_scale: float | None = None, swap_ab: bool | None = None, **variant):
     """For torch tensors a: (M, K) or (L, M, K), b: (N, K) or (L, N, K) (bf16, fp16, float32 = tf32
     math, or float8_e4m3fn; K contiguous, or for the 16-bit types M/N contiguous, e.g.
     `x.t().contiguous().t()`): (run, d), where run() computes d = alpha * a @ b.T on the stream
@@ -585,7 +665,15 @@ def compile_gemm(a, b, out_dtype=None, alpha: float = 1.0, tile_n: int | None = 
     like d (N contiguous; it may be `out` itself, read before it is overwritten), bias and residual
     of d's type; a fused epilogue never splits K (choose_config's split is dropped). out_dtype
     torch.float8_e4m3fn quantizes on store: d = e4m3(result / out_scale), saturated to +-448, so
-    out_scale * d approximates the result (bias and residual then bf16)."""
+    out_scale * d approximates the result (bias and residual then bf16).
+
+    swap_ab=True: the kernel computes out^T = b @ a.T (b as its A, a as its B: the weight's rows fill
+    the 64-row side of the wgmma, a's few rows its narrow N side) and TMA-stores that M-major, which
+    is out (M, N) with N contiguous: no transpose, no padding of a. tile_m, tile_n and cluster_mn are
+    then the swapped kernel's (tile_m over N, tile_n over M); batch, alpha, views and both operands'
+    majors mean what they mean unswapped. It needs a 16-bit out, no fused epilogue, split_k 1 and the
+    cooperative schedule (ValueError otherwise). swap_ab=None: choose_config's rule (swap_ab_pays)
+    where SWAP_AB_AUTO is on and the settings allow it; unswapped otherwise."""
     import torch
 
     dtypes = _dtypes()
@@ -613,8 +701,8 @@ def compile_gemm(a, b, out_dtype=None, alpha: float = 1.0, tile_n: int | None = 
     elif tuple(out.shape) != shape_d or out.dtype != out_dtype or out.device != a.device:
         raise ValueError(f"out: expected {shape_d} {out_dtype} on {a.device}; got {tuple(out.shape)} {out.dtype} "
                          f"on {out.device}")
-    vd, d_major = _as_mkl("out", out, "M")
-    if d_major != "k" or (n > 1 and vd.stride(1) != 1):
+    vd, out_major = _as_mkl("out", out, "M")
+    if out_major != "k" or (n > 1 and vd.stride(1) != 1):
         raise ValueError(f"out: N must be the contiguous dimension (strides {tuple(out.stride())})")
     for name, t in (("a", a), ("b", b)):
         if _overlap(out, t):
@@ -624,19 +712,36 @@ def compile_gemm(a, b, out_dtype=None, alpha: float = 1.0, tile_n: int | None = 
                                               variant.pop("bias_tile_local", False))
     ab_dtype = cutlass.TFloat32 if a.dtype == torch.float32 else dtypes[a.dtype]
     props = torch.cuda.get_device_properties(a.device)
-    chosen = choose_config(m, n, k, batch, props.multi_processor_count, ab_dtype.width, allow_split=not spec.fused)
+    sms = props.multi_processor_count
+    if swap_ab:
+        _check_swap_settings(out_dtype, dtypes[out_dtype], spec, split_k, schedule)
+        chosen = swapped_config(m, n, k, batch, sms, ab_dtype.width)
+    else:
+        swap_allowed = (swap_ab is None and SWAP_AB_AUTO and dtypes[out_dtype] in D_M_MAJOR_DTYPES and not spec.fused
+                        and split_k in (None, 1) and schedule == "cooperative")
+        chosen = choose_config(m, n, k, batch, sms, ab_dtype.width, allow_split=not spec.fused, allow_swap=swap_allowed)
+    swap = chosen.swap_ab
     if schedule == "pingpong":
         chosen = GemmConfig(PINGPONG_TILE_M, chosen.tile_n, chosen.cluster_mn, 1, schedule=schedule)
     config = GemmConfig(tile_m or chosen.tile_m, tile_n or chosen.tile_n,
                         tuple(cluster_mn) if cluster_mn is not None else chosen.cluster_mn,
-                        chosen.split_k if split_k is None else split_k, swizzle, schedule)
-    if cluster_mn is None and (math.ceil(m / config.tile_m) < 2 or config.split_k > 1):
+                        chosen.split_k if split_k is None else split_k, swizzle, schedule, swap)
+    (kernel_a, ka_major), (kernel_b, kb_major), vd, d_major = kernel_operands((va, a_major), (vb, b_major), out, swap)
+    km, kn = (n, m) if swap else (m, n)
+    if cluster_mn is None and (math.ceil(km / config.tile_m) < 2 or config.split_k > 1):
         # the chosen cluster may not suit a forced tile or split
-        config = GemmConfig(config.tile_m, config.tile_n, (1, 1), config.split_k, swizzle, schedule)
-    HopperGemm.can_implement(ab_dtype, dtypes[out_dtype], m, n, k, config.tile_n, config.cluster_mn, a_major,
-                             b_major, config.tile_m, config.split_k, batch, schedule, spec)
-    for name, t, v, major in (("a", a, va, a_major), ("b", b, vb, b_major), ("out", out, vd, "k")):
-        check_alignment(name, t, v, MAJOR_MODE[major])
+        config = GemmConfig(config.tile_m, config.tile_n, (1, 1), config.split_k, swizzle, schedule, swap)
+    try:
+        HopperGemm.can_implement(ab_dtype, dtypes[out_dtype], km, kn, k, config.tile_n, config.cluster_mn, ka_major,
+                                 kb_major, config.tile_m, config.split_k, batch, schedule, spec, d_major)
+    except ValueError as err:
+        if not swap:
+            raise
+        raise ValueError(f"swap_ab=True runs the kernel on (b, a) into out^T (its M is N={n}, its N is M={m}): "
+                         f"{err}") from None
+    for name, t, v, leading in (("a", a, va, MAJOR_MODE[a_major]), ("b", b, vb, MAJOR_MODE[b_major]),
+                                ("out", out, vd, D_MAJOR_MODE[d_major])):
+        check_alignment(name, t, v, leading)
 
     if config.split_k > 1:   # partial products in FP32, one slice per K range: (M, N, L x split_k)
         workspace = torch.empty(batch, config.split_k, m, n, dtype=torch.float32, device=a.device)
@@ -647,10 +752,12 @@ def compile_gemm(a, b, out_dtype=None, alpha: float = 1.0, tile_n: int | None = 
     with torch.cuda.device(a.device):
         if spec.fused:
             variant = {**variant, "epilogue": spec}
-        kernel = kernel_for(ab_dtype, d_kernel_dtype, a_major, b_major, config, tuple(sorted(variant.items())))
+        kernel = kernel_for(ab_dtype, d_kernel_dtype, ka_major, kb_major, config, tuple(sorted(variant.items())),
+                            d_major)
     operand_type = cutlass.TFloat32 if ab_dtype == cutlass.TFloat32 else None   # fp32 operands are read as tf32
-    views = (cute_view(va, MAJOR_MODE[a_major], operand_type), cute_view(vb, MAJOR_MODE[b_major], operand_type),
-             cute_view(vd_kernel, 1))
+    views = (cute_view(kernel_a, MAJOR_MODE[ka_major], operand_type),
+             cute_view(kernel_b, MAJOR_MODE[kb_major], operand_type),
+             cute_view(vd_kernel, D_MAJOR_MODE[d_major]))
     scale, split = cutlass.Float32(alpha), cutlass.Int32(config.split_k)
 
     # split-K: the FP32 slices summed in a fixed order (deterministic), then converted into out
@@ -674,6 +781,29 @@ def compile_gemm(a, b, out_dtype=None, alpha: float = 1.0, tile_n: int | None = 
     run.config = config
     run.stand_in = stand_in   # the fused epilogue's unused operands point into it
     return run, out
+
+
+def kernel_operands(a_view, b_view, out, swap: bool):
+    """((A view, major), (B view, major), D view (M, N, L), D's major) as the kernel reads them, from the
+    (rows, K, L) views and majors of a and b and the user's out ([L,] M, N), N contiguous. Swapped:
+    b is the kernel's A and a its B, and D is out^T, (N, M, L) with its M (the user's N) contiguous."""
+    if swap:
+        return b_view, a_view, batch_last(canonical(out.transpose(-1, -2), -2)), "m"
+    return a_view, b_view, batch_last(canonical(out, -1)), "n"
+
+
+def _check_swap_settings(out_dtype, d_dtype, spec: EpilogueSpec, split_k: int | None, schedule: str) -> None:
+    """ValueError naming the setting that swap_ab=True cannot run with (its M-major store's limits);
+    out_dtype is the user's (torch) name of the kernel's D type d_dtype."""
+    if d_dtype not in D_M_MAJOR_DTYPES:
+        raise ValueError(f"swap_ab=True with out dtype {out_dtype} unsupported: the transposed store writes 16-bit "
+                         f"values; use torch.bfloat16 or torch.float16 (or swap_ab=False)")
+    if spec.fused:
+        raise ValueError(f"swap_ab=True with a fused epilogue ({spec.describe()}) unsupported; use swap_ab=False")
+    if split_k not in (None, 1):
+        raise ValueError(f"swap_ab=True with split_k={split_k} unsupported; use split_k=1 (or swap_ab=False)")
+    if schedule != "cooperative":
+        raise ValueError(f"swap_ab=True with schedule={schedule!r} unsupported; use schedule='cooperative'")
 
 
 def _epilogue_operands(bias, activation, residual, beta: float, out_scale: float | None, out, shape_d,
@@ -746,8 +876,8 @@ def gemm(a, b, out_dtype=None, alpha: float = 1.0, out=None, **settings):
     """d = alpha * a @ b.T (batched: d[l] = alpha * a[l] @ b[l].T) for torch tensors a: ([L,] M, K),
     b: ([L,] N, K), into `out` or a new tensor. One compiled kernel serves every shape of a
     configuration (kept in memory and on disk); settings (tile_m, tile_n, cluster_mn, split_k) override
-    choose_config; schedule="pingpong" picks the ping-pong consumers; bias=, activation=, residual=,
-    beta=, out_scale= fuse an epilogue (see compile_gemm)."""
+    choose_config; schedule="pingpong" picks the ping-pong consumers; swap_ab=True runs the swapped
+    product into out; bias=, activation=, residual=, beta=, out_scale= fuse an epilogue (see compile_gemm)."""
     run, d = compile_gemm(a, b, out_dtype, alpha, out=out, **settings)
     run()
     return d
