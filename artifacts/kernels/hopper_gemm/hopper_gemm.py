@@ -570,7 +570,7 @@ def _as_mkl(name: str, t, rows_name: str):
 def compile_gemm(a, b, out_dtype=None, alpha: float = 1.0, tile_n: int | None = None, cluster_mn=None,
                  swizzle: int = 1, out=None, tile_m: int | None = None, split_k: int | None = None,
                  schedule: str = "cooperative", bias=None, activation: str | None = None, residual=None,
-                 beta: float = 1.0, out_scale: float | None = None, **variant):
+                 beta: float = 1.0, out_scale: float | None = None, tune: bool = False, **variant):
     """For torch tensors a: (M, K) or (L, M, K), b: (N, K) or (L, N, K) (bf16, fp16, float32 = tf32
     math, or float8_e4m3fn; K contiguous, or for the 16-bit types M/N contiguous, e.g.
     `x.t().contiguous().t()`): (run, d), where run() computes d = alpha * a @ b.T on the stream
@@ -585,7 +585,19 @@ def compile_gemm(a, b, out_dtype=None, alpha: float = 1.0, tile_n: int | None = 
     like d (N contiguous; it may be `out` itself, read before it is overwritten), bias and residual
     of d's type; a fused epilogue never splits K (choose_config's split is dropped). out_dtype
     torch.float8_e4m3fn quantizes on store: d = e4m3(result / out_scale), saturated to +-448, so
-    out_scale * d approximates the result (bias and residual then bf16)."""
+    out_scale * d approximates the result (bias and residual then bf16).
+
+    tune=True: the configuration is measured instead of chosen by rule (autotune.py: the first call of
+    a shape bucket times every configuration on these tensors and caches the fastest on disk); with
+    the plain epilogue and the cooperative schedule, no setting forced."""
+    if tune:
+        forced = {name: value for name, value in (
+            ("tile_m", tile_m), ("tile_n", tile_n), ("cluster_mn", cluster_mn), ("split_k", split_k), ("bias", bias),
+            ("activation", activation), ("residual", residual), ("out_scale", out_scale)) if value is not None}
+        if forced or schedule != "cooperative" or variant:
+            raise ValueError(f"tune=True measures the configuration itself, for the plain epilogue: it takes no "
+                             f"forced setting or epilogue operand (got {sorted(forced) or 'none'}), no schedule but "
+                             f"'cooperative' (got {schedule!r}) and no variant (got {sorted(variant) or 'none'})")
     import torch
 
     dtypes = _dtypes()
@@ -624,7 +636,13 @@ def compile_gemm(a, b, out_dtype=None, alpha: float = 1.0, tile_n: int | None = 
                                               variant.pop("bias_tile_local", False))
     ab_dtype = cutlass.TFloat32 if a.dtype == torch.float32 else dtypes[a.dtype]
     props = torch.cuda.get_device_properties(a.device)
-    chosen = choose_config(m, n, k, batch, props.multi_processor_count, ab_dtype.width, allow_split=not spec.fused)
+    if tune:
+        from .autotune import tuned_config
+
+        chosen = tuned_config(a, b, out_dtype, a_major, b_major, alpha)
+    else:
+        chosen = choose_config(m, n, k, batch, props.multi_processor_count, ab_dtype.width,
+                               allow_split=not spec.fused)
     if schedule == "pingpong":
         chosen = GemmConfig(PINGPONG_TILE_M, chosen.tile_n, chosen.cluster_mn, 1, schedule=schedule)
     config = GemmConfig(tile_m or chosen.tile_m, tile_n or chosen.tile_n,
@@ -746,8 +764,9 @@ def gemm(a, b, out_dtype=None, alpha: float = 1.0, out=None, **settings):
     """d = alpha * a @ b.T (batched: d[l] = alpha * a[l] @ b[l].T) for torch tensors a: ([L,] M, K),
     b: ([L,] N, K), into `out` or a new tensor. One compiled kernel serves every shape of a
     configuration (kept in memory and on disk); settings (tile_m, tile_n, cluster_mn, split_k) override
-    choose_config; schedule="pingpong" picks the ping-pong consumers; bias=, activation=, residual=,
-    beta=, out_scale= fuse an epilogue (see compile_gemm)."""
+    choose_config; tune=True measures the configuration instead (autotune.py); schedule="pingpong"
+    picks the ping-pong consumers; bias=, activation=, residual=, beta=, out_scale= fuse an epilogue
+    (see compile_gemm)."""
     run, d = compile_gemm(a, b, out_dtype, alpha, out=out, **settings)
     run()
     return d
