@@ -452,7 +452,8 @@ def choose_config(m: int, n: int, k: int, batch: int = 1, sms: int = 132, ab_bit
     fill three quarters of the SMs; otherwise, for long K, 256-wide tiles with K split over the idle
     SMs (at least 16 K tiles per range); otherwise the width that puts the most CTAs to work.
     M > 64: 128-row tiles, the width minimizing waves x tile cost, a 2x1 cluster (B multicast) when
-    there are two row tiles, split-K when the tiles fill less than half of the SMs and K is long.
+    the row tiles pair up (an even count), split-K when the tiles fill less than half of the SMs and K
+    is long.
     allow_split=False (a fused epilogue, which needs the whole sum): never split K."""
     k_tiles = math.ceil(k * ab_bits / 8 / K_TILE_BYTES)
     if m <= 64:
@@ -478,7 +479,9 @@ def choose_config(m: int, n: int, k: int, batch: int = 1, sms: int = 132, ab_bit
     split_k = 1
     if allow_split and tiles * 2 <= sms and k_tiles >= SPLIT_MIN_K_TILES:
         split_k = max(1, min(MAX_SPLIT_K, sms // tiles, k_tiles // SPLIT_K_TILES_PER_RANGE))
-    cluster = (2, 1) if tiles_m >= 2 and split_k == 1 else (1, 1)
+    # a 2x1 cluster pairs row tiles: over an odd count the last pair's second CTA computes a tile
+    # wholly outside D (1 / (tiles_m + 1) of the SMs' work wasted: a quarter at three row tiles)
+    cluster = (2, 1) if tiles_m >= 2 and tiles_m % 2 == 0 and split_k == 1 else (1, 1)
     return GemmConfig(tile_m, tile_n, cluster, split_k)
 
 
