@@ -465,3 +465,65 @@ def test_swap_ab_refusals_name_the_value():
         hopper_gemm.gemm(a2, b2, **SWAP)
     with pytest.raises(ValueError, match=r"N=13: the contiguous dimension of B"):   # a M-major: 13 rows, 26 bytes
         hopper_gemm.gemm(a.t().contiguous().t(), b, **SWAP)
+
+
+# --- tune=True (autotune.py) ---------------------------------------------------------------------------
+
+@pytest.fixture
+def small_sweep(tmp_path, monkeypatch):
+    """Tuning over three configurations (compiles stay few), into a tuning file of this test's own."""
+    from artifacts.kernels.hopper_gemm import autotune
+
+    configs = [hopper_gemm.GemmConfig(64, 128, (1, 1), 1), hopper_gemm.GemmConfig(128, 256, (1, 1), 1),
+               hopper_gemm.GemmConfig(64, 256, (1, 1), 2)]
+    monkeypatch.setattr(autotune, "sweep", lambda *args, **kwargs: configs)
+    monkeypatch.setattr(autotune, "cache_path", lambda: tmp_path / "tuning.json")
+    monkeypatch.setattr(autotune, "_TUNED", {})
+    return autotune, configs
+
+
+@pytest.mark.parametrize("m, n, k, lead", [(1, 4096, 4096, ()), (13, 520, 200, ()), (300, 1000, 1032, ()),
+                                           (40, 264, 512, (3,))])
+def test_tune_measures_a_configuration_runs_it_and_keeps_it(small_sweep, monkeypatch, m, n, k, lead):
+    autotune, configs = small_sweep
+    a, b = _operands(torch.bfloat16, lead, m, n, k, seed=m)
+    run, d = hopper_gemm.compile_gemm(a, b, tune=True)
+    run()
+    _check(a, b, d)
+    candidates = configs + [hopper_gemm.choose_config(m, n, k, a.shape[0] if lead else 1)]
+    assert (run.config.tile_m, run.config.tile_n, run.config.split_k) in {
+        (c.tile_m, c.tile_n, c.split_k) for c in candidates}
+    assert autotune.read_cache(autotune.cache_path())   # stored
+
+    def untimed(*args, **kwargs):
+        raise AssertionError("a tuned bucket was timed again")
+    autotune._TUNED.clear()                             # a new process: the file answers, nothing is timed
+    monkeypatch.setattr(autotune, "time_sweep", untimed)
+    run2, d2 = hopper_gemm.compile_gemm(a, b, tune=True)
+    assert run2.config == run.config
+    run2()
+    _check(a, b, d2)
+
+
+def test_tune_under_capture_needs_a_tuned_bucket(small_sweep):
+    autotune, _ = small_sweep
+    a, b = _operands(torch.bfloat16, (), 8, 512, 512)
+    stream = torch.cuda.Stream()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(stream):
+        with pytest.raises(RuntimeError, match="cannot run under CUDA-graph capture"):
+            with torch.cuda.graph(graph, stream=stream):
+                hopper_gemm.compile_gemm(a, b, tune=True)
+    torch.cuda.synchronize()
+    run, d = hopper_gemm.compile_gemm(a, b, tune=True)   # tuned eagerly, then captured
+    with torch.cuda.stream(stream):
+        run()
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=stream):
+            captured, _ = hopper_gemm.compile_gemm(a, b, out=d, tune=True)   # kept alive: the graph holds its workspace
+            captured()
+    d.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    _check(a, b, d)

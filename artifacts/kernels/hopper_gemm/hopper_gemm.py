@@ -531,7 +531,8 @@ def _unswapped_config(m: int, n: int, k: int, batch: int, sms: int, ab_bits: int
     fill three quarters of the SMs; otherwise, for long K, 256-wide tiles with K split over the idle
     SMs (at least 16 K tiles per range); otherwise the width that puts the most CTAs to work.
     M > 64: 128-row tiles, the width minimizing waves x tile cost, a 2x1 cluster (B multicast) when
-    there are two row tiles, split-K when the tiles fill less than half of the SMs and K is long.
+    the row tiles pair up (an even count), split-K when the tiles fill less than half of the SMs and K
+    is long.
     allow_split=False (a fused epilogue, which needs the whole sum): never split K."""
     k_tiles = math.ceil(k * ab_bits / 8 / K_TILE_BYTES)
     if m <= 64:
@@ -557,7 +558,9 @@ def _unswapped_config(m: int, n: int, k: int, batch: int, sms: int, ab_bits: int
     split_k = 1
     if allow_split and tiles * 2 <= sms and k_tiles >= SPLIT_MIN_K_TILES:
         split_k = max(1, min(MAX_SPLIT_K, sms // tiles, k_tiles // SPLIT_K_TILES_PER_RANGE))
-    cluster = (2, 1) if tiles_m >= 2 and split_k == 1 else (1, 1)
+    # a 2x1 cluster pairs row tiles: over an odd count the last pair's second CTA computes a tile
+    # wholly outside D (1 / (tiles_m + 1) of the SMs' work wasted: a quarter at three row tiles)
+    cluster = (2, 1) if tiles_m >= 2 and tiles_m % 2 == 0 and split_k == 1 else (1, 1)
     return GemmConfig(tile_m, tile_n, cluster, split_k)
 
 
@@ -650,7 +653,8 @@ def _as_mkl(name: str, t, rows_name: str):
 def compile_gemm(a, b, out_dtype=None, alpha: float = 1.0, tile_n: int | None = None, cluster_mn=None,
                  swizzle: int = 1, out=None, tile_m: int | None = None, split_k: int | None = None,
                  schedule: str = "cooperative", bias=None, activation: str | None = None, residual=None,
-                 beta: float = 1.0, out_scale: float | None = None, swap_ab: bool | None = None, **variant):
+                 beta: float = 1.0, out_scale: float | None = None, swap_ab: bool | None = None, tune: bool = False,
+                 **variant):
     """For torch tensors a: (M, K) or (L, M, K), b: (N, K) or (L, N, K) (bf16, fp16, float32 = tf32
     math, or float8_e4m3fn; K contiguous, or for the 16-bit types M/N contiguous, e.g.
     `x.t().contiguous().t()`): (run, d), where run() computes d = alpha * a @ b.T on the stream
@@ -673,7 +677,21 @@ def compile_gemm(a, b, out_dtype=None, alpha: float = 1.0, tile_n: int | None = 
     then the swapped kernel's (tile_m over N, tile_n over M); batch, alpha, views and both operands'
     majors mean what they mean unswapped. It needs a 16-bit out, no fused epilogue, split_k 1 and the
     cooperative schedule (ValueError otherwise). swap_ab=None: choose_config's rule (swap_ab_pays)
-    where SWAP_AB_AUTO is on and the settings allow it; unswapped otherwise."""
+    where SWAP_AB_AUTO is on and the settings allow it; unswapped otherwise.
+
+    tune=True: the configuration is measured instead of chosen by rule (autotune.py: the first call of
+    a shape bucket times every unswapped configuration on these tensors and caches the fastest on
+    disk); with the plain epilogue and the cooperative schedule, no setting forced, swap_ab not True."""
+    if tune:
+        forced = {name: value for name, value in (
+            ("tile_m", tile_m), ("tile_n", tile_n), ("cluster_mn", cluster_mn), ("split_k", split_k), ("bias", bias),
+            ("activation", activation), ("residual", residual), ("out_scale", out_scale)) if value is not None}
+        if swap_ab:
+            forced["swap_ab"] = swap_ab
+        if forced or schedule != "cooperative" or variant:
+            raise ValueError(f"tune=True measures the configuration itself, for the plain epilogue: it takes no "
+                             f"forced setting or epilogue operand (got {sorted(forced) or 'none'}), no schedule but "
+                             f"'cooperative' (got {schedule!r}) and no variant (got {sorted(variant) or 'none'})")
     import torch
 
     dtypes = _dtypes()
@@ -713,7 +731,11 @@ def compile_gemm(a, b, out_dtype=None, alpha: float = 1.0, tile_n: int | None = 
     ab_dtype = cutlass.TFloat32 if a.dtype == torch.float32 else dtypes[a.dtype]
     props = torch.cuda.get_device_properties(a.device)
     sms = props.multi_processor_count
-    if swap_ab:
+    if tune:
+        from .autotune import tuned_config
+
+        chosen = tuned_config(a, b, out_dtype, a_major, b_major, alpha)
+    elif swap_ab:
         _check_swap_settings(out_dtype, dtypes[out_dtype], spec, split_k, schedule)
         chosen = swapped_config(m, n, k, batch, sms, ab_dtype.width)
     else:
@@ -876,8 +898,9 @@ def gemm(a, b, out_dtype=None, alpha: float = 1.0, out=None, **settings):
     """d = alpha * a @ b.T (batched: d[l] = alpha * a[l] @ b[l].T) for torch tensors a: ([L,] M, K),
     b: ([L,] N, K), into `out` or a new tensor. One compiled kernel serves every shape of a
     configuration (kept in memory and on disk); settings (tile_m, tile_n, cluster_mn, split_k) override
-    choose_config; schedule="pingpong" picks the ping-pong consumers; swap_ab=True runs the swapped
-    product into out; bias=, activation=, residual=, beta=, out_scale= fuse an epilogue (see compile_gemm)."""
+    choose_config; tune=True measures the configuration instead (autotune.py); schedule="pingpong"
+    picks the ping-pong consumers; swap_ab=True runs the swapped product into out; bias=, activation=,
+    residual=, beta=, out_scale= fuse an epilogue (see compile_gemm)."""
     run, d = compile_gemm(a, b, out_dtype, alpha, out=out, **settings)
     run()
     return d
