@@ -26,10 +26,8 @@ def test_swap_ab_pads_tokens_to_16_byte_rows(m, padded):
     assert decode.swap_rows(m) * 2 % 16 == 0   # bf16 rows of D^T: the TMA's 16-byte rule
 
 
-def test_split_k_costs():
-    assert decode.workspace_bytes(16, 4096, 1) == 0 and decode.extra_launches(1) == 0
-    assert decode.workspace_bytes(16, 4096, 8) == 4 * 16 * 4096 * 9   # 8 FP32 slices and their FP32 sum
-    assert decode.extra_launches(8) == 2
+def test_compulsory_bytes():
+    # the split-K workspace is tests/test_hopper_gemm_splitk.py's
     assert decode.compulsory_bytes(1, 4096, 14336) == 2 * (4096 * 14336 + 14336 + 4096)
 
 
