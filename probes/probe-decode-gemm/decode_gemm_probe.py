@@ -1,5 +1,9 @@
 """probe-decode-gemm: decode-shaped GEMMs (M = 1..64) - split-K and swap-AB with our Hopper GEMM vs cuBLAS.
 
+Our split-K is reduced inside the kernel, in one launch: every split stores its FP32 partial, the
+last split of an output tile to arrive (a counter per tile) sums the partials in split order and
+writes y (hopper_gemm.HopperGemm.reduce_partials).
+
 Every case (M tokens against one LLM weight matrix W: N x K, y = x @ W^T in bf16):
   1. correctness first: fresh normal inputs, each output poisoned, gated against a float64
      reference with the tolerance derived from cuBLAS's own error at that shape - for cuBLAS, our
@@ -31,14 +35,14 @@ def compulsory_bytes(m: int, n: int, k: int) -> int:
     return 2 * (n * k + m * k + m * n)
 
 
-def workspace_bytes(m: int, n: int, split_k: int) -> int:
-    """What our split-K allocates beside y: split_k FP32 slices of (M, N) and their FP32 sum."""
-    return 0 if split_k <= 1 else 4 * m * n * (split_k + 1)
+def workspace_bytes(m: int, n: int, config) -> int:
+    """What our split-K allocates beside y (hopper_gemm.split_workspace): a whole FP32 tile per split
+    of each output tile (of which the kernel touches the rows inside M) and an Int32 counter per
+    output tile; 0 without a split."""
+    from artifacts.kernels.hopper_gemm import hopper_gemm
 
-
-def extra_launches(split_k: int) -> int:
-    """Launches beside the GEMM: the fixed-order sum of the slices and the conversion into y."""
-    return 0 if split_k <= 1 else 2
+    partials, counters = hopper_gemm.split_workspace(m, n, 1, config)
+    return 4 * (partials + counters)
 
 
 def _operands(m: int, n: int, k: int, generator):
@@ -116,8 +120,7 @@ def run_case(case: dict, ctx: Context) -> dict:
     swapped = variants["swap-ab"][0].config
     metrics = {"ours_config": variants["ours"][0].config.describe(),
                "swap_ab_config": swapped.describe(), "ours_split_k": chosen.split_k,
-               "ours_workspace_bytes": workspace_bytes(m, n, chosen.split_k),
-               "ours_extra_launches": extra_launches(chosen.split_k),
+               "ours_workspace_bytes": workspace_bytes(m, n, chosen),
                "output_tiles_of_ours": math.ceil(m / chosen.tile_m) * math.ceil(n / chosen.tile_n),
                "output_tiles_of_swap_ab": math.ceil(n / swapped.tile_m) * math.ceil(m / swapped.tile_n),
                "swap_ab_rule_picks_swap": rule_swaps}
@@ -131,33 +134,45 @@ def run_case(case: dict, ctx: Context) -> dict:
                                      baseline=("cublas", tbs["cublas"]))}
 
 
-def negative_control(ctx: Context) -> dict:
-    """Split-K whose last K range ends one 64-element K tile early (an off-by-one range bound):
-    1 of 224 K tiles at 4096 x 14336 never read, gated like the cases."""
+# The split-K control: M = 16 against 4096 x 15424 (241 K tiles of 64) in 64 x 256 tiles split 16
+# ways, so the last K range holds one K tile (16 ranges of 16, then 1)
+CONTROL_SHAPE = (16, 4096, 15424)
+CONTROL_SPLIT_K = 16
+CONTROL_TILE = (64, 256)
+
+
+def control_skipped_slice(ctx: Context) -> dict:
+    """The in-kernel split-K reduction with an off-by-one loop bound in output tile (0, 0): its last
+    split sums split_k - 1 partials, missing the last range (1 of 241 K tiles in 256 of 4096 columns;
+    about 2x the gate by the reference math, tests/test_decode_gemm_probe.py), gated like the cases."""
     import torch
 
     from artifacts.kernels.hopper_gemm import hopper_gemm
 
-    x, w = _operands(16, 4096, 14336, ctx.generator(salt=99))
+    x, w = _operands(*CONTROL_SHAPE, ctx.generator(salt=99))
     ref = _reference(x, w)
     tolerance = gates.reference_tolerance(torch.matmul(x, w.t()), ref)
-    run, d = hopper_gemm.compile_gemm(x[:, :-64], w[:, :-64], split_k=4)
+    run, d = hopper_gemm.compile_gemm(x, w, split_k=CONTROL_SPLIT_K, tile_m=CONTROL_TILE[0], tile_n=CONTROL_TILE[1],
+                                      skip_last_slice=True)
     gates.poison(d)
     run()
     torch.cuda.synchronize()
     return gates.check(d, ref, "bf16", **tolerance)
 
 
+NEGATIVE_CONTROLS = {"split-k-skips-last-slice": control_skipped_slice}
+
+
 def compile_kernel(arch: str) -> compile_mod.Emitted:
-    """The configurations these cases take: 64-row tiles 256 wide (bf16 out, and FP32 out for the
-    slices of split-K) and swap-AB's 64-row tiles over N, 16, 32 or 64 wide over the tokens, with
-    the M-major (transposed stmatrix) store."""
+    """The configurations these cases take: 64-row tiles 256 wide without and with the in-kernel
+    split-K (and 128 x 64 with it), the control's broken reduction, and swap-AB's 64-row tiles over N,
+    16, 32 or 64 wide over the tokens, with the M-major (transposed stmatrix) store."""
     from artifacts.kernels.hopper_gemm import hopper_gemm
 
-    f32 = hopper_gemm.cutlass.Float32
     emitted = compile_mod.from_cute(hopper_gemm.compile_for(arch, m=1, tile_m=64, tile_n=256, cluster_mn=(1, 1)), arch)
-    emitted.extend(compile_mod.from_cute(hopper_gemm.compile_for(arch, m=1, tile_m=64, tile_n=256, cluster_mn=(1, 1),
-                                                                  d_dtype=f32), arch))
+    for tile_m, tile_n, variant in ((64, 256, {}), (128, 64, {}), (*CONTROL_TILE, {"skip_last_slice": True})):
+        emitted.extend(compile_mod.from_cute(hopper_gemm.compile_for(arch, m=1, tile_m=tile_m, tile_n=tile_n,
+                                                                      cluster_mn=(1, 1), split_k=2, **variant), arch))
     for tile_n in (16, 32, 64):
         emitted.extend(compile_mod.from_cute(hopper_gemm.compile_for(arch, tile_m=64, tile_n=tile_n, cluster_mn=(1, 1),
                                                                       d_major="m"), arch))
@@ -165,4 +180,4 @@ def compile_kernel(arch: str) -> compile_mod.Emitted:
 
 
 if __name__ == "__main__":
-    Probe(__file__).main(run_case=run_case, negative_control=negative_control, compile=compile_kernel)
+    Probe(__file__).main(run_case=run_case, negative_control=NEGATIVE_CONTROLS, compile=compile_kernel)

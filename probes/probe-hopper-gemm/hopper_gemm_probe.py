@@ -265,9 +265,9 @@ def run_case(case: dict, ctx: Context) -> dict:
 
     tf32_before = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"   # cuBLAS TF32 for the tf32 cases only
-    kernel_d = hopper_gemm.cutlass.Float32 if run.config.split_k > 1 else _D_DTYPE.get(dtype, AB_DTYPES["bf16"])
     metrics.update(config=run.config.describe(), stages=hopper_gemm.HopperGemm(
-        AB_DTYPES[dtype], kernel_d, tile_n=run.config.tile_n, tile_m=run.config.tile_m).stages)
+        AB_DTYPES[dtype], _D_DTYPE.get(dtype, AB_DTYPES["bf16"]), tile_n=run.config.tile_n, tile_m=run.config.tile_m,
+        reduce_splits=run.config.split_k > 1).stages)
     try:
         first = make_set(0)
         set_bytes = sum(t.numel() * t.element_size() for t in (a, b, d))   # what one launch touches
@@ -549,11 +549,10 @@ def compile_kernel(arch: str) -> compile_mod.Emitted:
     """Every configuration the heuristic can pick for bf16 (tile_m x tile_n, split-K), the transposed
     operands, fp8 and tf32: shapes are dynamic, so one compile per configuration covers M = 1 too."""
     emitted = compile_mod.from_cute(hopper_gemm.compile_for(arch, m=1, cluster_mn=(2, 1)), arch)
-    # decode: 64-row tiles, and the FP32-output kernels split-K runs
-    f32 = hopper_gemm.cutlass.Float32
-    extras = [hopper_gemm.compile_for(arch, m=1, tile_m=64, tile_n=tile_n, cluster_mn=(1, 1), d_dtype=d_dtype)
-              for tile_n in (64, 128, 192, 256) for d_dtype in (AB_DTYPES["bf16"], f32)]
-    extras += [hopper_gemm.compile_for(arch, tile_n=tile_n, cluster_mn=(1, 1), d_dtype=f32) for tile_n in (64, 128)]
+    # decode: 64-row tiles, and the kernels that reduce split-K inside (one per tile shape, any split)
+    extras = [hopper_gemm.compile_for(arch, m=1, tile_m=64, tile_n=tile_n, cluster_mn=(1, 1), split_k=split_k)
+              for tile_n in (64, 128, 192, 256) for split_k in (1, 2)]
+    extras += [hopper_gemm.compile_for(arch, tile_n=tile_n, cluster_mn=(1, 1), split_k=2) for tile_n in (64, 128)]
     transposed = compile_mod.from_cute(hopper_gemm.compile_for(arch, cluster_mn=(2, 1), a_major="mn", b_major="mn"),
                                        arch)
     if re.search(r"wgmma\.mma_async[^;]*p, 1,\s*1, 1, 1;", transposed.ptx):
