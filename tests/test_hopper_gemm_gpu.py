@@ -578,9 +578,10 @@ def test_swap_ab_graph_capture_on_a_side_stream():
     _check(a, b, d)
 
 
-def test_swap_ab_default_follows_the_rule_only_when_switched_on(monkeypatch):
+def test_swap_ab_default_follows_the_rule_unless_switched_off(monkeypatch):
     a, b = _operands(torch.bfloat16, (), 1, 6144, 4096)
-    assert not hopper_gemm.compile_gemm(a, b)[0].config.swap_ab   # SWAP_AB_AUTO is off
+    monkeypatch.setattr(hopper_gemm, "SWAP_AB_AUTO", False)
+    assert not hopper_gemm.compile_gemm(a, b)[0].config.swap_ab
     monkeypatch.setattr(hopper_gemm, "SWAP_AB_AUTO", True)
     run, d = _run_poisoned(a, b)
     assert run.config.swap_ab and run.config.split_k == 1

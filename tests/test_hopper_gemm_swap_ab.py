@@ -140,20 +140,26 @@ def test_swapped_config_above_64_rows_is_the_swapped_shapes_choice_without_split
 
 
 @pytest.mark.parametrize("m, n, k, swaps", [
-    (1, 6144, 4096, True),      # 96 CTAs swapped; 24 tiles x split 4 = 96 unswapped, plus a split-K sum
-    (32, 4096, 14336, False),   # the unswapped split puts 128 CTAs to work, the swap 64
-    (16, 7168, 2048, True),     # short K, no split: 112 CTAs either way, 16 rows padded to 16 instead of 64
-    (1, 2048, 16384, False),    # the unswapped split puts 128 CTAs to work, the swap 32
-    (48, 6144, 4096, False),    # 48 rows pad to a 64-wide tile: no less waste than the 64-row wgmma
-    (100, 6144, 4096, False),   # the 64-row side is full
+    (1, 6144, 4096, True),      # 96 swapped CTAs
+    (32, 4096, 14336, True),    # 64 swapped CTAs: a third of the SMs and more
+    (64, 4096, 14336, True),    # the 64-row side is full, but unswapped it needs a split-K sum
+    (16, 7168, 2048, True),
+    (1, 2048, 16384, False),    # 32 swapped CTAs: under a third of the SMs; the unswapped split fills them
+    (8, 1024, 4096, False),     # 16
+    (65, 6144, 4096, False),    # more tokens than one 64-row wgmma
+    (100, 6144, 4096, False),
 ])
 def test_swap_rule_counts_padding_and_ctas(m, n, k, swaps):
     assert hopper_gemm.choose_config(m, n, k, allow_swap=True).swap_ab is swaps
 
 
-def test_swap_rule_is_off_by_default_and_leaves_the_choice_unchanged():
-    assert hopper_gemm.SWAP_AB_AUTO is False
-    for m in (1, 4, 16, 32, 64, 65, 300):
+def test_swap_rule_is_on_by_default_for_decode_shapes_only():
+    assert hopper_gemm.SWAP_AB_AUTO is True
+    for m in (1, 4, 16, 32, 64):
+        assert hopper_gemm.choose_config(m, 6144, 4096, allow_swap=True).swap_ab
+    for m in (65, 300):
         for n, k in ((6144, 4096), (4096, 14336), (264, 136)):
-            chosen = hopper_gemm.choose_config(m, n, k)
+            chosen = hopper_gemm.choose_config(m, n, k, allow_swap=True)
             assert not chosen.swap_ab and chosen == hopper_gemm._unswapped_config(m, n, k, 1, 132, 16, True)
+
+

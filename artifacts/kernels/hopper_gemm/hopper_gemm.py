@@ -43,8 +43,8 @@ Swap-AB (compile_gemm(swap_ab=True)), for a few token rows against a weight: the
     written by the transposed stmatrix, then a TMA store through M-major strides), which is the
     user's (M, N) output with N contiguous: no transpose, no padding of the tokens.
 choose_config(m, n, k, l) picks tile_m, tile_n, the cluster and split_k from the waves of tiles on
-    the SMs; compile_gemm / gemm use it unless told otherwise. Its swap-AB rule (swap_ab_pays) is
-    used for swap_ab=None only once SWAP_AB_AUTO is switched on.
+    the SMs, and swap-AB for decode shapes (swap_ab_pays); compile_gemm / gemm use it unless told
+    otherwise (swap_ab=False keeps the problem as given).
 
 Constraints (can_implement): A and B of the same type, bf16, fp16, tf32 or e4m3 (tf32 and fp8 only
     K-major: wgmma transposes 16-bit operands only); the contiguous dimension of A, B and D and every
@@ -100,9 +100,14 @@ PINGPONG_AB_DTYPES = (cutlass.BFloat16, cutlass.Float16)
 MAJOR_MODE = {"k": 1, "mn": 0}   # which mode of a (rows, K, L) view is contiguous
 D_MAJOR_MODE = {"n": 1, "m": 0}  # which mode of D's (M, N, L) view is contiguous
 D_M_MAJOR_DTYPES = (cutlass.BFloat16, cutlass.Float16)   # stmatrix's transposed form moves 16-bit values
-# swap_ab=None picks swap-AB by choose_config's rule only when this is True: off until an H200 run shows
-# the in-kernel swap beating the unswapped choice on decode shapes (probe-decode-gemm)
-SWAP_AB_AUTO = False
+# swap_ab=None picks swap-AB by choose_config's rule (swap_ab_pays) where this is True: switched on after
+# probe-decode-gemm's H200 run 20261201T193723Z, where the in-kernel swap beat the unswapped choice at
+# every M from 1 to 64 on both weights (and the split-K sum the unswapped choice needs cost the most)
+SWAP_AB_AUTO = True
+SWAP_MIN_SM_SHARE = 3
+"""Swap only where the swapped tiles (64 weight rows each, no split-K) put at least 1 / this of the SMs to
+work: each CTA then streams its own slice of the weight, and too few cannot pull the HBM's bandwidth
+(measured: 64 CTAs on 132 SMs streamed a 4096 x 14336 weight at about cuBLAS's rate)."""
 
 
 @dataclass(frozen=True)
@@ -601,16 +606,16 @@ def swapped_config(m: int, n: int, k: int, batch: int = 1, sms: int = 132, ab_bi
 
 
 def swap_ab_pays(m: int, n: int, batch: int, sms: int, unswapped: GemmConfig) -> bool:
-    """Whether swap-AB should beat the unswapped configuration, from two counts and no timing: the
-    swapped tile pads the M rows to a narrower width than the 64 rows of the unswapped wgmma (so M <= 32,
-    where the 16- or 32-wide tile fits), and it puts at least as many CTAs to work (capped at the SMs)
-    without a split-K sum (which the unswapped choice may need for as many)."""
-    if m > NARROW_TILE_NS[-1] or unswapped.tile_m != WGMMA_M:
+    """Whether swap-AB should beat the unswapped configuration, from counts and no timing: the tokens
+    (M <= 64) fit one 64-row wgmma unswapped, where they leave the K loop to few column tiles (and a
+    split-K sum to fill the SMs); swapped, they are the narrow N side (16, 32 or 64 wide) and the
+    weight's rows fill the 64-row side, N / 64 CTAs each streaming its own slice of the weight with
+    no split. Swap where those CTAs are at least 1 / SWAP_MIN_SM_SHARE of the SMs."""
+    if m > WGMMA_M or unswapped.tile_m != WGMMA_M:
         return False
     swapped = swapped_config(m, n, 1, batch, sms)
     swapped_ctas = math.ceil(n / swapped.tile_m) * math.ceil(m / swapped.tile_n) * batch
-    unswapped_ctas = math.ceil(m / unswapped.tile_m) * math.ceil(n / unswapped.tile_n) * batch * unswapped.split_k
-    return min(swapped_ctas, sms) >= min(unswapped_ctas, sms)
+    return SWAP_MIN_SM_SHARE * swapped_ctas >= sms
 
 
 def _unswapped_config(m: int, n: int, k: int, batch: int, sms: int, ab_bits: int, allow_split: bool) -> GemmConfig:
