@@ -329,8 +329,15 @@ def test_throughput_charts_show_percent_of_the_datasheet_peak_or_the_measured_ce
     assert "% of the datasheet peak" in charts._draw(lines) and "% of the datasheet peak" in charts._draw(lines, "dark")
     for case in cases:
         case["headline"]["fraction_of_ceiling"] = case["headline"]["value"] / 780.0
-    lines = next(c for c in charts.case_charts(SPEC, _record(cases), None) if c.kind == "lines")
+    record = _record(cases)
+    record.data["ceilings"] = {"run_id": "20261201T144953Z-h200-run", "bf16": 780.0}
+    lines = next(c for c in charts.case_charts(SPEC, record, None) if c.kind == "lines")
     assert lines.ceiling == pytest.approx(780.0) and "% of the measured ceiling" in charts._draw(lines)
+    # a record whose own ceilings are missing, or null because its calibration failed, shows none
+    for ceilings in (None, {"run_id": None, "record": None, "reason": "probe-calibration failed in this run"}):
+        record.data["ceilings"] = ceilings
+        lines = next(c for c in charts.case_charts(SPEC, record, None) if c.kind == "lines")
+        assert lines.ceiling_name == "the datasheet peak"
 
 
 def test_decode_cases_get_a_latency_chart_in_microseconds_ours_and_the_baseline():
