@@ -97,9 +97,11 @@ class Context:
         if peak:
             out["fraction_of_peak"] = round(float(value) / peak, 4)
         ceiling = self.ceilings.get(ceiling_key) if ceiling_key else None
-        # A ceiling counts only with its provenance: the run id of the calibration measured earlier
-        # in the same runner invocation goes into the record's `ceilings` beside it.
-        if ceiling and self.ceilings.get("run_id"):
+        # A ceiling counts only with its provenance (the run id of the calibration measured earlier
+        # in the same runner invocation, in the record's `ceilings` beside it) and when this value
+        # was timed by the protocol that timed the ceiling: a fraction across protocols measures both.
+        method = self.protocol.get("method")
+        if ceiling and self.ceilings.get("run_id") and method and self.ceilings.get("protocol") == method:
             out["fraction_of_ceiling"] = round(float(value) / float(ceiling), 4)
         return out
 
