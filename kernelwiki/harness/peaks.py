@@ -51,12 +51,8 @@ def ceilings_unavailable(reason: str) -> dict:
 
 
 def ceilings_from_record(record: dict, path: str | None) -> dict:
-    """The ceilings a calibration record measured, named by its run id (and its path once written)
-    and the timing method it used; null with the reason when it did not pass."""
-    if record.get("status") != "passed":
-        reason = f": {record['reason']}" if record.get("reason") else ""
-        return ceilings_unavailable(f"{record.get('probe', 'the calibration')} {record.get('status')} in this run"
-                                    f" ({record.get('run_id')}){reason}"[:1000])
+    """The ceilings a passing calibration record measured, named by its run id (and its path once
+    written) and the timing method it used."""
     out: dict = {"run_id": record.get("run_id"), "record": path,
                  "protocol": (record.get("protocol") or {}).get("method")}
     for case in record.get("cases", []):

@@ -1,9 +1,9 @@
 """`kernelwiki probe run --gpus all|N|LIST`: every chosen GPU of this host runs probes at once, one
 probe process per GPU (CUDA_VISIBLE_DEVICES=its index).
 
-Each GPU first runs the calibration probes itself (its ceilings are its own, named by that run's id;
-null with the reason when it did not pass), then takes the next probe from a shared queue; a single probe of several cases is split case by case over the
-GPUs instead. A probe that needs several GPUs (`min_gpus`) runs last, alone, on all of them. Each
+Each GPU first runs the calibration probes itself (its ceilings are its own, named by that run's
+id; null with the reason when it did not pass), then takes the next probe from a shared queue; a
+single probe of several cases is split case by case over the GPUs instead. A probe that needs several GPUs (`min_gpus`) runs last, alone, on all of them. Each
 record names the GPU (index, UUID) and the host. The caller holds the runner lock; an interrupt
 kills every probe process of the checkout and no record is written after it.
 """

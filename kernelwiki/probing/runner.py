@@ -145,8 +145,10 @@ def calibration_needed(specs: list[ProbeSpec], options: Options) -> bool:
 def ceilings_after(calibration: Outcome) -> dict:
     """What the probes after a calibration run quote: its ceilings, named by its run id, or, when it
     did not pass (or wrote no record), none and why; never another run's."""
-    if calibration.record is None:
-        return ceilings_unavailable(f"{calibration.probe} {calibration.status} in this run: {calibration.reason}"[:1000])
+    if calibration.status != "passed" or calibration.record is None:
+        run = f" ({calibration.record.get('run_id')})" if calibration.record else ""
+        return ceilings_unavailable(f"{calibration.probe} {calibration.status} in this run{run}: "
+                                    f"{calibration.reason}"[:1000])
     return ceilings_from_record(calibration.record, calibration.path)
 
 
