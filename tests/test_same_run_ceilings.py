@@ -192,3 +192,21 @@ def test_the_calibration_probe_times_by_the_one_protocol():
 
     script = (Path(__file__).resolve().parents[1] / "probes/probe-calibration/calibrate.py").read_text(encoding="utf-8")
     assert script.count("ctx.bench(") == 2 and "ctx.timer(" not in script and "Event(" not in script
+
+
+def test_with_calibration_adds_the_calibration_probes_only_to_a_run_that_quotes_ceilings():
+    from pathlib import Path
+
+    from kernelwiki.probing.specs import ProbeSpec, with_calibration
+
+    def spec(probe_id: str, **data) -> ProbeSpec:
+        return ProbeSpec(probe_id, Path("."), {"id": probe_id, **data})
+
+    probes = {p.id: p for p in (spec("probe-calibration", kind="calibration"), spec("probe-a", kind="kernel", ceilings=["copy"]),
+                                spec("probe-b", kind="kernel"))}
+    quoting, plain = [probes["probe-a"]], [probes["probe-b"]]
+    assert [p.id for p in with_calibration(quoting, probes, "run")] == ["probe-calibration", "probe-a"]
+    assert with_calibration(quoting, probes, "compile-only") == quoting   # CI's compile pass runs no GPU work
+    assert with_calibration(plain, probes, "run") == plain
+    both = with_calibration([probes["probe-calibration"], *quoting], probes, "run")
+    assert [p.id for p in both] == ["probe-calibration", "probe-a"]   # never twice
