@@ -289,6 +289,10 @@ def test_record_page_prints_integers_in_full_ceilings_with_units_and_other_runs(
     assert "1347767963" in page and "1.35e+09" not in page
     assert "| copy | 4.284 TB/s |" in page and "(../probe-calibration/c.md)" in page
     assert "## Other runs of this probe" in page and "older.md" in page and "(r.md)" not in page.split("Other runs")[1]
+    # a record whose calibration failed in its invocation says so: no ceiling, and why
+    record.data["ceilings"] = {"copy": None, "run_id": None, "record": None, "reason": "probe-calibration crashed in this run"}
+    page = record_page(record, {}, [], [record], {})
+    assert "| copy | none |" in page and "| reason | probe-calibration crashed in this run |" in page
 
 
 def test_page_ids_in_prose_read_as_the_page_title():
