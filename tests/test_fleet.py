@@ -134,3 +134,18 @@ def test_a_record_that_fails_its_check_never_lands(mini, gpu, tmp_path):
     written = records(mini, probe_id)
     assert [r["status"] for r in written] == ["failed"] * 3
     assert not (mini.root / "escape.json").exists() and mini.problems() == []
+
+
+def test_a_ray_task_quotes_no_committed_ceilings(mini, gpu, cluster):
+    """Each Ray task runs alone on its GPU: a probe quoting ceilings gets them null with that reason,
+    not those of the calibration record the tree holds."""
+    from test_same_run_ceilings import committed_calibration, quoting_probe
+
+    committed_calibration(mini, 555.0)
+    quoting = quoting_probe(mini)
+    code, _, err = _run(mini, "--probe", quoting, "--ray", cluster.address, "--no-refresh")
+    assert code == 0, err
+    [record] = records(mini, quoting)
+    ceilings = record["ceilings"]
+    assert ceilings["run_id"] is None and ceilings["bf16"] is None and "under --ray" in ceilings["reason"]
+    assert "fraction_of_ceiling" not in record["cases"][0]["headline"]

@@ -289,6 +289,10 @@ def test_record_page_prints_integers_in_full_ceilings_with_units_and_other_runs(
     assert "1347767963" in page and "1.35e+09" not in page
     assert "| copy | 4.284 TB/s |" in page and "(../probe-calibration/c.md)" in page
     assert "## Other runs of this probe" in page and "older.md" in page and "(r.md)" not in page.split("Other runs")[1]
+    # a record whose calibration failed in its invocation says so: no ceiling, and why
+    record.data["ceilings"] = {"copy": None, "run_id": None, "record": None, "reason": "probe-calibration crashed in this run"}
+    page = record_page(record, {}, [], [record], {})
+    assert "| copy | none |" in page and "| reason | probe-calibration crashed in this run |" in page
 
 
 def test_page_ids_in_prose_read_as_the_page_title():
@@ -329,8 +333,15 @@ def test_throughput_charts_show_percent_of_the_datasheet_peak_or_the_measured_ce
     assert "% of the datasheet peak" in charts._draw(lines) and "% of the datasheet peak" in charts._draw(lines, "dark")
     for case in cases:
         case["headline"]["fraction_of_ceiling"] = case["headline"]["value"] / 780.0
-    lines = next(c for c in charts.case_charts(SPEC, _record(cases), None) if c.kind == "lines")
+    record = _record(cases)
+    record.data["ceilings"] = {"run_id": "20261201T144953Z-h200-run", "bf16": 780.0}
+    lines = next(c for c in charts.case_charts(SPEC, record, None) if c.kind == "lines")
     assert lines.ceiling == pytest.approx(780.0) and "% of the measured ceiling" in charts._draw(lines)
+    # a record whose own ceilings are missing, or null because its calibration failed, shows none
+    for ceilings in (None, {"run_id": None, "record": None, "reason": "probe-calibration failed in this run"}):
+        record.data["ceilings"] = ceilings
+        lines = next(c for c in charts.case_charts(SPEC, record, None) if c.kind == "lines")
+        assert lines.ceiling_name == "the datasheet peak"
 
 
 def test_decode_cases_get_a_latency_chart_in_microseconds_ours_and_the_baseline():

@@ -49,10 +49,17 @@ def test_unknown_order_is_refused():
 
 
 def test_fraction_of_ceiling_needs_the_ceilings_provenance():
+    """Only ceilings named by the run id of this invocation's calibration count; a path alone (what a
+    committed record of another run gave) or none does not."""
     from kernelwiki.harness.probe import Context
 
-    named = Context(seed=0, gpu_short="H200", gpu_name="NVIDIA H200",
-                    ceilings={"bf16": 800.0, "record": "artifacts/evidence/probe-calibration/r.json"})
+    named = Context(seed=0, gpu_short="H200", gpu_name="NVIDIA H200", protocol={"method": "bench"},
+                    ceilings={"bf16": 800.0, "run_id": "20261201T144953Z-h200-run", "record": None, "protocol": "bench"})
     assert named.headline("tflops", 400.0, "TFLOP/s", ceiling_key="bf16")["fraction_of_ceiling"] == 0.5
-    anonymous = Context(seed=0, gpu_short="H200", gpu_name="NVIDIA H200", ceilings={"bf16": 800.0})
-    assert "fraction_of_ceiling" not in anonymous.headline("tflops", 400.0, "TFLOP/s", ceiling_key="bf16")
+    # a value timed another way (sustained blocks, events around one launch) is no fraction of it
+    for method in (None, "sustained"):
+        named.protocol = {"method": method} if method else {}
+        assert "fraction_of_ceiling" not in named.headline("tflops", 400.0, "TFLOP/s", ceiling_key="bf16")
+    for ceilings in ({"bf16": 800.0}, {"bf16": 800.0, "record": "artifacts/evidence/probe-calibration/r.json"}):
+        anonymous = Context(seed=0, gpu_short="H200", gpu_name="NVIDIA H200", ceilings=ceilings)
+        assert "fraction_of_ceiling" not in anonymous.headline("tflops", 400.0, "TFLOP/s", ceiling_key="bf16")

@@ -399,6 +399,7 @@ def measured_claim_problems(claim: dict, record: dict, page_probes: list, probe:
 def _check_probes(wiki: Wiki, report: Report) -> dict[str, Any]:
     """probe id -> parsed probe.yaml (None when it could not be read)."""
     probes: dict[str, Any] = {}
+    quoted: dict[str, tuple[dict, Any]] = {}   # probe.yaml -> (data, line of a field path)
     if not wiki.repo.probes.is_dir():
         return probes
     linked = link_problem(wiki.repo)
@@ -436,7 +437,24 @@ def _check_probes(wiki: Wiki, report: Report) -> dict[str, Any]:
         for index, arch in _strings(data.get("archs")):
             if arch not in wiki.vocab.archs:
                 report.problems.append(Problem(rel, line(("archs", index)), f"archs[{index}]", f"unknown architecture {arch!r}"))
+        quoted[rel] = (data, line)
+    _check_declared_ceilings(quoted, report)
     return probes
+
+
+def _check_declared_ceilings(probes: dict[str, tuple[dict, Any]], report: Report) -> None:
+    """A probe's `ceilings` are each measured by a calibration probe (a case's `params.ceiling`):
+    the runner runs those first in the same invocation, so a ceiling no calibration measures would
+    stay null on every record."""
+    measured = {case["params"]["ceiling"] for data, _ in probes.values() if data.get("kind") == "calibration"
+                for case in data.get("cases") or [] if isinstance(case, dict) and isinstance(case.get("params"), dict)
+                and isinstance(case["params"].get("ceiling"), str)}
+    for rel, (data, line) in probes.items():
+        for index, key in _strings(data.get("ceilings")):
+            if key not in measured:
+                report.problems.append(Problem(rel, line(("ceilings", index)), f"ceilings[{index}]",
+                                               f"no calibration probe measures a ceiling {key!r} (its cases' "
+                                               f"params.ceiling: {', '.join(sorted(measured)) or 'none'})"))
 
 
 def _load_json_files(wiki: Wiki, report: Report) -> dict[str, Any]:

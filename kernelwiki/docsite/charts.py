@@ -103,7 +103,7 @@ def _points(record: Record, cases: set[str] | None) -> list[Point]:
             continue
         if cases is not None and case.get("id") not in cases:
             continue
-        value, base, frac = head.get("value"), head.get("baseline_value"), head.get("fraction_of_ceiling")
+        value, base, frac = head.get("value"), head.get("baseline_value"), record.fraction_of_ceiling(head)
         base = base if ratio is not None else None
         out.append(Point(str(case.get("id")), dict(case.get("params") or {}), ratio,
                          str(head.get("baseline") or "baseline"), float(value) if _number(value) else None,

@@ -41,14 +41,17 @@ def _ceilings(data: Any, uri: str, records: dict[str, Record]) -> list[str]:
     units = ceiling_units(source)
     rows = []
     for key, value in data.items():
-        if key == "record":
+        if value is None:
+            shown = "none"
+        elif key == "record":
             shown = (f"[{cell(posixpath.basename(str(value)))}]({rel_link(uri, record_uri(source.path))})"
                      if source else cell(value))
         else:
             shown = f"{_value(value)} {cell(units.get(str(key), ''))}".strip()
         rows.append(f"| {cell(key)} | {shown} |")
-    return ["## Ceilings\n", "Measured by the calibration probe on the same GPU; a case's fraction of the "
-            "ceiling is its throughput over the ceiling of its kind.\n", "| ceiling | value |", "|---|---|", *rows, ""]
+    return ["## Ceilings\n", "Measured by the calibration probe on the same GPU in the same invocation (newer records "
+            "name its run id); a case's fraction of the ceiling is its throughput over the ceiling of its kind.\n",
+            "| ceiling | value |", "|---|---|", *rows, ""]
 
 
 def _other_runs(record: Record, siblings: list[Record], uri: str) -> list[str]:

@@ -306,7 +306,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_probe_run(args) -> int:
-    from kernelwiki.probing.specs import UnknownProbe, load_probes, select
+    from kernelwiki.probing.specs import UnknownProbe, load_probes, select, with_calibration
     from kernelwiki.commands.refresh import refresh
     from kernelwiki.probing.runner import Options, RunnerBusy, run_probes, runner_lock, summary_table
 
@@ -329,8 +329,10 @@ def cmd_probe_run(args) -> int:
     arguments.known_case_ids(specs, cases)
     options = Options(mode="compile-only" if args.compile_only else "run", cases=cases, archs=archs,
                       seed=args.seed, timeout_s=args.timeout, write=not args.no_record)
-    devices = _gpu_devices(arguments.gpus(args.gpus))
     address = arguments.ray_address(args.ray)
+    if not address:   # a Ray task runs alone on its GPU: its probe quotes no ceilings (fleet.py)
+        specs = with_calibration(specs, probes, options.mode)
+    devices = _gpu_devices(arguments.gpus(args.gpus))
     models = arguments.gpu_models(args.gpu_model)
     repeat = arguments.count("repeat", args.repeat, 1, minimum=1)
     if address and devices:

@@ -1,16 +1,18 @@
 """Datasheet peaks (dense) per GPU, and the ceilings measured by probe-calibration.
 
 The datasheet figures are cited on the pages (src-nvidia-h200); records quote a value's fraction
-of them. The measured ceilings come from probe-calibration, either run earlier in the same runner
-invocation (passed in KERNELWIKI_CEILINGS) or, failing that, from its newest committed record on the
-same GPU.
+of them. The measured ceilings come only from probe-calibration run earlier in the same runner
+invocation, on the same GPU, timed by the same protocol (ctx.bench): the runner passes them in
+KERNELWIKI_CEILINGS, naming the calibration record's run id. Never from a committed record of
+another run: a ceiling from another day, another clock or another protocol flatters or shames
+every fraction quoted against it. Without a calibration in this run the ceilings are null, with
+the reason.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 
 # short GPU name -> metric key -> dense datasheet peak. TFLOP/s for math, TB/s for bandwidth.
 DATASHEET: dict[str, dict[str, float]] = {
@@ -25,26 +27,34 @@ def datasheet(gpu_short: str, key: str) -> float | None:
     return DATASHEET.get(gpu_short, {}).get(key)
 
 
-def measured_ceilings(repo_root: Path, gpu_name: str | None) -> dict:
-    """{'copy': TB/s, 'bf16': TFLOP/s, 'record': path} from this run or the newest calibration record."""
-    if os.environ.get(CEILINGS_ENV):
-        return json.loads(os.environ[CEILINGS_ENV])
-    newest: tuple[str, dict, Path] | None = None
-    for path in (repo_root / "artifacts" / "evidence" / "probe-calibration").glob("*.json"):
-        try:
-            record = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if record.get("status") == "passed" and record.get("environment", {}).get("gpu") == gpu_name:
-            if newest is None or record["started_at"] > newest[0]:
-                newest = (record["started_at"], record, path)
-    if newest is None:
+def measured_ceilings(declared: list[str]) -> dict:
+    """The ceilings a probe that declares them (probe.yaml `ceilings`) may quote: those the runner
+    measured in this invocation ({'run_id', 'record', 'protocol', 'copy': TB/s, 'bf16': TFLOP/s});
+    a declared one not measured is null, and without a usable calibration all are, with the
+    reason. A probe that declares none quotes none."""
+    if not declared:
         return {}
-    return ceilings_from_record(newest[1], str(newest[2].relative_to(repo_root)))
+    raw = os.environ.get(CEILINGS_ENV)
+    try:
+        ceilings = json.loads(raw) if raw else None
+    except ValueError:
+        ceilings = None
+    if not isinstance(ceilings, dict):
+        ceilings = ceilings_unavailable("no probe-calibration ran before this probe in this runner invocation"
+                                        if not raw else f"{CEILINGS_ENV} is not a JSON object")
+    return {**{key: None for key in declared}, **ceilings}
 
 
-def ceilings_from_record(record: dict, path: str) -> dict:
-    out = {"record": path}
+def ceilings_unavailable(reason: str) -> dict:
+    """The ceilings of a probe run after no usable calibration: none, and why."""
+    return {"run_id": None, "record": None, "reason": reason}
+
+
+def ceilings_from_record(record: dict, path: str | None) -> dict:
+    """The ceilings a passing calibration record measured, named by its run id (and its path once
+    written) and the timing method it used."""
+    out: dict = {"run_id": record.get("run_id"), "record": path,
+                 "protocol": (record.get("protocol") or {}).get("method")}
     for case in record.get("cases", []):
         headline = case.get("headline") or {}
         key = (case.get("params") or {}).get("ceiling")

@@ -97,9 +97,11 @@ class Context:
         if peak:
             out["fraction_of_peak"] = round(float(value) / peak, 4)
         ceiling = self.ceilings.get(ceiling_key) if ceiling_key else None
-        # A ceiling counts only with its provenance: the calibration record (or "this run", measured
-        # earlier in the same runner invocation) goes into the record's `ceilings` beside it.
-        if ceiling and self.ceilings.get("record"):
+        # A ceiling counts only with its provenance (the run id of the calibration measured earlier
+        # in the same runner invocation, in the record's `ceilings` beside it) and when this value
+        # was timed by the protocol that timed the ceiling: a fraction across protocols measures both.
+        method = self.protocol.get("method")
+        if ceiling and self.ceilings.get("run_id") and method and self.ceilings.get("protocol") == method:
             out["fraction_of_ceiling"] = round(float(value) / float(ceiling), 4)
         return out
 
@@ -199,7 +201,7 @@ class Probe:
         gpu = detect_gpu()
         seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
         ctx = Context(seed=seed, gpu_short=short_gpu_name(gpu.name if gpu else None), gpu_name=gpu.name if gpu else None,
-                      ceilings=peaks.measured_ceilings(REPO_ROOT, gpu.name if gpu else None))
+                      ceilings=peaks.measured_ceilings(self.spec.get("ceilings") or []))
         ctx.protocol.update(data="normal (torch.randn) unless a case says otherwise", seed=seed)
         cases = [c for c in self.spec["cases"] if not args.case or c["id"] in args.case]
         results = []

@@ -16,6 +16,7 @@ the retries are spent the probe is recorded `crashed`. A record is never half-wr
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from kernelwiki.harness import env as env_mod
+from kernelwiki.harness.peaks import CEILINGS_ENV, ceilings_unavailable
 from kernelwiki.probing import processes
 from kernelwiki.probing.gpus import batch_id
 from kernelwiki.probing.runner import Options, Outcome, _iso, _run_one, _write_record
@@ -158,7 +160,9 @@ def _probe_task(task: dict) -> dict:
     options = Options(mode=task.mode, cases=task.cases, archs=task.archs, seed=task.seed, timeout_s=task.timeout_s,
                       write=False)
     timeout = task.timeout_s or spec.timeout_s
-    outcome = _run_one(repo, spec, options, environment, timeout, {}, sys.stderr)
+    alone = {CEILINGS_ENV: json.dumps(ceilings_unavailable("under --ray each probe is a task of its own: no calibration "
+                                                             "ran before it on its GPU"))}
+    outcome = _run_one(repo, spec, options, environment, timeout, alone, sys.stderr)
     return {"status": outcome.status, "reason": outcome.reason, "record": outcome.record}
 
 

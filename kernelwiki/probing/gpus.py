@@ -1,9 +1,9 @@
 """`kernelwiki probe run --gpus all|N|LIST`: every chosen GPU of this host runs probes at once, one
 probe process per GPU (CUDA_VISIBLE_DEVICES=its index).
 
-Each GPU first runs the selected calibration probes itself (its ceilings are its own), then takes
-the next probe from a shared queue; a single probe of several cases is split case by case over the
-GPUs instead. A probe that needs several GPUs (`min_gpus`) runs last, alone, on all of them. Each
+Each GPU first runs the calibration probes itself (its ceilings are its own, named by that run's
+id; null with the reason when it did not pass), then takes the next probe from a shared queue; a
+single probe of several cases is split case by case over the GPUs instead. A probe that needs several GPUs (`min_gpus`) runs last, alone, on all of them. Each
 record names the GPU (index, UUID) and the host. The caller holds the runner lock; an interrupt
 kills every probe process of the checkout and no record is written after it.
 """
@@ -23,9 +23,9 @@ from datetime import datetime, timezone
 from typing import TextIO
 
 from kernelwiki.harness import env as env_mod
-from kernelwiki.harness.peaks import CEILINGS_ENV, ceilings_from_record
+from kernelwiki.harness.peaks import CEILINGS_ENV, ceilings_unavailable
 from kernelwiki.probing import processes
-from kernelwiki.probing.runner import Options, Outcome, _run_one, _write_record
+from kernelwiki.probing.runner import Options, Outcome, _run_one, _write_record, ceilings_after
 from kernelwiki.probing.specs import ProbeSpec
 from kernelwiki.storage.repo import Repo
 
@@ -151,8 +151,8 @@ class _Runs:
         extra_env: dict[str, str] = {}
         for spec in calibration:
             outcome = self.run(Unit(spec), [device], extra_env, out)
-            if outcome and outcome.status == "passed" and outcome.record:
-                extra_env[CEILINGS_ENV] = json.dumps(ceilings_from_record(outcome.record, outcome.path or "this run"))
+            if outcome and (outcome.status == "passed" or CEILINGS_ENV not in extra_env):
+                extra_env[CEILINGS_ENV] = json.dumps(ceilings_after(outcome))
         while not self.stop.is_set():
             try:
                 unit = self.units.get_nowait()
@@ -174,8 +174,10 @@ def run_on_gpus(repo: Repo, specs: list[ProbeSpec], options: Options, devices: l
     threads = [threading.Thread(target=runs.worker, args=(d, calibration), name=f"gpu-{d.index}", daemon=True)
                for d in devices]
     _wait(repo, runs, threads)
+    alone = {CEILINGS_ENV: json.dumps(ceilings_unavailable("a probe on several GPUs at once has no calibration of "
+                                                             "its own; each GPU's ceilings are that GPU's"))}
     for spec in together:
-        thread = threading.Thread(target=runs.run, args=(Unit(spec), devices, {}, _Prefixed(out, "[all gpus] ", runs.lock)),
+        thread = threading.Thread(target=runs.run, args=(Unit(spec), devices, alone, _Prefixed(out, "[all gpus] ", runs.lock)),
                                   daemon=True)
         _wait(repo, runs, [thread])
     return runs.outcomes

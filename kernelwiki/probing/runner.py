@@ -27,7 +27,7 @@ from typing import Iterator, TextIO
 from kernelwiki.probing import processes
 from kernelwiki.harness import env as env_mod
 from kernelwiki.harness import gates
-from kernelwiki.harness.peaks import CEILINGS_ENV, ceilings_from_record
+from kernelwiki.harness.peaks import CEILINGS_ENV, ceilings_from_record, ceilings_unavailable
 from kernelwiki.probing.specs import ProbeSpec
 from kernelwiki.storage.repo import Repo
 from kernelwiki.model.files import read_regular, replace_file
@@ -107,14 +107,17 @@ def run_probes(repo: Repo, specs: list[ProbeSpec], options: Options, out: TextIO
     environment = env_mod.fingerprint(repo.root)
     outcomes: list[Outcome] = []
     extra_env: dict[str, str] = {}
+    needed = calibration_needed(specs, options)
     for index, spec in enumerate(specs, 1):
         prefix = f"[{index}/{len(specs)}] {spec.id}"
         reason = spec.skip_reason(options.mode, gpu, gpu_count)
-        if options.cases and not any(spec.case(case) for case in options.cases):
+        if not (spec.kind == "calibration" and needed) and not runs_a_case(spec, options):
             reason = f"none of the cases {', '.join(options.cases)} is one of its cases"
         if reason:
             print(f"{prefix}: skipped: {reason}", file=out)
             outcomes.append(Outcome(spec.id, "skipped", reason))
+            if spec.kind == "calibration" and needed and CEILINGS_ENV not in extra_env:
+                extra_env[CEILINGS_ENV] = json.dumps(ceilings_after(outcomes[-1]))
             continue
         timeout = options.timeout_s or spec.timeout_s
         print(f"{prefix}: running ({options.mode}, timeout {timeout:.0f} s)", file=out, flush=True)
@@ -122,9 +125,31 @@ def run_probes(repo: Repo, specs: list[ProbeSpec], options: Options, out: TextIO
         outcomes.append(outcome)
         print(f"{prefix}: {outcome.status}" + (f" ({outcome.reason})" if outcome.reason else "")
               + (f" -> {outcome.path}" if outcome.path else ""), file=out, flush=True)
-        if spec.kind == "calibration" and outcome.status == "passed" and outcome.record:
-            extra_env[CEILINGS_ENV] = json.dumps(ceilings_from_record(outcome.record, outcome.path or "this run"))
+        if spec.kind == "calibration" and (outcome.status == "passed" or CEILINGS_ENV not in extra_env):
+            extra_env[CEILINGS_ENV] = json.dumps(ceilings_after(outcome))
     return outcomes
+
+
+def runs_a_case(spec: ProbeSpec, options: Options) -> bool:
+    """Whether a --case selection leaves the probe anything to run (no selection: all its cases)."""
+    return not options.cases or any(spec.case(case) for case in options.cases)
+
+
+def calibration_needed(specs: list[ProbeSpec], options: Options) -> bool:
+    """Whether a probe of this run quotes measured ceilings: then the calibration probes run whole
+    first, whatever --case selects (specs.with_calibration put them in the selection)."""
+    return options.mode == "run" and any(s.ceilings and s.kind != "calibration" and runs_a_case(s, options)
+                                         for s in specs)
+
+
+def ceilings_after(calibration: Outcome) -> dict:
+    """What the probes after a calibration run quote: its ceilings, named by its run id, or, when it
+    did not pass (or wrote no record), none and why; never another run's."""
+    if calibration.status != "passed" or calibration.record is None:
+        run = f" ({calibration.record.get('run_id')})" if calibration.record else ""
+        return ceilings_unavailable(f"{calibration.probe} {calibration.status} in this run{run}: "
+                                    f"{calibration.reason}"[:1000])
+    return ceilings_from_record(calibration.record, calibration.path)
 
 
 def _run_one(repo: Repo, spec: ProbeSpec, options: Options, environment: dict, timeout: float,

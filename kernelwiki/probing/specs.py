@@ -55,6 +55,12 @@ class ProbeSpec:
     def min_gpus(self) -> int:
         return int(self.data.get("min_gpus", 1))
 
+    @property
+    def ceilings(self) -> list[str]:
+        """The measured ceilings the probe quotes (probe.yaml `ceilings`), which a calibration run
+        earlier in the same invocation must provide."""
+        return list(self.data.get("ceilings") or [])
+
     def case(self, case_id: str) -> dict | None:
         return self._cases().get(case_id)
 
@@ -170,3 +176,14 @@ def select(probes: dict[str, ProbeSpec], *, all_probes: bool, ids: list[str], pa
     if pages and not all_probes and not ids and not chosen:
         raise UnknownProbe(f"no probe backs page(s) {', '.join(pages)}")
     return sorted(chosen, key=lambda p: (p.kind != "calibration", p.id))
+
+
+def with_calibration(chosen: list[ProbeSpec], probes: dict[str, ProbeSpec], mode: str) -> list[ProbeSpec]:
+    """`chosen`, with the calibration probes first when a run (not compile-only) includes a probe
+    that quotes measured ceilings: those are measured in the same invocation by the same protocol,
+    never read from another run's record."""
+    if mode != "run" or not any(p.ceilings for p in chosen if p.kind != "calibration"):
+        return chosen
+    ids = {p.id for p in chosen}
+    missing = [p for p in probes.values() if p.kind == "calibration" and p.id not in ids]
+    return sorted([*chosen, *missing], key=lambda p: (p.kind != "calibration", p.id))

@@ -178,6 +178,18 @@ class Record:
     def status(self) -> str | None:
         return self.data.get("status")
 
+    def fraction_of_ceiling(self, headline: Any) -> float | None:
+        """A case headline's fraction of the measured ceiling, only where the record's own `ceilings`
+        name the calibration they came from (its run id, or in older records its path): a record
+        without them, or whose calibration failed, shows no % of ceiling."""
+        ceilings = self.data.get("ceilings")
+        fraction = headline.get("fraction_of_ceiling") if isinstance(headline, dict) else None
+        if not isinstance(ceilings, dict) or not (ceilings.get("run_id") or ceilings.get("record")):
+            return None
+        if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not fraction > 0:
+            return None
+        return float(fraction)
+
     def archs(self) -> list[str]:
         """The architectures the record speaks for: those a compile-only record compiled for, the
         machine's for a run."""

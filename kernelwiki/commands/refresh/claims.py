@@ -130,9 +130,10 @@ def measured_claims(spec: ProbeSpec, pairs: list[tuple[Record, dict]], hand_ids:
     if "baseline" in headline and "baseline_value" in headline:
         claim["baseline"] = {"name": headline["baseline"], "value": headline["baseline_value"]}
         claim["ratio"] = headline["ratio"]
-    for key in ("fraction_of_peak", "fraction_of_ceiling"):
-        if key in headline:
-            claim[key] = headline[key]
+    if "fraction_of_peak" in headline:
+        claim["fraction_of_peak"] = headline["fraction_of_peak"]
+    if record.fraction_of_ceiling(headline) is not None:
+        claim["fraction_of_ceiling"] = headline["fraction_of_ceiling"]
     runs = spread(pairs)
     if runs:
         claim["spread"] = runs
