@@ -73,6 +73,7 @@ def validate(wiki: Wiki, fix: bool = False) -> Report:
     _check_cross_references(wiki, report, probes, records)
     _check_headlines(report, probes, records)
     _check_named_runs(wiki, report, records)
+    _check_ceiling_sources(report, records)
     _check_provenance(wiki, report, records)
     report.problems = sorted(set(report.problems))
     return report
@@ -448,6 +449,18 @@ def _load_json_files(wiki: Wiki, report: Report) -> dict[str, Any]:
         records[record.rel] = record.data
         report.problems += record.problems
     return records
+
+
+def _check_ceiling_sources(report: Report, records: dict[str, Any]) -> None:
+    """A record's `ceilings.record` names the calibration run its fractions of the ceiling were
+    taken against; that run stays while a record cites it (a pruned calibration record would
+    leave the pages' fraction_of_ceiling without its evidence)."""
+    for rel, data in records.items():
+        ceilings = data.get("ceilings") if isinstance(data, dict) else None
+        source = ceilings.get("record") if isinstance(ceilings, dict) else None
+        if isinstance(source, str) and source not in records:
+            report.problems.append(Problem(rel, 1, "ceilings.record", f"no run record {source}: the calibration "
+                                           "run its ceilings and fractions of the ceiling come from must stay"))
 
 
 def _check_provenance(wiki: Wiki, report: Report, records: dict[str, Any]) -> None:
