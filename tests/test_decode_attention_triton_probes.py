@@ -1,5 +1,5 @@
 """The host-side parts of probe-decode-gemm, probe-attention-variants and probe-triton-hopper, without a
-GPU: swap-AB's padding and split-K's costs, the attended pairs of a bottom-right causal mask (the
+GPU: swap-AB without padding, split-K's costs, the attended pairs of a bottom-right causal mask (the
 FLOPs the attention headline divides by), each probe's cases against what its helpers accept, and
 the compile-only verdicts the runner gives on this machine."""
 
@@ -20,16 +20,21 @@ def _cases(probe_id: str) -> list[dict]:
     return spec["cases"]
 
 
-@pytest.mark.parametrize("m, padded", [(1, 8), (4, 8), (8, 8), (9, 16), (16, 16), (32, 32), (64, 64)])
-def test_swap_ab_pads_tokens_to_16_byte_rows(m, padded):
-    assert decode.swap_rows(m) == padded
-    assert decode.swap_rows(m) * 2 % 16 == 0   # bf16 rows of D^T: the TMA's 16-byte rule
+def test_swap_ab_runs_every_case_unpadded():
+    """The in-kernel swap takes x as it is: the kernel's problem (N, M, K) with D^T stored M-major is
+    one can_implement accepts at every case's M, in the configuration swapped_config gives it."""
+    hopper_gemm = pytest.importorskip("artifacts.kernels.hopper_gemm.hopper_gemm")
+    bf16 = hopper_gemm.cutlass.BFloat16
+    for case in _cases("probe-decode-gemm"):
+        m, n, k = (int(case["params"][key]) for key in ("m", "n", "k"))
+        config = hopper_gemm.swapped_config(m, n, k)
+        assert config.swap_ab and config.tile_n >= m
+        hopper_gemm.HopperGemm.can_implement(bf16, bf16, n, m, k, config.tile_n, config.cluster_mn,
+                                             tile_m=config.tile_m, split_k=config.split_k, d_major="m")
 
 
-def test_split_k_costs():
-    assert decode.workspace_bytes(16, 4096, 1) == 0 and decode.extra_launches(1) == 0
-    assert decode.workspace_bytes(16, 4096, 8) == 4 * 16 * 4096 * 9   # 8 FP32 slices and their FP32 sum
-    assert decode.extra_launches(8) == 2
+def test_compulsory_bytes():
+    # the split-K workspace is tests/test_hopper_gemm_splitk.py's
     assert decode.compulsory_bytes(1, 4096, 14336) == 2 * (4096 * 14336 + 14336 + 4096)
 
 

@@ -86,13 +86,6 @@ def test_spec_refuses_an_unknown_activation():
     assert not EpilogueSpec().fused and EpilogueSpec(residual=True).describe() == "residual"
 
 
-def test_can_implement_refuses_split_k_with_a_fused_epilogue():
-    hopper_gemm.HopperGemm.can_implement(BF16, BF16, 64, 4096, 4096, cluster_mn=(1, 1), split_k=4)
-    with pytest.raises(ValueError, match="split_k=4 with a fused epilogue \\(bias\\+gelu_tanh\\)"):
-        hopper_gemm.HopperGemm.can_implement(BF16, BF16, 64, 4096, 4096, cluster_mn=(1, 1), split_k=4,
-                                             epilogue=EpilogueSpec(bias=True, activation="gelu_tanh"))
-
-
 def test_choose_config_never_splits_for_a_fused_epilogue():
     assert hopper_gemm.choose_config(1, 4096, 4096).split_k == 4
     fused = hopper_gemm.choose_config(1, 4096, 4096, allow_split=False)

@@ -61,6 +61,8 @@ def test_hopper_gemm_rejects_unsupported_tile_and_cluster():
     (256, 4096, 4096, (128, 64, (2, 1), 1)),
     (4096, 4096, 4096, (128, 256, (2, 1), 1)),
     (8192, 8192, 8192, (128, 256, (2, 1), 1)),
+    (320, 8192, 3584, (128, 192, (1, 1), 1)),        # three row tiles do not pair: no 2x1 cluster
+    (4100, 4096, 4096, (128, 256, (1, 1), 1)),       # 33 row tiles: neither
 ])
 def test_choose_config(m, n, k, expected):
     config = hopper_gemm.choose_config(m, n, k, sms=132)

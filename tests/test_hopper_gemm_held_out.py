@@ -42,16 +42,6 @@ def test_the_case_is_declared_with_its_count_and_after_the_llm_shapes_it_summari
     assert ids.index("llm-shapes-summary") > last_llm
 
 
-def test_the_sweep_forces_every_tile_and_cluster_and_splits_only_small_outputs(held_out):
-    big = held_out.sweep(4096, 4096, 4096)
-    assert len(big) == 16 and all(c.split_k == 1 for c in big)
-    decode = held_out.sweep(1, 4096, 4096)
-    assert not any(c.cluster_mn == (2, 1) for c in decode)          # one row tile: no 2x1 cluster
-    splits = {(c.tile_m, c.tile_n, c.split_k) for c in decode if c.split_k > 1}
-    assert (64, 256, 8) in splits and all(c.cluster_mn == (1, 1) for c in decode if c.split_k > 1)
-    assert all(c.split_k <= 2 for c in held_out.sweep(1, 4096, 128) if c.split_k > 1)   # 2 K tiles
-
-
 def test_summaries_are_geomean_and_worst_and_missing_when_a_shape_lacks_a_ratio(held_out):
     rows = [{"choose_config": 0.5, "oracle": 1.0, "nvmmh": None}, {"choose_config": 2.0, "oracle": 1.0, "nvmmh": 1.0}]
     out = held_out.summary(rows, ("choose_config", "oracle", "nvmmh"))

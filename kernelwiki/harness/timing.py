@@ -324,24 +324,23 @@ def _cycle(fn: Callable[[Any], object], sets: list, launches: int) -> Callable[[
 
 
 CAPTURE_ERROR_MODES = ("global", "thread_local", "relaxed")
-CAPTURE_ATTEMPTS = 2
-"""A capture that fails is tried once more after the device is synchronized, for a failure that
-another thread's passing CUDA call causes; a failure that repeats is the candidate's, and is raised
-with its name and the count. Added for FlashAttention-4's first backward case
-(cudaErrorStreamCaptureInvalidated on the H200 while its other 35 cases passed); the retry has not
-rescued that case: it failed both attempts in each run since."""
 
 
 def _capture(device: Device, name: str, launch: Callable[[], object], error_mode: str) -> Callable[[], object]:
-    for attempt in range(1, CAPTURE_ATTEMPTS + 1):
-        try:
-            return device.graph(launch, error_mode)
-        except Exception as err:
-            if attempt == CAPTURE_ATTEMPTS:
-                raise RuntimeError(f"{name}: CUDA-graph capture failed {attempt} times "
-                                   f"({type(err).__name__}: {err})"[:500]) from err
-            device.synchronize()
-    raise AssertionError("unreachable")
+    """device.graph(launch), or RuntimeError naming the candidate and the first error of the capture:
+    torch's capture_end reports only "operation failed due to a previous error during capture", and
+    the error that invalidated it (seen on the H200: "operation would make the legacy stream depend on
+    a capturing blocking stream", from autograd leaves first used on the default stream) is the
+    exception it was raised during."""
+    try:
+        return device.graph(launch, error_mode)
+    except Exception as err:
+        first = err
+        while first.__context__ is not None and first.__context__ is not first:
+            first = first.__context__
+        cause = "" if first is err else f"; first error: {type(first).__name__}: {str(first).splitlines()[0]}"
+        raise RuntimeError(f"{name}: CUDA-graph capture failed ({type(err).__name__}: "
+                           f"{str(err).splitlines()[0] if str(err) else ''}{cause})"[:500]) from err
 
 
 def empty_launch_floor(device: Device, method: str, iters: int = 30) -> float:

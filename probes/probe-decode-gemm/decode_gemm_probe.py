@@ -1,15 +1,22 @@
 """probe-decode-gemm: decode-shaped GEMMs (M = 1..64) - split-K and swap-AB with our Hopper GEMM vs cuBLAS.
 
+Our split-K is reduced inside the kernel, in one launch: every split stores its FP32 partial, the
+last split of an output tile to arrive (a counter per tile) sums the partials in split order and
+writes y (hopper_gemm.HopperGemm.reduce_partials).
+
 Every case (M tokens against one LLM weight matrix W: N x K, y = x @ W^T in bf16):
   1. correctness first: fresh normal inputs, each output poisoned, gated against a float64
      reference with the tolerance derived from cuBLAS's own error at that shape - for cuBLAS, our
      kernel with its own choice of split-K, our kernel forced to split_k = 1 and to twice its
-     choice, and swap-AB (D^T = W x^T: W as the kernel's A operand, x - padded to a multiple of 8
-     rows, the TMA's 16-byte row rule for D^T - as its B, into an (N, M) output); the split-K
-     result is also computed twice and compared bit for bit (its sum runs in a fixed order);
-  2. ctx.bench of all of them on the same rotated input sets, swap-AB both without and with the
-     transpose back to (M, N), so the transpose's cost is its own number.
-The headline is our kernel's own choice in TB/s of compulsory bytes (W once, x, y) against cuBLAS.
+     choice, and its swap-AB path (compile_gemm(swap_ab=True): the kernel computes D^T = W x^T, W
+     as its A operand and x as its B, and stores D^T M-major, which is y (M, N) itself: no padding
+     of x, no transpose); the split-K result is also computed twice and compared bit for bit (its
+     sum runs in a fixed order);
+  2. ctx.bench of all of them on the same rotated input sets.
+The metrics say whether choose_config's swap-AB rule (swap_ab_pays, off by default behind
+SWAP_AB_AUTO) would pick swap-AB at the case's shape, so one run tells whether the rule and the
+timings agree. The headline is our kernel's own choice in TB/s of compulsory bytes (W once, x, y)
+against cuBLAS.
 Stream-K is not implemented in our kernel (the page cites CUTLASS's scheduler for what it is).
 
 Run through the runner: kernelwiki probe run --probe probe-decode-gemm [--compile-only]
@@ -23,27 +30,19 @@ from kernelwiki.harness import compile as compile_mod
 from kernelwiki.harness import gates
 from kernelwiki.harness.probe import Context, Probe
 
-ROW_ALIGN = 8   # D^T is (N, M) with M contiguous: TMA rows of 16 bytes = 8 bf16
-
-
-def swap_rows(m: int) -> int:
-    """Rows x is padded to for swap-AB: D^T's contiguous dimension must be a multiple of 8 bf16."""
-    return -(-m // ROW_ALIGN) * ROW_ALIGN
-
-
 def compulsory_bytes(m: int, n: int, k: int) -> int:
     """bf16 W once, x once, y once: what any kernel must move."""
     return 2 * (n * k + m * k + m * n)
 
 
-def workspace_bytes(m: int, n: int, split_k: int) -> int:
-    """What our split-K allocates beside y: split_k FP32 slices of (M, N) and their FP32 sum."""
-    return 0 if split_k <= 1 else 4 * m * n * (split_k + 1)
+def workspace_bytes(m: int, n: int, config) -> int:
+    """What our split-K allocates beside y (hopper_gemm.split_workspace): a whole FP32 tile per split
+    of each output tile (of which the kernel touches the rows inside M) and an Int32 counter per
+    output tile; 0 without a split."""
+    from artifacts.kernels.hopper_gemm import hopper_gemm
 
-
-def extra_launches(split_k: int) -> int:
-    """Launches beside the GEMM: the fixed-order sum of the slices and the conversion into y."""
-    return 0 if split_k <= 1 else 2
+    partials, counters = hopper_gemm.split_workspace(m, n, 1, config)
+    return 4 * (partials + counters)
 
 
 def _operands(m: int, n: int, k: int, generator):
@@ -59,29 +58,16 @@ def _reference(x, w):
 
 
 def _variants(x, w, chosen_split: int) -> dict:
-    """{name: (run, output view to gate as (M, N))} of our kernel on x, w."""
-    import torch
-
+    """{name: (run, (M, N) output)} of our kernel on x, w."""
     from artifacts.kernels.hopper_gemm import hopper_gemm
 
-    m = x.shape[0]
     out = {}
     run, d = hopper_gemm.compile_gemm(x, w)
     out["ours"] = (run, d)
     for split in sorted({1, min(hopper_gemm.MAX_SPLIT_K, 2 * chosen_split)} - {chosen_split}):
         run, d = hopper_gemm.compile_gemm(x, w, split_k=split)
         out[f"ours split_k={split}"] = (run, d)
-    x_padded = torch.zeros(swap_rows(m), x.shape[1], dtype=x.dtype, device=x.device)
-    x_padded[:m].copy_(x)
-    run_t, d_t = hopper_gemm.compile_gemm(w, x_padded)          # (N, M padded) = W @ x^T
-    y = torch.empty(m, w.shape[0], dtype=x.dtype, device=x.device)
-    out["swap-ab"] = (run_t, d_t[:, :m].t())
-
-    def swap_and_transpose():
-        run_t()
-        y.copy_(d_t[:, :m].t())
-    out["swap-ab + transpose"] = (swap_and_transpose, y)
-    out["_configs"] = {"swap-ab": run_t.config.describe()}
+    out["swap-ab"] = hopper_gemm.compile_gemm(x, w, swap_ab=True)
     return out
 
 
@@ -97,9 +83,10 @@ def run_case(case: dict, ctx: Context) -> dict:
     y_cublas = gates.poison(torch.empty(m, n, dtype=torch.bfloat16, device="cuda"))
     torch.matmul(x, w.t(), out=y_cublas)
     tolerance = gates.reference_tolerance(y_cublas, ref)
-    chosen = hopper_gemm.choose_config(m, n, k, sms=torch.cuda.get_device_properties(0).multi_processor_count)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    chosen = hopper_gemm.choose_config(m, n, k, sms=sms)
+    rule_swaps = hopper_gemm.choose_config(m, n, k, sms=sms, allow_swap=True).swap_ab
     variants = _variants(x, w, chosen.split_k)
-    configs = variants.pop("_configs")
     parts = {"cublas": gates.check(y_cublas, ref, "bf16", **tolerance)}
     for name, (run, d) in variants.items():
         gates.poison(d)
@@ -121,7 +108,6 @@ def run_case(case: dict, ctx: Context) -> dict:
         """Input set i: operands, cuBLAS's output and every variant of ours bound to them (set 0: the checked ones)."""
         xs, ws = (x, w) if i == 0 else _operands(m, n, k, ctx.generator(salt=1 + i))
         bound = variants if i == 0 else _variants(xs, ws, chosen.split_k)
-        bound.pop("_configs", None)
         s = {"x": xs, "w": ws, "y": torch.empty(m, n, dtype=torch.bfloat16, device="cuda")}
         s.update({name: run for name, (run, _) in bound.items()})
         return s
@@ -131,15 +117,16 @@ def run_case(case: dict, ctx: Context) -> dict:
     moved = compulsory_bytes(m, n, k)
     timing = ctx.bench(candidates, make_inputs, moved)
     tbs = {name: moved / (t["median_ms"] * 1e-3) / 1e12 for name, t in timing.items()}
+    swapped = variants["swap-ab"][0].config
     metrics = {"ours_config": variants["ours"][0].config.describe(),
-               "swap_ab_config": configs["swap-ab"], "ours_split_k": chosen.split_k,
-               "ours_workspace_bytes": workspace_bytes(m, n, chosen.split_k),
-               "ours_extra_launches": extra_launches(chosen.split_k), "swap_ab_padded_rows": swap_rows(m),
-               "output_tiles_of_ours": math.ceil(m / chosen.tile_m) * math.ceil(n / chosen.tile_n)}
+               "swap_ab_config": swapped.describe(), "ours_split_k": chosen.split_k,
+               "ours_workspace_bytes": workspace_bytes(m, n, chosen),
+               "output_tiles_of_ours": math.ceil(m / chosen.tile_m) * math.ceil(n / chosen.tile_n),
+               "output_tiles_of_swap_ab": math.ceil(n / swapped.tile_m) * math.ceil(m / swapped.tile_n),
+               "swap_ab_rule_picks_swap": rule_swaps}
     for name, t in timing.items():
         metrics[f"{name}_us"] = round(t["median_ms"] * 1e3, 2)
         metrics[f"{name}_tb_s"] = round(tbs[name], 3)
-    metrics["transpose_us"] = round(metrics["swap-ab + transpose_us"] - metrics["swap-ab_us"], 2)
     return {"correctness": correctness, "timing": timing, "metrics": metrics,
             "baselines": [{"name": name, "value": round(v, 3), "ratio": round(tbs["ours"] / v, 4)}
                           for name, v in tbs.items() if name != "ours"],
@@ -147,35 +134,50 @@ def run_case(case: dict, ctx: Context) -> dict:
                                      baseline=("cublas", tbs["cublas"]))}
 
 
-def negative_control(ctx: Context) -> dict:
-    """Split-K whose last K range ends one 64-element K tile early (an off-by-one range bound):
-    1 of 224 K tiles at 4096 x 14336 never read, gated like the cases."""
+# The split-K control: M = 16 against 4096 x 15424 (241 K tiles of 64) in 64 x 256 tiles split 16
+# ways, so the last K range holds one K tile (16 ranges of 16, then 1)
+CONTROL_SHAPE = (16, 4096, 15424)
+CONTROL_SPLIT_K = 16
+CONTROL_TILE = (64, 256)
+
+
+def control_skipped_slice(ctx: Context) -> dict:
+    """The in-kernel split-K reduction with an off-by-one loop bound in output tile (0, 0): its last
+    split sums split_k - 1 partials, missing the last range (1 of 241 K tiles in 256 of 4096 columns;
+    about 2x the gate by the reference math, tests/test_decode_gemm_probe.py), gated like the cases."""
     import torch
 
     from artifacts.kernels.hopper_gemm import hopper_gemm
 
-    x, w = _operands(16, 4096, 14336, ctx.generator(salt=99))
+    x, w = _operands(*CONTROL_SHAPE, ctx.generator(salt=99))
     ref = _reference(x, w)
     tolerance = gates.reference_tolerance(torch.matmul(x, w.t()), ref)
-    run, d = hopper_gemm.compile_gemm(x[:, :-64], w[:, :-64], split_k=4)
+    run, d = hopper_gemm.compile_gemm(x, w, split_k=CONTROL_SPLIT_K, tile_m=CONTROL_TILE[0], tile_n=CONTROL_TILE[1],
+                                      skip_last_slice=True)
     gates.poison(d)
     run()
     torch.cuda.synchronize()
     return gates.check(d, ref, "bf16", **tolerance)
 
 
+NEGATIVE_CONTROLS = {"split-k-skips-last-slice": control_skipped_slice}
+
+
 def compile_kernel(arch: str) -> compile_mod.Emitted:
-    """The configurations these cases take: 64-row tiles 256 wide (bf16 out, and FP32 out for the
-    slices of split-K) and swap-AB's 128 x 64 tiles (split-K too)."""
+    """The configurations these cases take: 64-row tiles 256 wide without and with the in-kernel
+    split-K (and 128 x 64 with it), the control's broken reduction, and swap-AB's 64-row tiles over N,
+    16, 32 or 64 wide over the tokens, with the M-major (transposed stmatrix) store."""
     from artifacts.kernels.hopper_gemm import hopper_gemm
 
-    f32 = hopper_gemm.cutlass.Float32
     emitted = compile_mod.from_cute(hopper_gemm.compile_for(arch, m=1, tile_m=64, tile_n=256, cluster_mn=(1, 1)), arch)
-    for tile_m, tile_n, d_dtype in ((64, 256, f32), (128, 64, f32)):
+    for tile_m, tile_n, variant in ((64, 256, {}), (128, 64, {}), (*CONTROL_TILE, {"skip_last_slice": True})):
         emitted.extend(compile_mod.from_cute(hopper_gemm.compile_for(arch, m=1, tile_m=tile_m, tile_n=tile_n,
-                                                                      cluster_mn=(1, 1), d_dtype=d_dtype), arch))
+                                                                      cluster_mn=(1, 1), split_k=2, **variant), arch))
+    for tile_n in (16, 32, 64):
+        emitted.extend(compile_mod.from_cute(hopper_gemm.compile_for(arch, tile_m=64, tile_n=tile_n, cluster_mn=(1, 1),
+                                                                      d_major="m"), arch))
     return emitted
 
 
 if __name__ == "__main__":
-    Probe(__file__).main(run_case=run_case, negative_control=negative_control, compile=compile_kernel)
+    Probe(__file__).main(run_case=run_case, negative_control=NEGATIVE_CONTROLS, compile=compile_kernel)

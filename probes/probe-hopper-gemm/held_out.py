@@ -1,12 +1,14 @@
 """The held-out set of probe-hopper-gemm (issue 27): GEMM shapes from real model layers that the
 configuration choice was never fitted to, drawn at run time by the run's seed, and what each chooser
-(choose_config, NVIDIA's heuristics through nvmmh, the oracle of a forced sweep) leaves against the
-strongest baseline. Pure Python, so the planning and the summaries are tested on the CPU.
+(choose_config, NVIDIA's heuristics through nvmmh, tune=True's measured choice, the oracle of a forced
+sweep) leaves against the strongest baseline. Pure Python, so the planning and the summaries are tested
+on the CPU.
 
-Time budget (one H200, bf16, 24 shapes of at most MAX_ELEMENTS elements per operand): per shape a
-first pass times each sweep configuration (at most 16 tile/cluster configurations plus 24 split-K ones
-where the output tiles fill under half the SMs; typically 12-30 in all) as one CUDA graph of 20
-launches on one warm input set, then one ctx.bench times ours (choose_config), nvmmh's configuration,
+Time budget (one H200, bf16, 24 shapes of at most MAX_ELEMENTS elements per operand): per shape the
+first pass is tune=True's own (autotune.time_sweep: each configuration of autotune.sweep, at most 16
+tile/cluster configurations plus 24 split-K ones where the output tiles fill under half the SMs,
+typically 12-30 in all, as one CUDA graph of up to 20 launches on one warm input set); its fastest is
+the tuned choice. Then one ctx.bench times ours (choose_config), nvmmh's configuration, the tuned one,
 cuBLAS, quack and the FINALISTS fastest of the first pass, SWEEP_ITERS iterations each; the sweep's
 kernels compile once per configuration (<= 24 kernels, cached on disk, ~5 s each on the first run).
 The first H200 run, which benched the whole sweep of every shape, passed 330 s without finishing:
@@ -19,10 +21,8 @@ import math
 
 from kernelwiki.harness import shapes
 
-from artifacts.kernels.hopper_gemm.hopper_gemm import MAX_SPLIT_K, TILE_MS, TILE_NS, GemmConfig
+from artifacts.kernels.hopper_gemm.hopper_gemm import GemmConfig
 
-SWEEP_CLUSTERS = ((1, 1), (2, 1))
-SWEEP_SPLITS = (2, 4, 8)
 SWEEP_ITERS = 10
 FINALISTS = 3
 """Sweep configurations that reach the full protocol: the fastest FINALISTS of a first pass (one warm
@@ -47,25 +47,6 @@ def draw(seed: int, count: int, cases: list[dict]) -> list[dict]:
     """The held-out shapes of a run: `count` shapes of shapes.LAYERS x shapes.M_VALUES drawn with
     `seed`, none of the tuning set, none larger than MAX_ELEMENTS."""
     return shapes.held_out(seed, count, exclude=tuning_set(cases), max_elements=MAX_ELEMENTS)
-
-
-def sweep(m: int, n: int, k: int, sms: int = 132, k_tile: int = 64) -> list[GemmConfig]:
-    """Every configuration the oracle forces: tile_m x tile_n x cluster (2x1 only with two row tiles),
-    and split-K 2/4/8 with a 1x1 cluster where the output tiles fill under half of the SMs (and each
-    K range keeps at least one K tile)."""
-    out = []
-    k_tiles = math.ceil(k / k_tile)
-    for tile_m in TILE_MS:
-        for tile_n in TILE_NS:
-            tiles = math.ceil(m / tile_m) * math.ceil(n / tile_n)
-            for cluster in SWEEP_CLUSTERS:
-                if cluster == (2, 1) and math.ceil(m / tile_m) < 2:
-                    continue
-                out.append(GemmConfig(tile_m, tile_n, cluster, 1))
-            if 2 * tiles < sms:
-                out += [GemmConfig(tile_m, tile_n, (1, 1), split) for split in SWEEP_SPLITS
-                        if split <= min(MAX_SPLIT_K, k_tiles)]
-    return out
 
 
 def finalists(first_pass_ms: dict[str, float], count: int = FINALISTS) -> list[str]:
@@ -99,6 +80,8 @@ def compact(row: dict) -> str:
     """One shape of the record's per-shape list: m x n x k, model/layer, our config, our ratio (and
     the oracle's config and ratio)."""
     text = f"{row['m']}x{row['n']}x{row['k']} {row['model']}/{row['layer']} {row['config']} {row['choose_config']:.3f}"
+    if row.get("tuned"):
+        text += f" (tuned {row['tuned_config']} {row['tuned']:.3f})"
     if row.get("oracle"):
         text += f" (oracle {row['oracle_config']} {row['oracle']:.3f})"
     return text

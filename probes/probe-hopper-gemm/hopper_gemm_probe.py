@@ -25,7 +25,7 @@ from kernelwiki.harness.probe import REPO_ROOT, Context, Probe
 from kernelwiki.harness.timing import bound
 
 import held_out  # next to this script, whose folder Python puts first on sys.path
-from artifacts.kernels.hopper_gemm import hopper_gemm  # our kernel, importable without a GPU
+from artifacts.kernels.hopper_gemm import autotune, hopper_gemm  # our kernel, importable without a GPU
 
 AB_DTYPES = {"bf16": hopper_gemm.cutlass.BFloat16, "fp16": hopper_gemm.cutlass.Float16,
              "tf32": hopper_gemm.cutlass.TFloat32, "e4m3": hopper_gemm.cutlass.Float8E4M3FN}
@@ -265,9 +265,9 @@ def run_case(case: dict, ctx: Context) -> dict:
 
     tf32_before = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"   # cuBLAS TF32 for the tf32 cases only
-    kernel_d = hopper_gemm.cutlass.Float32 if run.config.split_k > 1 else _D_DTYPE.get(dtype, AB_DTYPES["bf16"])
     metrics.update(config=run.config.describe(), stages=hopper_gemm.HopperGemm(
-        AB_DTYPES[dtype], kernel_d, tile_n=run.config.tile_n, tile_m=run.config.tile_m).stages)
+        AB_DTYPES[dtype], _D_DTYPE.get(dtype, AB_DTYPES["bf16"]), tile_n=run.config.tile_n, tile_m=run.config.tile_m,
+        reduce_splits=run.config.split_k > 1).stages)
     try:
         first = make_set(0)
         set_bytes = sum(t.numel() * t.element_size() for t in (a, b, d))   # what one launch touches
@@ -394,29 +394,6 @@ def _held_out_launches(x, w, configs: dict, with_quack: bool) -> tuple[dict, dic
     return launches, out
 
 
-def _graph_ms(launch, launches: int = 20) -> float:
-    """Milliseconds per launch of `launch` replayed from one CUDA graph on one (warm) input set: the
-    cheap first pass that picks the sweep's finalists (held_out.finalists)."""
-    import torch
-
-    stream = torch.cuda.Stream()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.stream(stream):
-        launch()
-        torch.cuda.synchronize()
-        with torch.cuda.graph(graph, stream=stream):
-            for _ in range(launches):
-                launch()
-    graph.replay()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(3):
-        graph.replay()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) / (3 * launches)
-
-
 def _held_out_shape(shape: dict, index: int, nvmmh_config, ctx: Context) -> dict:
     """One held-out shape: gate every configuration of ours and quack, time them all with cuBLAS, and
     return its row (ratios to the shape's strongest correct baseline)."""
@@ -426,7 +403,7 @@ def _held_out_shape(shape: dict, index: int, nvmmh_config, ctx: Context) -> dict
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     chosen = hopper_gemm.choose_config(m, n, k, 1, sms, 16)
     configs = {"ours": None}
-    configs.update({held_out.label(c): c for c in held_out.sweep(m, n, k, sms) if c != chosen})
+    configs.update({held_out.label(c): c for c in autotune.sweep(m, n, k, 1, sms, 16) if c != chosen})
     nvmmh_name = None
     if nvmmh_config is not None:
         nvmmh_name = "ours" if nvmmh_config == chosen else held_out.label(nvmmh_config)
@@ -447,10 +424,15 @@ def _held_out_shape(shape: dict, index: int, nvmmh_config, ctx: Context) -> dict
     if not quack_ok:
         launches.pop("quack", None)
     del reference, cublas_out
-    if "ours" in incorrect or (nvmmh_name in incorrect):
+    # the first pass is tune=True's own: its fastest is what gemm(tune=True) would run
+    first_pass = autotune.time_sweep(a, b)
+    tuned = min(first_pass, key=first_pass.__getitem__)
+    tuned_name = "ours" if tuned == chosen else held_out.label(tuned)
+    if "ours" in incorrect or nvmmh_name in incorrect or tuned_name in incorrect:
         return {**shape, "passed": False, "incorrect": incorrect}
-    kept = {"ours", nvmmh_name, "cuBLAS", "quack"}
-    finalists = held_out.finalists({name: _graph_ms(run) for name, run in launches.items() if name not in kept})
+    kept = {"ours", nvmmh_name, tuned_name, "cuBLAS", "quack"}
+    named = {"ours" if config == chosen else held_out.label(config): ms for config, ms in first_pass.items()}
+    finalists = held_out.finalists({name: ms for name, ms in named.items() if name in launches and name not in kept})
     names = [name for name in launches if name in kept or name in finalists]
     first = launches
 
@@ -471,6 +453,7 @@ def _held_out_shape(shape: dict, index: int, nvmmh_config, ctx: Context) -> dict
             "cublas": tflops["cuBLAS"], "quack": tflops.get("quack"),
             "config": held_out.label(chosen), "choose_config": tflops["ours"] / best,
             "nvmmh": tflops[nvmmh_name] / best if nvmmh_name else None,
+            "tuned": tflops[tuned_name] / best, "tuned_config": held_out.label(tuned),
             "oracle": tflops[oracle] / best,
             "oracle_config": held_out.label(chosen) if oracle == "ours" else oracle}
 
@@ -499,7 +482,7 @@ def run_held_out(params: dict, ctx: Context) -> dict:
                "headline_statistic": "geomean over the held-out shapes",
                "nvmmh": "asked" if asked else
                "unavailable (nvidia-matmul-heuristics not installed, or its child gave no complete answer)",
-               **held_out.summary(timed, ("choose_config", "nvmmh", "oracle")),
+               **held_out.summary(timed, ("choose_config", "nvmmh", "tuned", "oracle")),
                "sweep_incorrect": "; ".join(f"{r['m']}x{r['n']}x{r['k']}: {', '.join(r['incorrect'])}"
                                             for r in rows if r["incorrect"]) or None,
                "per_shape": "; ".join(held_out.compact(r) for r in timed)}
@@ -566,11 +549,10 @@ def compile_kernel(arch: str) -> compile_mod.Emitted:
     """Every configuration the heuristic can pick for bf16 (tile_m x tile_n, split-K), the transposed
     operands, fp8 and tf32: shapes are dynamic, so one compile per configuration covers M = 1 too."""
     emitted = compile_mod.from_cute(hopper_gemm.compile_for(arch, m=1, cluster_mn=(2, 1)), arch)
-    # decode: 64-row tiles, and the FP32-output kernels split-K runs
-    f32 = hopper_gemm.cutlass.Float32
-    extras = [hopper_gemm.compile_for(arch, m=1, tile_m=64, tile_n=tile_n, cluster_mn=(1, 1), d_dtype=d_dtype)
-              for tile_n in (64, 128, 192, 256) for d_dtype in (AB_DTYPES["bf16"], f32)]
-    extras += [hopper_gemm.compile_for(arch, tile_n=tile_n, cluster_mn=(1, 1), d_dtype=f32) for tile_n in (64, 128)]
+    # decode: 64-row tiles, and the kernels that reduce split-K inside (one per tile shape, any split)
+    extras = [hopper_gemm.compile_for(arch, m=1, tile_m=64, tile_n=tile_n, cluster_mn=(1, 1), split_k=split_k)
+              for tile_n in (64, 128, 192, 256) for split_k in (1, 2)]
+    extras += [hopper_gemm.compile_for(arch, tile_n=tile_n, cluster_mn=(1, 1), split_k=2) for tile_n in (64, 128)]
     transposed = compile_mod.from_cute(hopper_gemm.compile_for(arch, cluster_mn=(2, 1), a_major="mn", b_major="mn"),
                                        arch)
     if re.search(r"wgmma\.mma_async[^;]*p, 1,\s*1, 1, 1;", transposed.ptx):

@@ -104,7 +104,8 @@ class Sm90GemmBase:
     consume (setmaxnreg up) and run the epilogue. `schedule` says how the consumers share the work:
     "cooperative" (every consumer warpgroup on each tile, 64 rows each) or "pingpong" (two
     warpgroups, each owning every other tile of the walk whole). A specialization provides:
-    - attributes, set in its __init__ before `fit_stages`: ab_dtype, d_dtype, acc_dtype; tile_mnk
+    - attributes, set in its __init__ before `fit_stages`: ab_dtype, d_dtype, acc_dtype; d_layout
+      (default ROW_MAJOR); tile_mnk
       (tile_m, tile_n, tile_k); cluster_mn; swizzle; warpgroups (consumer warpgroups, 64 rows of wgmma
       each); threads (WARPGROUP_THREADS * (1 + warpgroups)); epi_tile (rows, columns of a D slice);
       then stages and epi_stages, from fit_stages;
@@ -118,6 +119,10 @@ class Sm90GemmBase:
     """
 
     schedule = "cooperative"
+    # D in global memory: ROW_MAJOR (N contiguous), or COL_MAJOR (M contiguous: the epilogue's D slices
+    # are M-major in shared memory and stmatrix writes them transposed; 16-bit D only, as stmatrix is)
+    d_layout = LayoutEnum.ROW_MAJOR
+    smem_words = 0   # Int32 words before the barriers (a specialization's flags between its threads)
 
     # --- host side: sizing, atoms, scheduler, launch --------------------------------------------------
 
@@ -137,9 +142,10 @@ class Sm90GemmBase:
     def smem_bytes(self, stages: int, epi_stages: int) -> int:
         """Shared memory of a SharedStorage with these stage counts, alignment included: the barriers
         (a full and an empty one per stage), A and B (1024-aligned for the 128-byte swizzle), the extras,
-        the D slices."""
+        the D slices; the words (first) fit in front of the barriers' 1024-byte block."""
         tile_m, tile_n, tile_k = self.tile_mnk
-        offset = _align(stages * 2 * 8, 1024) + stages * tile_m * tile_k * self.ab_dtype.width // 8
+        offset = _align(_align(4 * self.smem_words, 8) + stages * 2 * 8, 1024)
+        offset += stages * tile_m * tile_k * self.ab_dtype.width // 8
         offset = _align(offset, 1024) + stages * tile_n * tile_k * self.ab_dtype.width // 8
         for size, alignment in self.stage_extras():
             offset = _align(offset, alignment) + stages * size
@@ -157,10 +163,12 @@ class Sm90GemmBase:
 
     def make_shared_storage(self, sA_layout, sB_layout, sD_layout, extras=()):
         """The SharedStorage struct, in the order smem_bytes sizes it: ab_barriers (full and empty per
-        stage), sA, sB, each (name, dtype, layout, alignment) of `extras`, sD; raises if its size is not
+        stage), sA, sB, each (name, dtype, layout, alignment) of `extras`, sD, with smem_words Int32
+        words in front when there are any; raises if its size is not
         what smem_bytes predicted (the stage counts were fitted with that prediction)."""
         MemRange, Align = cute.struct.MemRange, cute.struct.Align
-        fields = {"ab_barriers": MemRange[cutlass.Int64, self.stages * 2],
+        fields = {"words": MemRange[cutlass.Int32, self.smem_words]} if self.smem_words else {}
+        fields |= {"ab_barriers": MemRange[cutlass.Int64, self.stages * 2],
                   "sA": Align[MemRange[self.ab_dtype, cute.cosize(sA_layout)], 1024],
                   "sB": Align[MemRange[self.ab_dtype, cute.cosize(sB_layout)], 1024],
                   **{name: Align[MemRange[dtype, cute.cosize(layout)], alignment]
@@ -186,12 +194,14 @@ class Sm90GemmBase:
         return cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileS2GOp(), mD,
                                            cute.slice_(sD_layout, (None, None, 0)), self.epi_tile)
 
-    def make_scheduler_params(self, mD: cute.Tensor, max_active_clusters: int):
-        """(scheduler params, grid): the output tiles (m, n, l) of D, walked cluster by cluster by at most
+    def make_scheduler_params(self, mD: cute.Tensor, max_active_clusters: int, work_l=None):
+        """(scheduler params, grid): the work tiles (m, n, l) over D's output tiles, l in 0..work_l - 1
+        (default D's batches; split-K: batches x splits), walked cluster by cluster by at most
         max_active_clusters resident clusters."""
         tiles_m, tiles_n = cute.ceil_div((mD.shape[0], mD.shape[1]), self.tile_mnk[:2])
         cluster_m, cluster_n = self.cluster_mn
-        params = utils.PersistentTileSchedulerParams((tiles_m, tiles_n, mD.shape[2]), (cluster_m, cluster_n, 1),
+        work_l = mD.shape[2] if work_l is None else work_l
+        params = utils.PersistentTileSchedulerParams((tiles_m, tiles_n, work_l), (cluster_m, cluster_n, 1),
                                                      self.swizzle, True)
         return params, utils.StaticPersistentTileScheduler.get_grid_shape(params, max_active_clusters)
 
@@ -346,8 +356,9 @@ class Sm90GemmBase:
         the register shape of one slice, the named barrier of the threads on one tile (ping-pong: one
         warpgroup; the two never hold it at once, their epilogues take turns) and the TMA-store ring
         (epi_stages buffers)."""
-        r2s_atom = sm90_utils.get_smem_store_op(LayoutEnum.ROW_MAJOR, self.d_dtype, self.acc_dtype)
-        stmatrix = cute.make_copy_atom(cute.nvgpu.warp.StMatrix8x8x16bOp(False, 4), self.d_dtype)
+        r2s_atom = sm90_utils.get_smem_store_op(self.d_layout, self.d_dtype, self.acc_dtype)
+        stmatrix = cute.make_copy_atom(cute.nvgpu.warp.StMatrix8x8x16bOp(self.d_layout.is_m_major_c(), 4),
+                                       self.d_dtype)
         r2s = cute.make_tiled_copy_S(r2s_atom, cute.make_tiled_copy_C_atom(stmatrix, tiled_mma))
         thr_r2s = r2s.get_slice(consumer_tidx)
         tRS_sD = thr_r2s.partition_D(sD)

@@ -155,7 +155,8 @@ def cache_dir() -> Path:
     return Path(base)
 
 
-def _sources_hash(sources: list[Path]) -> str:
+def sources_hash(sources: list[Path]) -> str:
+    """The CuTe DSL version and the kernel source files, hashed: what a cached kernel or tuning depends on."""
     h = hashlib.sha256(cutlass.__version__.encode())
     for path in sorted(sources):
         h.update(path.name.encode())
@@ -171,7 +172,7 @@ def cached_kernel(key: tuple, compile_fn: Callable[[], Any], sources: list[Path]
 
     if key in _KERNELS:
         return _KERNELS[key]
-    name = "k_" + hashlib.sha256(repr((key, _sources_hash(sources))).encode()).hexdigest()[:24]
+    name = "k_" + hashlib.sha256(repr((key, sources_hash(sources))).encode()).hexdigest()[:24]
     directory = cache_dir()
     obj = directory / f"{name}.o"
     compiled = None

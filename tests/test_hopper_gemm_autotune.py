@@ -1,0 +1,91 @@
+"""The measured configuration choice (artifacts/kernels/hopper_gemm/autotune.py) on the CPU: what it
+sweeps, how it keys a problem, and that a hostile or broken tuning file is ignored, never trusted.
+The timing itself runs on the GPU (tests/test_hopper_gemm_gpu.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+autotune = pytest.importorskip("artifacts.kernels.hopper_gemm.autotune")
+from artifacts.kernels.hopper_gemm.hopper_gemm import GemmConfig  # noqa: E402
+
+
+def test_the_sweep_forces_every_tile_and_cluster_and_splits_only_small_outputs():
+    big = autotune.sweep(4096, 4096, 4096)
+    assert len(big) == 16 and all(c.split_k == 1 for c in big)
+    decode = autotune.sweep(1, 4096, 4096)
+    assert not any(c.cluster_mn == (2, 1) for c in decode)          # one row tile: no 2x1 cluster
+    splits = {(c.tile_m, c.tile_n, c.split_k) for c in decode if c.split_k > 1}
+    assert (64, 256, 8) in splits and all(c.cluster_mn == (1, 1) for c in decode if c.split_k > 1)
+    assert all(c.split_k <= 2 for c in autotune.sweep(1, 4096, 128) if c.split_k > 1)   # 2 K tiles
+    assert not any(c.split_k > 1 for c in autotune.sweep(64, 4096, 4096, batch=8))   # batches fill the SMs
+
+
+def test_a_bucket_rounds_m_up_to_a_power_of_two_and_keeps_the_rest_exact():
+    key = autotune.bucket_key("NVIDIA H200", 132, "torch.bfloat16", "torch.bfloat16", "k", "k", 1, 100, 4096, 7168)
+    assert key == "NVIDIA H200|132|torch.bfloat16|torch.bfloat16|kk|L1|M128|N4096|K7168"
+    same = autotune.bucket_key("NVIDIA H200", 132, "torch.bfloat16", "torch.bfloat16", "k", "k", 1, 65, 4096, 7168)
+    assert same == key
+    assert "|M1|" in autotune.bucket_key("g", 1, "a", "d", "k", "k", 1, 1, 8, 8)
+    assert "|M64|" in autotune.bucket_key("g", 1, "a", "d", "k", "k", 1, 64, 8, 8)
+
+
+def test_the_cache_round_trips_and_keeps_other_entries(tmp_path):
+    path = tmp_path / "t.json"
+    autotune.write_cache(path, "a", GemmConfig(64, 256, (1, 1), 4))
+    autotune.write_cache(path, "b", GemmConfig(128, 192, (2, 1), 1))
+    assert autotune.read_cache(path) == {"a": GemmConfig(64, 256, (1, 1), 4), "b": GemmConfig(128, 192, (2, 1), 1)}
+    assert not list(tmp_path.glob("*.tmp"))   # written atomically: no leftovers
+
+
+@pytest.mark.parametrize("entry", [
+    {"tile_m": 96, "tile_n": 256, "cluster_mn": [1, 1], "split_k": 1},          # no such tile
+    {"tile_m": 128, "tile_n": 256, "cluster_mn": [4, 1], "split_k": 1},         # no such cluster
+    {"tile_m": 128, "tile_n": 256, "cluster_mn": [2, 1], "split_k": 4},         # split-K refuses clusters
+    {"tile_m": 128, "tile_n": 256, "cluster_mn": [1, 1], "split_k": 99},
+    {"tile_m": True, "tile_n": 256, "cluster_mn": [1, 1], "split_k": 1},        # a bool is no tile
+    {"tile_m": 128.0, "tile_n": 256, "cluster_mn": [1, 1], "split_k": 1},
+    {"tile_m": 128, "tile_n": 256, "cluster_mn": "1x1", "split_k": 1},
+    {"tile_m": 128, "tile_n": 256, "cluster_mn": [1, 1], "split_k": 1, "schedule": "x; rm -rf /"},
+    "128x256", None, [],
+])
+def test_an_entry_the_kernel_does_not_implement_is_ignored_with_a_warning(tmp_path, entry):
+    path = tmp_path / "t.json"
+    good = {"tile_m": 64, "tile_n": 128, "cluster_mn": [1, 1], "split_k": 1}
+    path.write_text(json.dumps({"version": 1, "entries": {"bad": entry, "good": good}}))
+    with pytest.warns(UserWarning, match=r"entries\['bad'\]"):
+        assert autotune.read_cache(path) == {"good": GemmConfig(64, 128, (1, 1), 1)}
+
+
+@pytest.mark.parametrize("text", ["{not json", json.dumps([1, 2]), json.dumps({"version": 2, "entries": {}}),
+                                  json.dumps({"version": 1, "entries": []}), "\udcff"])
+def test_a_file_that_is_not_the_format_is_ignored_with_a_warning(tmp_path, text):
+    path = tmp_path / "t.json"
+    path.write_bytes(text.encode("utf-8", "surrogateescape"))
+    with pytest.warns(UserWarning, match=str(path)):
+        assert autotune.read_cache(path) == {}
+
+
+def test_a_missing_file_is_an_empty_cache_and_a_folder_in_its_place_a_warning(tmp_path):
+    assert autotune.read_cache(tmp_path / "absent.json") == {}
+    (tmp_path / "dir.json").mkdir()
+    with pytest.warns(UserWarning, match="unreadable"):
+        assert autotune.read_cache(tmp_path / "dir.json") == {}
+
+
+def test_an_unwritable_cache_costs_a_warning_not_an_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.warns(UserWarning, match="cannot store the tuning"):
+        autotune.write_cache(blocker / "t.json", "a", GemmConfig())
+
+
+@pytest.mark.parametrize("settings", [{"tile_n": 128}, {"split_k": 2}, {"cluster_mn": (1, 1)},
+                                      {"activation": "silu"}, {"schedule": "pingpong"}, {"skip_last_k_tile": True}])
+def test_tune_refuses_forced_settings_and_fused_epilogues_before_reading_a_tensor(settings):
+    from artifacts.kernels.hopper_gemm import hopper_gemm
+
+    with pytest.raises(ValueError, match="tune=True measures the configuration itself"):
+        hopper_gemm.compile_gemm(object(), object(), tune=True, **settings)
