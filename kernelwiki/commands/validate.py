@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from kernelwiki.model import yamlio
-from kernelwiki.harness.env import is_fake, short_gpu_name
+from kernelwiki.harness.env import FAKE_DRIVER, is_fake, short_gpu_name
 from kernelwiki.storage.index import Entry, Wiki
 from kernelwiki.model.pages import Page, line_of, read_page_bytes, render_page
 from kernelwiki.model.yamlio import LineMap
@@ -454,9 +454,14 @@ def _load_json_files(wiki: Wiki, report: Report) -> dict[str, Any]:
 def _check_ceiling_sources(report: Report, records: dict[str, Any]) -> None:
     """A record's `ceilings.record` names the calibration run its fractions of the ceiling were
     taken against; that run stays while a record cites it (a pruned calibration record would
-    leave the pages' fraction_of_ceiling without its evidence)."""
+    leave the pages' fraction_of_ceiling without its evidence). Records made under
+    KERNELWIKI_FAKE_GPU (the runner's tests, never a measurement) are left out: their probes read
+    the ceilings of the checkout the package sits in, not of the repository they write to."""
     for rel, data in records.items():
-        ceilings = data.get("ceilings") if isinstance(data, dict) else None
+        environment = data.get("environment") if isinstance(data, dict) else None
+        if not isinstance(environment, dict) or environment.get("driver") == FAKE_DRIVER:
+            continue
+        ceilings = data.get("ceilings")
         source = ceilings.get("record") if isinstance(ceilings, dict) else None
         if isinstance(source, str) and source not in records:
             report.problems.append(Problem(rel, 1, "ceilings.record", f"no run record {source}: the calibration "
