@@ -18,6 +18,8 @@ from jsonschema import Draft202012Validator
 
 from conftest import ROOT
 
+from kernelwiki.storage.record_form import expand
+
 pytest.importorskip("mcp")
 
 
@@ -310,13 +312,14 @@ def test_get_record_returns_the_whole_record(client):
     case = summary["cases"][0]["id"]
     result = client.call("get_record", probe="probe-tma-copy", case=case)
     document = result["structuredContent"]
-    record = json.loads((ROOT / document["path"]).read_text(encoding="utf-8"))
+    record = expand(json.loads((ROOT / document["path"]).read_text(encoding="utf-8")))   # as readers see it
     assert document["path"] == summary["path"] and document["record"]["protocol"] == record["protocol"]
     assert document["record"]["environment"] == record["environment"]
     assert "sm_clock_mhz_before" in document["record"]["environment"]
     [ours] = document["record"]["cases"]
     assert ours == next(c for c in record["cases"] if c["id"] == case)
-    assert {"timing", "correctness", "params"} <= set(ours)
+    assert {"timing", "correctness", "params"} <= set(ours) and "timing_shared" not in ours
+    assert all("floor_ms" in entry["protocol"] for entry in ours["timing"].values())   # each entry whole
     text = result["content"][0]["text"]
     assert "protocol: " in text and "environment: " in text and f"case {case}: " in text and "correctness" in text
     cli = subprocess.run([sys.executable, "-m", "kernelwiki", "probe", "record", "probe-tma-copy", "--case", case,

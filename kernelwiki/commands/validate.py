@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from kernelwiki.model import yamlio
-from kernelwiki.harness.env import is_fake, short_gpu_name
+from kernelwiki.harness.env import FAKE_DRIVER, is_fake, short_gpu_name
 from kernelwiki.storage.index import Entry, Wiki
 from kernelwiki.model.pages import Page, line_of, read_page_bytes, render_page
 from kernelwiki.model.yamlio import LineMap
@@ -73,6 +73,7 @@ def validate(wiki: Wiki, fix: bool = False) -> Report:
     _check_cross_references(wiki, report, probes, records)
     _check_headlines(report, probes, records)
     _check_named_runs(wiki, report, records)
+    _check_ceiling_sources(report, records)
     _check_provenance(wiki, report, records)
     report.problems = sorted(set(report.problems))
     return report
@@ -466,6 +467,23 @@ def _load_json_files(wiki: Wiki, report: Report) -> dict[str, Any]:
         records[record.rel] = record.data
         report.problems += record.problems
     return records
+
+
+def _check_ceiling_sources(report: Report, records: dict[str, Any]) -> None:
+    """A record's `ceilings.record` names the calibration run its fractions of the ceiling were
+    taken against; that run stays while a record cites it (a pruned calibration record would
+    leave the pages' fraction_of_ceiling without its evidence). Records made under
+    KERNELWIKI_FAKE_GPU (the runner's tests, never a measurement) are left out: their probes read
+    the ceilings of the checkout the package sits in, not of the repository they write to."""
+    for rel, data in records.items():
+        environment = data.get("environment") if isinstance(data, dict) else None
+        if not isinstance(environment, dict) or environment.get("driver") == FAKE_DRIVER:
+            continue
+        ceilings = data.get("ceilings")
+        source = ceilings.get("record") if isinstance(ceilings, dict) else None
+        if isinstance(source, str) and source not in records:
+            report.problems.append(Problem(rel, 1, "ceilings.record", f"no run record {source}: the calibration "
+                                           "run its ceilings and fractions of the ceiling come from must stay"))
 
 
 def _check_provenance(wiki: Wiki, report: Report, records: dict[str, Any]) -> None:

@@ -29,6 +29,7 @@ from kernelwiki.harness import env as env_mod
 from kernelwiki.harness import gates
 from kernelwiki.harness.peaks import CEILINGS_ENV, ceilings_from_record, ceilings_unavailable
 from kernelwiki.probing.specs import ProbeSpec
+from kernelwiki.storage import record_form
 from kernelwiki.storage.repo import Repo
 from kernelwiki.model.files import read_regular, replace_file
 from kernelwiki.model.terminal import printable
@@ -351,7 +352,7 @@ def _write_record(repo: Repo, probe_id: str, record: dict) -> str:
     path = directory / f"{record['run_id']}.json"
     # Compact, one case per line: records are never edited, and a large kernel probe's record at
     # indent=1 was 160 kB (the repository travels to the GPU machine whole, under 4 MiB).
-    text = _compact(record) + "\n"
+    text = _compact(record_form.compact(record)) + "\n"
     replace_file(path, text.encode("utf-8"))
     return repo.rel(path)
 

@@ -20,6 +20,7 @@ from kernelwiki.model.problems import Problem
 from kernelwiki.storage.repo import Repo
 from kernelwiki.model.files import UnsafeFile, read_regular
 from kernelwiki.model.schema import check as schema_check
+from kernelwiki.storage.record_form import expand, shared_problems
 
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 MAX_RECORD_BYTES = 4 << 20   # records stay small (the largest real one is ~30 kB)
@@ -118,11 +119,14 @@ def check_record(repo: Repo, rel: str, path: Path, data: Any, probes: set[str], 
             if case_id in seen:
                 add(f"cases[{index}].id", f"duplicate case id {case_id!r}: each case's claims are named by its id")
             seen.add(case_id)
+    for field, message in shared_problems(data):
+        add(field, message)
     return problems
 
 
 def scan(repo: Repo, probes: set[str], now: datetime | None = None, probe: str = "*") -> list[RecordFile]:
-    """Every artifacts/evidence/<probe>/<run>.json (of one probe, if given) with its problems, in path order."""
+    """Every artifacts/evidence/<probe>/<run>.json (of one probe, if given) with its problems, in path
+    order; the data of a record without problems is expanded (storage.record_form)."""
     now = now or datetime.now(timezone.utc)
     out: list[RecordFile] = []
     if not repo.evidence.is_dir() or repo.evidence.is_symlink():
@@ -143,7 +147,9 @@ def scan(repo: Repo, probes: set[str], now: datetime | None = None, probe: str =
         except RecordProblem as err:
             out.append(RecordFile(rel, path, None, (Problem(rel, err.line, "-", err.message),)))
             continue
-        out.append(RecordFile(rel, path, data, tuple(check_record(repo, rel, path, data, probes, now))))
+        problems = tuple(check_record(repo, rel, path, data, probes, now))
+        # Readers get each timing entry whole (storage.record_form); a record with problems is refused anyway.
+        out.append(RecordFile(rel, path, data if problems else expand(data), problems))
     return out
 
 
