@@ -74,3 +74,10 @@ def test_the_first_pass_keeps_the_fastest_configurations(held_out):
     assert held_out.finalists(times, 2) == ["128x256 2x1 s1", "64x256 1x1 s1"]
     assert held_out.finalists(times) == ["128x256 2x1 s1", "64x256 1x1 s1", "128x128 1x1 s2"]
     assert held_out.finalists({}) == []
+
+
+def test_a_label_says_when_the_configuration_is_swapped(held_out):
+    from artifacts.kernels.hopper_gemm.hopper_gemm import GemmConfig
+
+    assert held_out.label(GemmConfig(64, 16, (1, 1), 1, swap_ab=True)) == "64x16 1x1 s1 swap"
+    assert held_out.label(GemmConfig(128, 256, (2, 1), 1)) == "128x256 2x1 s1"

@@ -55,8 +55,9 @@ def finalists(first_pass_ms: dict[str, float], count: int = FINALISTS) -> list[s
 
 
 def label(config: GemmConfig) -> str:
-    """A configuration in a few characters: 128x256 2x1 s1."""
-    return f"{config.tile_m}x{config.tile_n} {config.cluster_mn[0]}x{config.cluster_mn[1]} s{config.split_k}"
+    """A configuration in a few characters: 128x256 2x1 s1 (and " swap" for swap-AB)."""
+    swap = " swap" if config.swap_ab else ""
+    return f"{config.tile_m}x{config.tile_n} {config.cluster_mn[0]}x{config.cluster_mn[1]} s{config.split_k}{swap}"
 
 
 def geomean(values: list[float]) -> float | None:
