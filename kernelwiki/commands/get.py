@@ -12,6 +12,7 @@ from typing import Any
 
 from kernelwiki.storage.index import Entry, Wiki
 from kernelwiki.storage.records import latest, load_records
+from kernelwiki.commands.refresh.blocks import fill_claims
 from kernelwiki.model.claims import Style, markdown_rows, page_claims, run_count
 from kernelwiki.model.files import UnsafeFile, read_regular, stays_below
 from kernelwiki.model.terminal import printable
@@ -69,6 +70,7 @@ def build(wiki: Wiki, entry: Entry, options: Options) -> Result:
     entry = wiki.current(entry)  # the page as the file is now, whatever the cache says
     meta = entry.meta or {}
     frontmatter_text, body = _split(wiki, entry)
+    body = fill_claims(body, meta)   # the file keeps its claims block empty; readers get the table
     result: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "id": entry.id, "path": entry.rel,
                               "part": options.part}
     if options.part in ("page", "frontmatter"):

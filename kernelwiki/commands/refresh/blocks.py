@@ -1,5 +1,6 @@
 """The generated blocks of a page body (`<!-- kernelwiki:begin NAME -->` ...
-`<!-- kernelwiki:end NAME -->`, outside fenced code): `claims` (the page's claims table), `runs`
+`<!-- kernelwiki:end NAME -->`, outside fenced code): `claims` (the page's claims table, stored
+empty and rendered from the frontmatter when the page is read), `runs`
 (each case's ratio to its baseline in every passing run) and `versus` (ours against the kernels a
 case reproduces and our own variants).
 """
@@ -58,12 +59,24 @@ relative to a page two folders down (wiki/<section>/<page>.md)."""
 
 
 def render_claims(meta: dict) -> str:
-    """The `claims` block: the frontmatter's claims as a Markdown table."""
+    """The `claims` block as a reader sees it: the frontmatter's claims as a Markdown table."""
     claims = [c for c in meta.get("claims") or [] if isinstance(c, dict)]
     return "\n".join(["", *markdown_rows(claims, CLAIMS_STYLE), ""]) + "\n"
 
 
-RENDERERS = {"claims": render_claims}
+def stored_claims(meta: dict) -> str:
+    """The `claims` block as a page file holds it: empty. The table only repeats the frontmatter's
+    claims (stored, it was a fifth of the wiki's bytes), so it is rendered when the page is read:
+    fill_claims for get and MCP, the site's own claims table on the site."""
+    return "\n"
+
+
+def fill_claims(body: str, meta: dict) -> str:
+    """The body with its claims block rendered from the frontmatter, as readers get the page."""
+    return render_blocks(body, meta, "\n", {"claims": render_claims})
+
+
+RENDERERS = {"claims": stored_claims}
 
 
 # --- run history block -----------------------------------------------------------------------------
