@@ -88,15 +88,22 @@ def test_batched_and_out():
     _check(a1, b1, hopper_gemm.gemm(a1, b1))
 
 
+def _repeats_exactly(run, d, times: int):
+    """run() `times` more times into a poisoned d: each must give the first run's bits. Returns them."""
+    run()
+    first = d.clone()
+    for _ in range(times):
+        d.fill_(float("nan"))
+        run()
+        assert torch.equal(d, first)
+    return first
+
+
 def test_split_k_is_deterministic():
     a, b = _operands(torch.bfloat16, (), 16, 4096, 14336)
     run, d = hopper_gemm.compile_gemm(a, b, swap_ab=False)   # the default swaps this decode shape, unsplit
     assert run.config.split_k > 1
-    run()
-    first = d.clone()
-    for _ in range(3):
-        run()
-        assert torch.equal(d, first)
+    _repeats_exactly(run, d, 3)
     _check(a, b, d)
 
 
@@ -192,12 +199,7 @@ def test_split_k_is_bitwise_repeatable_and_its_counters_reset():
     split of each tile reset the counter), and so does a second compile_gemm's (its own counters)."""
     a, b = _operands(torch.bfloat16, (), 1, 6144, 4096, seed=5)
     run, d = _split_run(a, b, 5)
-    run()
-    first = d.clone()
-    for _ in range(3):
-        d.fill_(float("nan"))
-        run()
-        assert torch.equal(d, first)
+    first = _repeats_exactly(run, d, 3)
     _check(a, b, d)
     other, d2 = _split_run(a, b, 5)
     other()
@@ -321,12 +323,7 @@ def test_pingpong_matches_the_cooperative_schedule_and_repeats_exactly():
     between the two warpgroups' epilogues on the shared D buffers would not), close to cooperative."""
     a, b = _operands(torch.bfloat16, (), 4096, 7168, 2048)
     run, d = hopper_gemm.compile_gemm(a, b, tile_n=256, cluster_mn=(2, 1), **PINGPONG)
-    run()
-    first = d.clone()
-    for _ in range(10):
-        d.fill_(float("nan"))
-        run()
-        assert torch.equal(d, first)
+    first = _repeats_exactly(run, d, 10)
     cooperative = hopper_gemm.gemm(a, b, tile_m=128, tile_n=256, cluster_mn=(2, 1))
     _check(a, b, first)
     assert ((first.float() - cooperative.float()).norm() / cooperative.float().norm()).item() < 1e-2

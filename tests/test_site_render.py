@@ -293,6 +293,12 @@ def test_record_page_prints_integers_in_full_ceilings_with_units_and_other_runs(
     record.data["ceilings"] = {"copy": None, "run_id": None, "record": None, "reason": "probe-calibration crashed in this run"}
     page = record_page(record, {}, [], [record], {})
     assert "| copy | none |" in page and "| reason | probe-calibration crashed in this run |" in page
+    # a hostile reason or key cannot end its cell, open a tag or become a link to another file
+    record.data["ceilings"] = {"<b>k</b>": 1.0, "record": "../../../etc/passwd",
+                               "reason": "x | <script>alert(1)</script> | y"}
+    page = record_page(record, {}, [], [record], {})
+    assert "<script>" not in page and "<b>" not in page and "x &#124; &lt;script&gt;" in page
+    assert "](../../../etc/passwd)" not in page and "passwd" in page   # shown as text, not linked
 
 
 def test_page_ids_in_prose_read_as_the_page_title():

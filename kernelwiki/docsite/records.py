@@ -46,8 +46,10 @@ def _ceilings(data: Any, uri: str, records: dict[str, Record]) -> list[str]:
         elif key == "record":
             shown = (f"[{cell(posixpath.basename(str(value)))}]({rel_link(uri, record_uri(source.path))})"
                      if source else cell(value))
-        else:
+        elif is_number(value):
             shown = f"{_value(value)} {cell(units.get(str(key), ''))}".strip()
+        else:   # a run id, a protocol, a reason: untrusted text in a table cell
+            shown = cell(value)
         rows.append(f"| {cell(key)} | {shown} |")
     return ["## Ceilings\n", "Measured by the calibration probe on the same GPU in the same invocation (newer records "
             "name its run id); a case's fraction of the ceiling is its throughput over the ceiling of its kind.\n",

@@ -29,6 +29,7 @@ Constraints: the plain epilogue (no bias, activation, residual, e4m3 out) and th
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -91,6 +92,12 @@ def entry_config(entry) -> GemmConfig | None:
     if split > 1 and tuple(cluster) != (1, 1):
         return None
     return GemmConfig(tile_m, tile_n, tuple(cluster), split)
+
+
+@functools.cache
+def _kernel_hash() -> str:
+    """The kernel's sources hashed once per process (a tuned bucket's key holds it)."""
+    return sources_hash(KERNEL_SOURCES)
 
 
 def cache_path() -> Path:
@@ -204,7 +211,7 @@ def tuned_config(a, b, out_dtype, a_major: str, b_major: str, alpha: float = 1.0
     batch = a.shape[0] if a.dim() == 3 else 1
     props = torch.cuda.get_device_properties(a.device)
     key = bucket_key(props.name, props.multi_processor_count, str(a.dtype), str(out_dtype), a_major, b_major,
-                     batch, m, n, k) + f"|{sources_hash(KERNEL_SOURCES)}"   # a changed kernel is tuned again
+                     batch, m, n, k) + f"|{_kernel_hash()}"   # a changed kernel is tuned again
     if key in _TUNED:
         return _TUNED[key]
     path = cache_path()
