@@ -239,6 +239,7 @@ def precompile(jobs: list[tuple], workers: int = PRECOMPILE_WORKERS, timeout_s: 
     started = time.time()
     unique = list(dict.fromkeys(jobs))
     failures: list[str] = []
+    seconds: dict[str, list[float]] = {}
     print(f"precompile: {len(unique)} kernels in {workers} processes ...", flush=True)
     done = 0
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
@@ -248,7 +249,7 @@ def precompile(jobs: list[tuple], workers: int = PRECOMPILE_WORKERS, timeout_s: 
         for future in as_completed(futures, timeout=timeout_s):
             done += 1
             try:
-                future.result()
+                seconds.setdefault(futures[future][0], []).append(future.result()[1])
             except Exception as err:   # noqa: BLE001  (the timing process compiles it, or fails the case)
                 failures.append(f"{' '.join(map(str, futures[future]))}: {type(err).__name__}: {str(err)[:200]}")
             if done % 25 == 0 or done == len(unique):
@@ -262,7 +263,9 @@ def precompile(jobs: list[tuple], workers: int = PRECOMPILE_WORKERS, timeout_s: 
             process.terminate()
     for line in failures[:20]:
         print(f"precompile failed: {line}", flush=True)
-    return {"jobs": len(unique), "failed": len(failures), "wall_s": round(time.time() - started, 1), "workers": workers}
+    per_kind = {kind: f"{len(t)} x {sum(t) / len(t):.1f} s (max {max(t):.1f})" for kind, t in seconds.items()}
+    return {"jobs": len(unique), "failed": len(failures), "wall_s": round(time.time() - started, 1), "workers": workers,
+            "seconds_per_job": per_kind}
 
 
 def _worker_init() -> None:
