@@ -65,11 +65,20 @@ def test_long_rows_go_to_a_cluster_short_rows_share_a_cta():
     assert plan(131072, 16, inputs=2).cluster_n == 16                 # residual add: two rows staged
 
 
-def test_a_cta_stages_32_kib_so_six_fit_an_sm():
+def test_a_cta_stages_32_kib_so_six_fit_an_sm_and_norms_hold_their_weights_in_five():
     for n in (16384, 65536, 131072, 262144):
-        plan = rowwise_common.plan_row(n, 16)
-        assert plan.stage_bytes(1, 16) == rowwise_common.STAGE_BYTES
-        assert SMEM_PER_SM // (plan.stage_bytes(1, 16) + 1024) == 6
+        plan = rowwise_common.choose_plan(n, 16)
+        assert plan.stage_bytes(1, 16) == rowwise_common.STAGE_BYTES and plan.ctas_per_sm(1, 16) == 6
+        weighted = rowwise_common.choose_plan(n, 16, weighted=True)
+        assert weighted.cta_threads == 128 and weighted.vecs_per_thread == 16 and weighted.ctas_per_sm(1, 16, 1) == 5
+
+
+def test_a_launch_of_less_than_a_wave_spreads_each_row_thin():
+    for m, n in ((1, 4096), (8, 4096), (1, 16384), (8, 16384), (4, 7168)):
+        plan = rowwise_common.choose_plan(n, 16, weighted=True, m=m, sms=132)
+        assert plan.vecs_per_thread <= rowwise_common.LATENCY_VECS and plan.cluster_n == 1
+    assert rowwise_common.choose_plan(4096, 16, m=8192, sms=132).vecs_per_thread == 8
+    assert rowwise_common.choose_plan(4096, 16, m=1) == rowwise_common.choose_plan(4096, 16)   # no SM count: by N
 
 
 @pytest.mark.parametrize("n, message", [(0, r"N=0: rows must have at least one element"),
@@ -154,7 +163,8 @@ def _ratios(broken, ref, library) -> tuple[float, float]:
 
 @pytest.mark.parametrize("dtype, n", [("bf16", 2928), ("fp16", 16288)])
 def test_rmsnorm_over_the_tile_width_fails_both_gates_by_a_few_times(dtype, n):
-    tile = rowwise_common.plan_row(n, 16).cta_cols
+    plan = rowwise_common.choose_plan(n, 16, weighted=True)
+    tile = plan.cta_cols * plan.cluster_n
     assert tile > n
     x, w = _inputs(256, n, dtype)
     sum_sq = (x.astype(np.float64) ** 2).sum(axis=1, keepdims=True)
@@ -167,7 +177,7 @@ def test_rmsnorm_over_the_tile_width_fails_both_gates_by_a_few_times(dtype, n):
 
 @pytest.mark.parametrize("dtype, n", [("bf16", 2928), ("fp16", 16288)])
 def test_softmax_with_zero_padding_fails_both_gates_by_a_few_times(dtype, n):
-    padding = rowwise_common.plan_row(n, 16).cta_cols - n
+    padding = rowwise_common.choose_plan(n, 16).cta_cols - n
     x, _ = _inputs(256, n, dtype, seed=1)
     shifted = np.exp(x.astype(np.float64) - x.max(axis=1, keepdims=True))
     ref = shifted / shifted.sum(axis=1, keepdims=True)
@@ -225,29 +235,42 @@ def test_precompile_covers_every_case_once_compile_jobs_last(probe, spec):
     assert len(jobs) == len(set(jobs))
     kinds = [job[0] for job in jobs]
     assert kinds.index("compile") > max(i for i, k in enumerate(kinds) if k != "compile")
-    assert ("ours", "softmax", "fp32", 262144, None) in jobs and ("quack", "layernorm", "fp16", 256) in jobs
-    assert ("compile", "add_rmsnorm", "bf16", 8, 7168) in jobs
-    assert ("ours", "rmsnorm", "bf16", 2928, "tile_mean") in jobs
+    assert ("ours", "softmax", "fp32", 262144, None, 512) in jobs and ("quack", "layernorm", "fp16", 256) in jobs
+    assert ("compile", "add_rmsnorm", "bf16", 8, 7168) in jobs and ("ours", "add_rmsnorm", "bf16", 7168, None, 8) in jobs
+    assert ("ours", "rmsnorm", "bf16", 2928, "tile_mean", probe.CONTROL_ROWS) in jobs
 
 
 # --- what the kernels compile to -----------------------------------------------------------------------------
 
+SASS_CASES = [(op, cutlass.BFloat16, n, None) for op in (*norm.OPS, "softmax") for n in (1024, 2928, 131072)] \
+    + [(op, cutlass.Float32, 262144, None) for op in (*norm.OPS, "softmax")] \
+    + [(op, cutlass.BFloat16, 7168, 1) for op in (*norm.OPS, "softmax")]
+"""Several rows per CTA, column predicates, clusters of 8 and 16, fp32's 64 KiB stages (128 KiB with the
+residual), and the latency plan of a one-row launch."""
+
+
+def _compiled(op, dtype, n, m):
+    if op == "softmax":
+        kernel = softmax._settings(dtype, n, None, None, m, 132)
+        return kernel, softmax._compile(kernel, "sm_90a")
+    kernel = norm._settings(op, dtype, n, True, op == "layernorm", None, None, m, 132)
+    return kernel, norm._compile(kernel, "sm_90a")
+
+
 @pytest.fixture(scope="module")
 def sass():
     out = {}
-    for op in norm.OPS:
-        for n in (1024, 2928, 131072):
-            out[op, n] = compile_mod.from_cute(norm.compile_for("sm_90a", n, op=op, bias=op == "layernorm"), "sm_90a").sass
-    for n in (1024, 2928, 131072):
-        out["softmax", n] = compile_mod.from_cute(softmax.compile_for("sm_90a", n), "sm_90a").sass
-    out["softmax-fp32", 262144] = compile_mod.from_cute(softmax.compile_for("sm_90a", 262144, cutlass.Float32), "sm_90a").sass
-    if any(text is None for text in out.values()):
+    for op, dtype, n, m in SASS_CASES:
+        kernel, compiled = _compiled(op, dtype, n, m)
+        out[op if dtype is cutlass.BFloat16 and m is None else f"{op}-{dtype.__name__}-{m}", n] = \
+            (kernel, compile_mod.from_cute(compiled, "sm_90a").sass)
+    if any(text is None for _, text in out.values()):
         pytest.skip("no nvdisasm")
     return out
 
 
 def test_rows_are_staged_with_16_byte_cp_async_and_nothing_spills(sass):
-    for key, text in sass.items():
+    for key, (_, text) in sass.items():
         assert set(re.findall(r"\bLDGSTS\.E\.BYPASS(?:\.LTC128B)?(\.\d+)", text)) == {".128"}, key
         assert not re.search(r"\bLDG\.E(\.(?!128)\d+)?\s", text), f"{key}: a global load narrower than 16 bytes"
         assert set(re.findall(r"\bSTG\.E(\.\d+)?\b", text)) == {".128"}, key
@@ -255,21 +278,30 @@ def test_rows_are_staged_with_16_byte_cp_async_and_nothing_spills(sass):
         assert not re.search(r"\b(STL|LDL)\b", text), f"{key}: local memory"
 
 
-def test_few_registers_so_shared_memory_not_registers_limits_the_ctas_per_sm(sass):
-    for key, text in sass.items():
-        highest = max(int(r) for r in re.findall(r"\bR(\d+)\b", text))
-        assert highest + 1 <= REGISTERS_PER_SM // (6 * 256), key     # six CTAs of 256 threads fit the registers
+def test_the_registers_fit_the_ctas_per_sm_the_plan_counts_on(sass):
+    for key, (kernel, text) in sass.items():
+        registers = max(int(r) for r in re.findall(r"\bR(\d+)\b", text)) + 1
+        inputs = 2 if key[0].startswith("add_rmsnorm") else 1
+        ctas = kernel.plan.ctas_per_sm(inputs, kernel.dtype.width, getattr(kernel, "held_vectors", 0), kernel.exact)
+        assert registers * kernel.plan.cta_threads * ctas <= REGISTERS_PER_SM, (key, registers, ctas)
+    assert sass["softmax", 131072][0].plan.ctas_per_sm(1, 16) == 6       # softmax: shared memory is the limit
 
 
 def test_cluster_rows_reduce_with_st_async_and_no_fence(sass):
     for op in (*norm.OPS, "softmax"):
-        cluster, single = sass[op, 131072], sass[op, 1024]
+        cluster, single = sass[op, 131072][1], sass[op, 1024][1]
         assert "STAS" in cluster and "SYNCS.ARRIVE.TRANS64" in cluster
         assert "MEMBAR" not in cluster and not re.search(r"\bST\.E\b", cluster)
         assert "STAS" not in single and "UCGABAR" not in single
 
 
 def test_the_residual_variant_stores_two_rows_and_softmax_one_ex2_per_element_and_pass(sass):
-    assert sass["add_rmsnorm", 1024].count("STG.E.128") == 2 * sass["rmsnorm", 1024].count("STG.E.128")
+    # the residual stored in the first pass (a loop of UNROLL vectors), the output in the unrolled last one
+    add, plain = sass["add_rmsnorm", 1024], sass["rmsnorm", 1024]
+    assert add[1].count("STG.E.128") == rowwise_common.UNROLL + add[0].plan.vecs_per_thread
+    assert plain[1].count("STG.E.128") == plain[0].plan.vecs_per_thread
+    # the weight loaded once per vector, up front; the bias in the last pass
+    assert plain[1].count("LDG.E.128") == plain[0].plan.vecs_per_thread
+    assert sass["layernorm", 1024][1].count("LDG.E.128") == 2 * sass["layernorm", 1024][0].plan.vecs_per_thread
     # two passes (sum, quotients) x UNROLL vectors of 8 per loop body
-    assert sass["softmax", 1024].count("MUFU.EX2") == 2 * rowwise_common.UNROLL * 8
+    assert sass["softmax", 1024][1].count("MUFU.EX2") == 2 * rowwise_common.UNROLL * 8

@@ -172,11 +172,12 @@ def library(s) -> tuple:
     return _tuple(eager_fn(s.op)(s.x, s.r, s.w, s.b))
 
 
-def plan_text(op: str, dtype: str, n: int) -> str:
+def plan_text(op: str, dtype: str, m: int, n: int) -> str:
     """Our row plan for the case, short: threads per row, vectors per thread, cluster, rows per CTA."""
     from artifacts.kernels.rowwise import rowwise_common
 
-    plan = rowwise_common.plan_row(n, element_bytes(dtype) * 8, inputs=2 if op == "add_rmsnorm" else 1)
+    plan = rowwise_common.choose_plan(n, element_bytes(dtype) * 8, 2 if op == "add_rmsnorm" else 1,
+                                      op != "softmax", m, rowwise_common.sm_count())
     return (f"t{plan.threads_per_row} v{plan.vecs_per_thread} c{plan.cluster_n} r{plan.rows_per_cta} "
             f"cta{plan.cta_threads}")
 
@@ -186,7 +187,7 @@ def plan_text(op: str, dtype: str, n: int) -> str:
 def precompile_job(job: tuple) -> tuple[str, float]:
     """Compile one configuration (in a worker process) so that the timing process finds it in a cache:
     ours and quack export object files, torch.compile fills the inductor caches. ("ours", op, dtype,
-    n, broken) | ("quack", op, dtype, n) | ("compile", op, dtype, m, n). Returns (what, seconds)."""
+    n, broken, m) | ("quack", op, dtype, n) | ("compile", op, dtype, m, n). Returns (what, seconds)."""
     import torch
 
     started = time.time()
@@ -195,13 +196,16 @@ def precompile_job(job: tuple) -> tuple[str, float]:
         if kind == "ours":
             from artifacts.kernels.rowwise import norm, softmax
 
+            from artifacts.kernels.rowwise import rowwise_common
+
             cute_dtype = _cute_dtype(dtype)
             major, minor = torch.cuda.get_device_capability()
-            n, broken = job[3], job[4]
+            n, broken, m = job[3], job[4], job[5]
+            arch, sms = f"sm_{major}{minor}a", rowwise_common.sm_count()
             if op == "softmax":
-                softmax.kernel_for(cute_dtype, n, broken, arch=f"sm_{major}{minor}a")
+                softmax.kernel_for(cute_dtype, n, broken, arch=arch, m=m, sms=sms)
             else:
-                norm.kernel_for(op, cute_dtype, n, True, op == "layernorm", broken, arch=f"sm_{major}{minor}a")
+                norm.kernel_for(op, cute_dtype, n, True, op == "layernorm", broken, arch=arch, m=m, sms=sms)
         elif kind == "quack":
             s = make_set(op, dtype, 1, job[3], torch.Generator(device="cuda").manual_seed(0))
             quack_fn(op)(s)

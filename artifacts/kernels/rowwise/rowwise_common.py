@@ -36,10 +36,15 @@ from cutlass.cute.nvgpu import cpasync
 VECTOR_BYTES = 16          # one LDGSTS.128 / LDS.128 / STG.E.128 per vector
 STAGE_BYTES = 32 * 1024    # input bytes one CTA stages in shared memory (all its inputs together)
 MAX_STAGE_BYTES = 128 * 1024   # the most a CTA stages when a row needs more than MAX_CLUSTER CTAs of STAGE_BYTES
-VECS_PER_THREAD = 8        # 16-byte vectors per thread and input, at STAGE_BYTES, for one input
 MIN_CTA_THREADS = 128      # short rows: several rows per CTA, so a CTA still has four warps
-MAX_CTA_THREADS = 256
+MAX_CTA_THREADS = 256      # softmax: 8 vectors per thread at STAGE_BYTES
+WEIGHTED_CTA_THREADS = 128 # norms: 16 vectors per thread, so fewer threads hold the weights in registers
+LATENCY_CTA_THREADS = 1024 # a launch of less than one wave: each row spread thin (LATENCY_VECS per thread)
+LATENCY_VECS = 2
 MAX_CLUSTER = 16           # 16 is a non-portable cluster size on sm_90 (CuTe DSL allows it on every kernel)
+SMEM_PER_SM = 228 * 1024   # sm_90: shared memory per SM, of which each CTA's 1 KiB reserve
+REGISTERS_PER_SM = 65536
+THREADS_PER_SM = 2048
 UNROLL = 2                 # vectors a pass over shared memory handles per loop iteration
 WARP = 32
 MAX_N = 262144
@@ -95,6 +100,19 @@ class RowPlan:
         """Shared memory the staged inputs of one CTA take."""
         return inputs * self.rows_per_cta * self.cta_cols * width // 8
 
+    def ctas_per_sm(self, inputs: int, width: int, held_vectors: int = 0, exact: bool = True) -> int:
+        """CTAs of this plan one SM holds at once: shared memory (the stage, the partials and the 1 KiB
+        reserve of each CTA), threads, and registers when each thread holds `held_vectors` 16-byte
+        vectors per vector of its row in registers (a norm's weight: 4 registers each). The register
+        estimate - 28 of the thread's own, the held vectors, and 5 per vector more where column
+        predicates guard an unrolled pass - is what ptxas fitted without spilling on sm_90a
+        (tests/test_rowwise.py compiles every plan the probe runs and looks for local memory)."""
+        smem = self.stage_bytes(inputs, width) + 2048
+        registers = 28 + 4 * held_vectors * self.vecs_per_thread + (0 if exact else 5 * self.vecs_per_thread)
+        registers = -(-registers // 8) * 8
+        return max(1, min(SMEM_PER_SM // smem, THREADS_PER_SM // self.cta_threads,
+                          REGISTERS_PER_SM // (registers * self.cta_threads), 32))
+
 
 def plan_row(n: int, dtype_width: int, inputs: int = 1, stage_bytes: int = STAGE_BYTES,
              max_threads: int = MAX_CTA_THREADS) -> RowPlan:
@@ -112,6 +130,19 @@ def plan_row(n: int, dtype_width: int, inputs: int = 1, stage_bytes: int = STAGE
     vecs_per_thread = math.ceil(vectors / (threads_per_row * cluster_n))
     cta_threads = max(MIN_CTA_THREADS, threads_per_row)
     return RowPlan(vec, threads_per_row, vecs_per_thread, cluster_n, cta_threads)
+
+
+def choose_plan(n: int, dtype_width: int, inputs: int = 1, weighted: bool = False, m: int | None = None,
+                sms: int | None = None) -> RowPlan:
+    """The plan a launch of M rows uses: plan_row at STAGE_BYTES (threads per CTA: MAX_CTA_THREADS, or
+    WEIGHTED_CTA_THREADS for a norm whose weights sit in registers), unless the launch fills less than
+    one wave of the `sms` SMs (decode: M of a few rows) - then the latency plan, LATENCY_VECS vectors per
+    thread and up to LATENCY_CTA_THREADS threads per row, so each pass over the row is short."""
+    plan = plan_row(n, dtype_width, inputs, STAGE_BYTES, WEIGHTED_CTA_THREADS if weighted else MAX_CTA_THREADS)
+    if m is not None and sms and math.ceil(m / plan.rows_per_cta) * plan.cluster_n < sms:
+        latency_stage = LATENCY_CTA_THREADS * LATENCY_VECS * VECTOR_BYTES * inputs
+        plan = plan_row(n, dtype_width, inputs, latency_stage, LATENCY_CTA_THREADS)
+    return plan
 
 
 def check_dtype(dtype) -> None:
@@ -355,6 +386,12 @@ def compile_options(arch: str | None) -> str:
     return f"--gpu-arch {arch} --keep-ptx --keep-cubin --dump-dir {DUMP_DIR}"
 
 
+def sm_count(device=None) -> int:
+    import torch
+
+    return torch.cuda.get_device_properties(device if device is not None else torch.cuda.current_device()).multi_processor_count
+
+
 def current_stream():
     """The stream torch has current now: read at every launch, so launches can be captured in a graph."""
     import cuda.bindings.driver as cuda
@@ -388,8 +425,8 @@ def cache_name(key: tuple) -> str:
 
 def cached(key: tuple, compile_fn: Callable[[], Any]) -> Any:
     """The compiled kernel for `key` (everything compile-time: kernel, dtype, plan, variant, GPU arch):
-    from memory, else from the disk cache (an object file exported by an earlier process, loaded in
-    about a millisecond), else `compile_fn()`, exported for the next process. Compiling every
+    from memory, else from the disk cache (an object file exported by an earlier process, loaded in a few
+    milliseconds), else `compile_fn()`, exported for the next process. Compiling every
     configuration a probe needs in parallel processes first (`precompile`) leaves the timing process
     only loads."""
     from cutlass.cute.runtime import load_module

@@ -16,7 +16,7 @@ among finite values gives 0 there.
 Constraints (checked by `SoftmaxForward.can_implement`, each ValueError names the value): x and out
 bf16, fp16 or fp32, the same dtype, 2-D (M, N) with contiguous rows starting on 16-byte boundaries;
 N a multiple of one 16-byte vector and at most 262144. M and N are run-time values of the compiled
-kernel: one compile serves every M and every N with the same row plan (rowwise_common.plan_row).
+kernel: one compile serves every M and every N with the same row plan (rowwise_common.choose_plan).
 
 How to run: `from artifacts.kernels.rowwise import softmax_forward; y = softmax_forward(x)` (on the
 current torch stream; capturable in a CUDA graph). Compile without a GPU and print the SASS:
@@ -151,9 +151,10 @@ class SoftmaxForward:
 KERNEL_NAME = "rowwise.softmax_forward"
 
 
-def _settings(dtype, n: int, broken: str | None, plan: RowPlan | None = None) -> SoftmaxForward:
+def _settings(dtype, n: int, broken: str | None, plan: RowPlan | None = None, m: int | None = None,
+              sms: int | None = None) -> SoftmaxForward:
     SoftmaxForward.can_implement(dtype, n)
-    plan = plan or common.plan_row(n, dtype.width)
+    plan = plan or common.choose_plan(n, dtype.width, m=m, sms=sms)
     return SoftmaxForward(dtype, plan, plan.covers_exactly(n), broken)
 
 
@@ -170,9 +171,11 @@ def compile_for(arch: str = "sm_90a", n: int = 4096, dtype=cutlass.BFloat16, bro
     return _compile(_settings(dtype, n, broken, plan), arch)
 
 
-def kernel_for(dtype, n: int, broken: str | None = None, plan: RowPlan | None = None, arch: str = "sm_90a"):
-    """The compiled kernel for these settings, from the cache (rowwise_common.cached) or compiled now."""
-    kernel = _settings(dtype, n, broken, plan)
+def kernel_for(dtype, n: int, broken: str | None = None, plan: RowPlan | None = None, arch: str = "sm_90a",
+               m: int | None = None, sms: int | None = None):
+    """The compiled kernel for these settings (a launch of `m` rows on `sms` SMs picks its plan with
+    rowwise_common.choose_plan), from the cache (rowwise_common.cached) or compiled now."""
+    kernel = _settings(dtype, n, broken, plan, m, sms)
     key = (KERNEL_NAME, dtype.__name__, kernel.plan, kernel.exact, broken, arch)
     return common.cached(key, lambda: _compile(kernel, None))
 
@@ -192,7 +195,7 @@ def softmax_forward(x, out=None, *, broken: str | None = None, plan: RowPlan | N
     if m == 0:
         return out
     major, minor = torch.cuda.get_device_capability(x.device)
-    compiled = kernel_for(dtype, n, broken, plan, f"sm_{major}{minor}a")
+    compiled = kernel_for(dtype, n, broken, plan, f"sm_{major}{minor}a", m, common.sm_count(x.device))
     compiled(common.row_view(x), common.row_view(out), common.current_stream())
     return out
 
