@@ -31,8 +31,8 @@ from kernelwiki.harness import compile as compile_mod
 from kernelwiki.harness import gates
 from kernelwiki.harness.probe import Context, Probe
 
-BANDWIDTH_ITERS = 20
-DECODE_ITERS = 20
+BANDWIDTH_ITERS = 15
+DECODE_ITERS = 15
 SPECIAL_N = 4096
 COMPILE_CASES = [(op, "bf16", n) for op in ops.OPS for n in (1024, 2928, 16384, 131072, 262144)] \
     + [(op, "fp32", n) for op in ops.OPS for n in (4096, 262144)]
