@@ -201,7 +201,7 @@ def test_search_sees_prose_without_cards_claims_tables_or_code():
             + render.claims_tables(_meta(None), "kernels/k.md", {"src-a": "sources/a.md"})
             + '<div class="language-python highlight"><pre><span></span><code>x = 1</code></pre></div><p>more</p>')
     assert _CODE_AND_TABLES.sub("", html).replace("\n", "") == "<p>prose</p><p>more</p>"
-    folded = render.code_tabs([("k.py", "artifacts/k.py")], 12)
+    folded = render.code_tabs([("k.py", "artifacts/k.py", "x = 1\n")])
     assert _CODE_AND_TABLES.sub("", "<p>a</p>" + folded + "<p>b</p>").replace("\n", "") == "<p>a</p><p>b</p>"
 
 

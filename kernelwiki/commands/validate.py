@@ -28,6 +28,7 @@ from kernelwiki.commands.upstream import repo_name
 from kernelwiki.commands.citations import locator_problem
 from kernelwiki.commands.evidence import (HEADLINE_RULE_FROM, claim_source_problem, headline_exception, headline_problem,
                                           stale_compile_problem)
+from kernelwiki.model.safe_links import link_problems, markup_problems, wiki_file_problems
 from kernelwiki.model.schema import check as schema_check
 from kernelwiki.model.spans import body_first_line, span_problems
 from kernelwiki.model.vocab import did_you_mean
@@ -67,6 +68,7 @@ def validate(wiki: Wiki, fix: bool = False) -> Report:
             wiki.dirty = True
         report.problems.extend(entry.local_problems)
     report.problems.extend(wiki.misnamed_problems())
+    report.problems.extend(Problem(f"wiki/{rel}", 1, "-", message) for rel, message in wiki_file_problems(wiki.repo.wiki))
     wiki.save()
     records = _load_json_files(wiki, report)
     probes = _check_probes(wiki, report)
@@ -151,6 +153,8 @@ def page_problems(wiki: Wiki, page: Page) -> list[Problem]:
         if not unicodedata.is_normalized("NFC", value):
             add(path, "text is not in Unicode NFC (composed) form, so a lookup typed the usual way would not "
                       "match it; write composed characters (validate --fix does not change text)")
+        for _, message in link_problems(value)[:1]:
+            add(path, message)
     problems += _evidence_problems(meta, add)
     for path, value in _non_finite(meta):
         add(path, f"{value} is not a finite number; write the value, or leave the field out")
@@ -160,6 +164,7 @@ def page_problems(wiki: Wiki, page: Page) -> list[Problem]:
         if control:
             problems.append(Problem(rel, first_body_line + offset, "-", f"control character U+{ord(control.group()):04X} "
                                     "in the prose; commands would print it to terminals; remove it"))
+    problems += [Problem(rel, first_body_line + line, "-", message) for line, message in markup_problems(page.body)]
     claims = [claim for _, claim in _dicts(meta.get("claims"))]  # a non-list is the schema's problem
     problems += span_problems(rel, page.body, claims, body_first_line(page.frontmatter_text))
     comment = yamlio.comment_line(page.frontmatter_text)

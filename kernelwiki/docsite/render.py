@@ -15,6 +15,7 @@ from typing import Any
 
 from kernelwiki.model.claims import ClaimRow, claim_rows, page_claims, runs_text
 from kernelwiki.model.spans import find_spans
+from kernelwiki.docsite.sanitize import code_block
 
 LEVEL_TEXT = {
     "spec": "stated by vendor documentation",
@@ -31,10 +32,15 @@ STATUS_TEXT = {
 _FACT = re.compile(r"fact:([^:,]+):(.*?)(?=, fact:|$)")
 
 
+_MARKDOWN = {ord(c): f"&#{ord(c)};" for c in "[]{}"}
+"""Markdown's link, image and attribute-list brackets: as entities, `[x](javascript:...)`,
+`![p](http://host/p.png)` and `{: onclick=... }` stay text."""
+
+
 def text(value: Any) -> str:
     """Untrusted text (anything from a page, spec or record) for HTML or Markdown: markup
-    characters as entities, so that no value ever becomes a tag or an attribute."""
-    return html.escape(str(value))
+    characters as entities, so that no value ever becomes a tag, an attribute, a link or an image."""
+    return html.escape(str(value)).translate(_MARKDOWN)
 
 
 def cell(value: Any) -> str:
@@ -59,9 +65,9 @@ def prose(value: Any) -> str:
     code spans as entities; code spans are left to Markdown, which escapes what they hold."""
     value, out, start = str(value), [], 0
     for match in _CODE_SPAN.finditer(value):
-        out += [html.escape(value[start:match.start()]), match.group()]
+        out += [text(value[start:match.start()]), match.group()]
         start = match.end()
-    return "".join(out + [html.escape(value[start:])])
+    return "".join(out + [text(value[start:])])
 
 
 def web_url(value: Any) -> str | None:
@@ -108,7 +114,7 @@ def claim_anchor(claim_id: str) -> str:
 def fmt(value: Any) -> str:
     """A number as a reader wants it in a table: 3-4 significant digits, no exponent below 10^6."""
     if not is_number(value):
-        return html.escape(str(value))
+        return text(value)
     if float(value).is_integer() and abs(value) < 1e6:
         return str(int(value))
     magnitude = abs(value)
@@ -378,15 +384,17 @@ def _fact_row(label: dict, src_uri: str, page_uris: dict[str, str]) -> str:
 CODE_LANGUAGES = {".py": "python", ".cu": "cuda", ".cuh": "cuda", ".yaml": "yaml", ".sh": "bash", ".json": "json"}
 
 
-def code_tabs(files: list[tuple[str, str]], lines: int | None = None, what: str = "source") -> str:
-    """Content tabs, one per file, each a snippet include of the file itself (never a pasted copy),
-    folded in a closed <details> whose summary gives the line count; excluded from the search
-    index, so a search finds the page about a thing, not code using it."""
-    count = f", {lines} lines" if lines is not None else ""
+def code_tabs(files: list[tuple[str, str, str]], what: str = "source") -> str:
+    """Content tabs, one per (label, path, text) of a file, each the file's text read when the site
+    is built (never a copy pasted into a page), folded in a closed <details> whose summary gives the
+    line count; excluded from the search index, so a search finds the page about a thing, not code
+    using it."""
+    lines = sum(len(text.splitlines()) for _, _, text in files)
+    count = f", {lines} lines"
     out = [f'<details class="kw-fold kw-code" data-search-exclude markdown>\n'
            f"<summary>{html.escape(what)}: {len(files)} file{'s' if len(files) != 1 else ''}{count}</summary>\n"]
-    for label, path in files:
+    for label, path, content in files:
         language = CODE_LANGUAGES.get(posixpath.splitext(path)[1], "text")
-        out.append(f'=== "{label}"\n\n    ```{language}\n    --8<-- "{path}"\n    ```\n')
+        out.append(f'=== "{text(label)}"\n\n{code_block(content, language, "    ")}')
     out.append("</details>\n")
     return "\n".join(out)
