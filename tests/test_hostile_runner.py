@@ -196,3 +196,41 @@ def test_evidence_directory_linked_outside_is_not_written(mini, gpu, tmp_path):
     code, _, err = _run(mini, "--probe", ok)
     assert code == 2 and "artifacts/evidence is a symbolic link" in err  # not a checkout to run in
     assert not list(outside.rglob("*"))
+
+
+# --- issue 38: --ray reaches a cluster within one deadline ------------------------------------------
+@pytest.mark.parametrize("address", ["127.0.0.1:1", "ray://127.0.0.1:1"])
+def test_a_ray_address_nothing_listens_on_is_one_error_line_at_once(mini, gpu, address):
+    """`--ray 127.0.0.1:1` was still in ray.init after 150 s; ray://127.0.0.1:1 ended in a traceback."""
+    pytest.importorskip("ray")
+    add_probe(mini, "ok", "passing")
+    start = time.monotonic()
+    code, out, err = _run(mini, "--all", "--ray", address, "--no-record")
+    assert code == 2 and err.startswith(f"error: --ray {address}: nothing accepts") and err.count("\n") == 1, err
+    assert time.monotonic() - start < 30
+
+
+class _FakeRay:
+    """ray as fleet.connect sees it: an init that hangs (an address that answers but is no Ray's) or
+    raises (auto with no cluster)."""
+
+    def __init__(self, error: BaseException | None):
+        self.error = error
+
+    def init(self, **kwargs):
+        if self.error is None:
+            import threading
+
+            threading.Event().wait()
+        raise self.error
+
+
+@pytest.mark.parametrize("error", [None, ConnectionError("Could not find any running Ray instance.\nPlease start one")])
+def test_ray_init_has_one_deadline_and_its_error_is_one_line(monkeypatch, error):
+    from kernelwiki.probing import fleet
+
+    start = time.monotonic()
+    with pytest.raises(fleet.FleetError) as caught:
+        fleet.connect(_FakeRay(error), "auto", {}, timeout_s=1)
+    assert time.monotonic() - start < 10 and "\n" not in str(caught.value)
+    assert ("within 1 s" if error is None else "Could not find any running Ray instance. Please") in str(caught.value)
