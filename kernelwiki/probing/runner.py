@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterator, TextIO
+from typing import Any, Iterator, TextIO
 
 from kernelwiki.probing import processes
 from kernelwiki.harness import env as env_mod
@@ -37,6 +37,8 @@ from kernelwiki.model.schema import check as schema_check
 
 LOG_TAIL_CHARS = 4000
 RUN_STATUSES_OK = ("passed", "compiled")
+MAX_RESULT_DEPTH = 64
+"""Levels of lists and objects a probe's result may nest (a record nests about eight)."""
 
 
 class RunnerBusy(RuntimeError):
@@ -206,7 +208,7 @@ def _run_one(repo: Repo, spec: ProbeSpec, options: Options, environment: dict, t
     if options.write:
         try:
             path = _write_record(repo, spec.id, record)
-        except (OSError, ValueError) as err:
+        except (OSError, ValueError, RecursionError) as err:
             # Evidence that was asked for and not kept is a failed run, whatever the probe said.
             status, reason = "failed", f"{reason}; record not written: {err}".lstrip("; ")
     return Outcome(spec.id, status, reason, record, path)
@@ -214,7 +216,9 @@ def _run_one(repo: Repo, spec: ProbeSpec, options: Options, environment: dict, t
 
 def _read_result(path: Path) -> tuple[dict | None, str]:
     """The probe's result.json as a mapping, or why it cannot be used ('' when it is simply absent).
-    NaN and infinities become null: a record is standard JSON, and the record schema then decides."""
+    NaN and infinities become null: a record is standard JSON, and the record schema then decides.
+    A result nested deeper than MAX_RESULT_DEPTH cannot be used: everything that walks a record
+    (rounding, the schema, the site) recurses, and the record would be lost to a RecursionError."""
     if not path.is_file():
         return None, ""
     try:
@@ -223,7 +227,21 @@ def _read_result(path: Path) -> tuple[dict | None, str]:
         return None, f"the probe wrote a result that is not JSON ({str(err)[:200]})"
     if not isinstance(data, dict):
         return None, f"the probe's result is a JSON {type(data).__name__}, not an object"
+    if nesting(data) > MAX_RESULT_DEPTH:
+        return None, f"the probe's result nests more than {MAX_RESULT_DEPTH} levels deep; a record is flatter"
     return data, ""
+
+
+def nesting(value: Any) -> int:
+    """How deep lists and objects nest in `value` (a scalar: 0), counted without recursing."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is not None:
+            deepest = max(deepest, depth)
+            stack.extend((child, depth + 1) for child in children)
+    return deepest
 
 
 def _execute(argv: list[str], repo: Repo, timeout: float, extra_env: dict[str, str],
