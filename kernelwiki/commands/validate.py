@@ -16,6 +16,7 @@ from typing import Any, Iterable
 
 from kernelwiki.model import yamlio
 from kernelwiki.harness.env import FAKE_DRIVER, is_fake, short_gpu_name
+from kernelwiki.harness.peaks import ceiling_name_problem
 from kernelwiki.storage.index import Entry, Wiki
 from kernelwiki.model.pages import Page, line_of, read_page_bytes, render_page
 from kernelwiki.model.yamlio import LineMap
@@ -456,6 +457,12 @@ def _check_declared_ceilings(probes: dict[str, tuple[dict, Any]], report: Report
                 for case in data.get("cases") or [] if isinstance(case, dict) and isinstance(case.get("params"), dict)
                 and isinstance(case["params"].get("ceiling"), str)}
     for rel, (data, line) in probes.items():
+        for index, case in _dicts(data.get("cases") if data.get("kind") == "calibration" else None):
+            params = case.get("params")
+            wrong = ceiling_name_problem(params["ceiling"]) if isinstance(params, dict) and "ceiling" in params else None
+            if wrong:
+                report.problems.append(Problem(rel, line(("cases", index, "params", "ceiling")),
+                                               f"cases[{index}].params.ceiling", wrong))
         for index, key in _strings(data.get("ceilings")):
             if key not in measured:
                 report.problems.append(Problem(rel, line(("ceilings", index)), f"ceilings[{index}]",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 # short GPU name -> metric key -> dense datasheet peak. TFLOP/s for math, TB/s for bandwidth.
 DATASHEET: dict[str, dict[str, float]] = {
@@ -21,6 +22,19 @@ DATASHEET: dict[str, dict[str, float]] = {
 }
 
 CEILINGS_ENV = "KERNELWIKI_CEILINGS"
+CEILING_FIELDS = ("run_id", "record", "protocol", "reason")
+"""The fields of the ceilings that say where they come from: no ceiling is called so."""
+CEILING_NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
+
+
+def ceiling_name_problem(key: object) -> str | None:
+    """Why a calibration case's `params.ceiling` cannot name a ceiling, or None: a name such as bf16
+    or copy, and none of CEILING_FIELDS (it would overwrite where the ceilings come from)."""
+    if not isinstance(key, str) or not CEILING_NAME.fullmatch(key):
+        return f"{key!r} is not a ceiling name (lowercase letters, digits, '_', like bf16 or copy)"
+    if key in CEILING_FIELDS:
+        return f"{key!r} is a field of the ceilings themselves ({', '.join(CEILING_FIELDS)}), not a ceiling"
+    return None
 
 
 def datasheet(gpu_short: str, key: str) -> float | None:
@@ -58,7 +72,7 @@ def ceilings_from_record(record: dict, path: str | None) -> dict:
     for case in record.get("cases", []):
         headline = case.get("headline") or {}
         key = (case.get("params") or {}).get("ceiling")
-        if key and case.get("status") == "passed" and "value" in headline:
+        if key and ceiling_name_problem(key) is None and case.get("status") == "passed" and "value" in headline:
             out[key] = headline["value"]
     return out
 
