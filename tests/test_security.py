@@ -134,6 +134,24 @@ def test_a_claim_locator_never_leaves_its_package(mini, tmp_path):
     assert "1 matched" not in out + err and "Traceback" not in err, out + err
 
 
+def test_a_claim_locator_names_a_file_of_the_pinned_distribution_not_any_in_site_packages(mini):
+    """Issue 38: a quote cited from nvidia-cutlass-dsl 4.8.1 "matched" in jinja2/__init__.py: any file
+    under site-packages counted. The file must be one the distribution's RECORD lists."""
+    from importlib.metadata import distribution
+
+    yaml_dist, jinja = distribution("PyYAML"), distribution("Jinja2")
+    other = next(f for f in jinja.files if f.as_posix() == "jinja2/__init__.py")
+    line = next(t for t in other.read_text().splitlines() if len(t.split()) > 3)
+    source = mini.root / "wiki/sources/example.md"
+    source.write_text(source.read_text().replace("retrieved:", f"origin:\n  package: PyYAML\n  version: '{yaml_dist.version}'\n"
+                                                 "retrieved:", 1))
+    page = mini.root / "wiki/hardware/example.md"
+    page.write_text(page.read_text().replace("  locator: facts[0]\n  quote: The example kernel reaches 100 TFLOP/s.\n",
+                                             f"  locator: jinja2/__init__.py\n  quote: {json.dumps(line)}\n", 1))
+    code, out, err = mini.run("audit", "--sources")
+    assert code == 1 and "1 matched" not in out + err and "no file 'jinja2/__init__.py' in PyYAML@" in out + err, out + err
+
+
 @pytest.mark.parametrize("repo", ["../..", "./x", "a/..", "..", "owner/.."])
 def test_an_upstream_repo_name_never_climbs_out_of_the_cache(mini, tmp_path, monkeypatch, repo):
     from kernelwiki.commands.upstream import UpstreamError, fetch, repo_name
