@@ -881,6 +881,28 @@ def test_an_nvidia_smi_list_that_is_not_five_fields_is_no_gpu(monkeypatch, tmp_p
     assert env.list_gpus() == []
 
 
+@pytest.mark.parametrize("literal", ["1e999", "-1e999", "1" + "0" * 400])
+def test_a_number_too_large_for_a_float_is_a_problem_in_a_record(mini, gpu, literal):
+    """Issue 38: a record holding 1e999 (read as inf) passed validate, refresh silently dropped the case
+    and the site showed "inf"."""
+    probe_id = add_probe(mini, "ok", "passing")
+    code, _, err = _run(mini, "--probe", probe_id, "--no-refresh")
+    assert code == 0, err
+    [path] = (mini.root / "artifacts/evidence" / probe_id).glob("*.json")
+    text = path.read_text()
+    value = re.search(r'"headline":\{[^}]*?"value":([0-9.e+-]+)', text)
+    path.write_text(text[:value.start(1)] + literal + text[value.end(1):])
+    rel = path.relative_to(mini.root).as_posix()
+    problems = [p for p in mini.problems() if p["path"] == rel]
+    assert problems and "too large for a number" in problems[0]["message"] and problems[0]["line"] != "1", problems
+    code, out, err = mini.run("refresh")
+    assert "Traceback" not in err and rel in err, err
+    from kernelwiki.storage.records import load_records
+    from kernelwiki.storage.repo import Repo
+
+    assert probe_id not in load_records(Repo(mini.root), quiet=True)
+
+
 # --- wrong output --------------------------------------------------------------------------------
 @pytest.mark.parametrize("alias, fragment", [
     ("wiki/sources/example.md", "looks like a path"), ("hardware/example.md", "looks like a path"),

@@ -216,13 +216,14 @@ def _run_one(repo: Repo, spec: ProbeSpec, options: Options, environment: dict, t
 
 def _read_result(path: Path) -> tuple[dict | None, str]:
     """The probe's result.json as a mapping, or why it cannot be used ('' when it is simply absent).
-    NaN and infinities become null: a record is standard JSON, and the record schema then decides.
+    NaN and infinities (1e999 too) become null: a record is standard JSON, and the record schema then decides.
     A result nested deeper than MAX_RESULT_DEPTH cannot be used: everything that walks a record
     (rounding, the schema, the site) recurses, and the record would be lost to a RecursionError."""
     if not path.is_file():
         return None, ""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"), parse_constant=lambda name: None)
+        data = json.loads(path.read_text(encoding="utf-8"), parse_constant=lambda name: None,
+                          parse_float=lambda literal: None if abs(float(literal)) == float("inf") else float(literal))
     except (ValueError, RecursionError) as err:
         return None, f"the probe wrote a result that is not JSON ({str(err)[:200]})"
     if not isinstance(data, dict):
