@@ -275,7 +275,8 @@ def _own_files_order(directory: Path):
 def _code_section(meta: dict) -> str:
     directory = meta.get("artifact_dir")
     root = _state["repo"].root
-    if not isinstance(directory, str) or not (root / directory).is_dir():
+    # Never a folder outside (an absolute path, `..`) nor through a link: rglob would walk it and publish it.
+    if not sanitize.below(root, directory) or not (root / directory).is_dir():
         return ""
     own = sorted((p for p in (root / directory).rglob("*")
                   if "__pycache__" not in p.parts and p.suffix in render.CODE_LANGUAGES),

@@ -1,14 +1,9 @@
-"""What the site publishes from untrusted text, made safe whatever validate said (defence in depth).
+"""What the site publishes from untrusted text, made safe whatever validate said.
 
-- `clean_html`: every page's HTML (from Markdown, our renderers and raw HTML a page holds) is
-  rebuilt from an allow-list of tags and attributes; text and attribute values are escaped again;
-  a link keeps its href only if model.safe_links allows it, an image only if it is a file of the
-  site; script, style and other active elements go with their content. No page can put script in a
-  reader's browser, nor make it load another host's image.
-- `shown_file`: the text of a file of the checkout a page shows as code (its artifact and probe
-  files), read without following a link anywhere on its way, never a FIFO, at most MAX_SHOWN bytes.
-  The site has no include mechanism (pymdownx.snippets is not used): a page cannot name a file to
-  publish, and a shown file's text is code in a fence longer than any backtick run it holds.
+`clean_html` rebuilds every page's HTML from an allow-list of tags and attributes, each value escaped
+again: a link keeps its href only where model.safe_links allows it, an image only if it is a file of
+the site, and script, style and other active elements go with their content. `shown_file` reads a
+file a page shows as code (the site has no include mechanism) without following a link on its path.
 """
 
 from __future__ import annotations
@@ -20,7 +15,7 @@ import re
 import stat
 from pathlib import Path
 
-from kernelwiki.model.files import UnsafeFile, read_regular
+from kernelwiki.model.files import UnsafeFile, read_regular, stays_below
 from kernelwiki.model.safe_links import image_allowed, link_allowed
 
 MAX_SHOWN = 1 << 20
@@ -51,14 +46,14 @@ _ATTRIBUTE = re.compile(r"""([^\s"'<>/=]+)(?:\s*=\s*("[^"]*"|'[^']*'|[^\s"'=<>`]
 
 
 def _token(match: re.Match) -> str:
-    if match.group(2) is None:   # a comment, a declaration, or a '<' that starts no tag: text
+    if match.group(2) is None:   # a comment or declaration goes; a '<' that starts no tag is text
         return "&lt;" if match.group() == "<" else ""
     return _tag(match.group())
 
 
 @functools.lru_cache(maxsize=1 << 16)
 def _tag(source: str) -> str:
-    """One tag rebuilt: its name and attributes from the allow-lists, each value escaped again."""
+    """One tag rebuilt from the allow-lists, or ''."""
     match = _TOKEN.fullmatch(source)
     closing, tag = match.group(1), match.group(2).lower()
     if tag not in TAGS:
@@ -75,7 +70,7 @@ def _tag(source: str) -> str:
 
 
 def _attributes(tag: str, attrs: list[tuple[str, str]]) -> str | None:
-    """The attributes kept, as HTML; None when the element itself must go (an image not of the site)."""
+    """The attributes kept, as HTML; None when the element goes (an image not of the site)."""
     allowed = ATTRIBUTES.get(tag, set())
     out = []
     for name, value in attrs:
@@ -96,47 +91,37 @@ def _attributes(tag: str, attrs: list[tuple[str, str]]) -> str | None:
 
 
 def clean_html(fragment: str) -> str:
-    """`fragment` with only allow-listed tags and attributes, each rebuilt with its values escaped
-    again; links only where link_allowed and images only where image_allowed say so; elements whose
-    content a browser reads as script or raw text removed with it; every other '<' as text. What it
-    returns has no '<' that is not the start of a tag it built."""
+    """`fragment` rebuilt: it has no '<' that does not start a tag built here (any other is text)."""
     return _TOKEN.sub(_token, _RAW_TEXT.sub("", fragment))
 
 
-def shown_file(root: Path, rel: str) -> str | None:
-    """The text of `root/rel` to show as code, or None: refused when any part of the path is a
-    symbolic link (O_NOFOLLOW checks only the last), the file is not regular, is over MAX_SHOWN
-    bytes or is not UTF-8."""
+def below(root: Path, rel: object) -> bool:
+    """Whether `rel` names something under `root` with no symbolic link on its way (no absolute path, no `..`)."""
+    if not stays_below(rel):
+        return False
     path = root
-    for part in Path(rel).parts[:-1]:
+    for part in Path(str(rel)).parts:
         path = path / part
         try:
-            if not stat.S_ISDIR(os.lstat(path).st_mode):
-                return None
+            if stat.S_ISLNK(os.lstat(path).st_mode):
+                return False
         except OSError:
-            return None
+            return False
+    return True
+
+
+def shown_file(root: Path, rel: str) -> str | None:
+    """The text of `root/rel`, or None unless `below` it is a regular UTF-8 file of at most MAX_SHOWN bytes."""
+    if not below(root, rel):
+        return None
     try:
         return read_regular(root / rel, MAX_SHOWN).decode("utf-8")
     except (UnsafeFile, UnicodeDecodeError):
         return None
 
 
-def is_linked(root: Path, rel: str) -> bool:
-    """Whether any part of `root/rel` is a symbolic link (or cannot be looked at)."""
-    path = root
-    for part in Path(rel).parts:
-        path = path / part
-        try:
-            if stat.S_ISLNK(os.lstat(path).st_mode):
-                return True
-        except OSError:
-            return True
-    return False
-
-
 def code_block(text: str, language: str, indent: str = "") -> str:
-    """`text` as a fenced code block (each line indented by `indent`), fenced with more backticks
-    than any run it holds, so that no line of the file can close the block."""
+    """`text` fenced with more backticks than any run it holds: no line of it can close the block."""
     fence = "`" * max(3, max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
     body = "".join(indent + line if line.strip() else "\n" for line in text.splitlines(keepends=True))
     if body and not body.endswith("\n"):

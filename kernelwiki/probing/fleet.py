@@ -137,7 +137,7 @@ def _listening(address: str, timeout_s: float) -> None:
     try:
         with socket.create_connection((host, int(port)), timeout=timeout_s):
             pass
-    except (OSError, ValueError) as err:
+    except (OSError, ValueError, OverflowError) as err:   # OverflowError: a port above 65535
         reason = getattr(err, "strerror", None) or str(err) or type(err).__name__
         raise FleetError(f"--ray {address}: nothing accepts a connection there ({reason}); start the cluster "
                          "(ray start --head) or give the address of its head node") from None
