@@ -457,6 +457,9 @@ def test_links_inside_the_cache_are_never_followed(mini, gpu, tmp_path):
     svg = charts.draw(chart, cache / "charts")
     assert "secret" not in svg and svg.startswith("<?xml")
     assert victim.read_text() == "precious\n" and published.read_text() == "secret\n"
+    (cache / "charts" / chart.name).unlink()   # a planted chart with a script is drawn again, not published
+    (cache / "charts" / chart.name).write_text(f'<svg xmlns="http://www.w3.org/2000/svg">{script("chart")}</svg>')
+    assert "alert" not in charts.draw(chart, cache / "charts")
 
 
 # --- a record that could not be written ----------------------------------------------------------

@@ -103,24 +103,27 @@ def run_on_ray(repo: Repo, specs: list[ProbeSpec], options: Options, address: st
 def connect(ray, address: str, runtime_env: dict, timeout_s: float | None = None) -> None:
     """ray.init within one deadline, or a FleetError that says why in one line."""
     timeout_s = CONNECT_TIMEOUT_S if timeout_s is None else timeout_s
-    _listening(address, min(timeout_s, 10.0))
     result: dict[str, BaseException | None] = {}
 
     def init() -> None:
         try:
+            _listening(address, min(timeout_s, 10.0))
             # logging_level: Ray's own notes ("SIGTERM handler is not set ...") stay off the runner's output.
             ray.init(address=address, log_to_driver=False, runtime_env=runtime_env, logging_level=logging.ERROR)
             result["error"] = None
         except BaseException as err:   # noqa: BLE001 - reported in the calling thread
             result["error"] = err
 
-    # In a thread of its own: ray.init has no deadline of its own for an address that answers but is no Ray's.
+    # In a thread of its own: neither a name lookup nor ray.init, for an address that answers but is no
+    # Ray's, has a deadline of its own.
     thread = threading.Thread(target=init, name="kernelwiki-ray-init", daemon=True)
     thread.start()
     thread.join(timeout_s)
     if thread.is_alive():
         raise FleetError(f"--ray {address}: no Ray cluster answered within {timeout_s:.0f} s; start one "
                          "(ray start --head) or give the address of its head node")
+    if isinstance(result.get("error"), FleetError):
+        raise result["error"]
     if result.get("error") is not None:
         err = result["error"]
         words = " ".join(str(err).split())[:300] or type(err).__name__
