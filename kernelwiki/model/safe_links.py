@@ -140,9 +140,11 @@ def wiki_file_problems(wiki_dir: Path) -> list[tuple[str, str]]:
             if stat.S_ISLNK(mode):
                 found.append((rel, "is a symbolic link: the site would publish what it points to (any file of the "
                                    "machine that builds it)"))
-            elif stat.S_ISDIR(mode) or any(part.startswith(".") for part in Path(rel).parts):
-                continue
-            elif not stat.S_ISREG(mode) or path.suffix.lower() not in PUBLISHED:
+            elif stat.S_ISDIR(mode) or path.suffix == ".md" or any(part.startswith(".") for part in Path(rel).parts):
+                continue   # a page is checked as a page (a FIFO or folder named .md too)
+            elif not stat.S_ISREG(mode):
+                found.append((rel, "is not a regular file"))
+            elif path.suffix.lower() not in PUBLISHED:
                 found.append((rel, f"the site publishes only pages and images ({', '.join(sorted(PUBLISHED))})"))
             elif path.suffix.lower() == ".svg":
                 try:
