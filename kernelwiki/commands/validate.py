@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from kernelwiki.model import yamlio
+from kernelwiki.harness import peaks
 from kernelwiki.harness.env import FAKE_DRIVER, is_fake, short_gpu_name
 from kernelwiki.storage.index import Entry, Wiki
 from kernelwiki.model.pages import Page, line_of, read_page_bytes, render_page
@@ -438,6 +439,11 @@ def _check_probes(wiki: Wiki, report: Report) -> dict[str, Any]:
         for index, arch in _strings(data.get("archs")):
             if arch not in wiki.vocab.archs:
                 report.problems.append(Problem(rel, line(("archs", index)), f"archs[{index}]", f"unknown architecture {arch!r}"))
+        for index, case in enumerate(data.get("cases") if isinstance(data.get("cases"), list) else []):
+            level = (case.get("params") or {}).get("level") if isinstance(case, dict) and isinstance(case.get("params"), dict) else None
+            if level is not None and level not in peaks.LEVELS:
+                report.problems.append(Problem(rel, line(("cases", index, "params", "level")), f"cases[{index}].params.level",
+                                               f"unknown memory level {str(level)[:40]!r}; known: {', '.join(peaks.LEVELS)}"))
         quoted[rel] = (data, line)
     _check_declared_ceilings(quoted, report)
     return probes

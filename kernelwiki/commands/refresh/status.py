@@ -11,6 +11,7 @@ import statistics
 from datetime import datetime, timedelta
 
 from kernelwiki.commands.evidence import LOWER_IS_BETTER_UNITS
+from kernelwiki.harness import gates
 from kernelwiki.probing.specs import ProbeSpec
 from kernelwiki.storage.records import Record, latest
 
@@ -37,7 +38,7 @@ def page_status(linked: list[ProbeSpec], records: dict[str, list[Record]], claim
             newest_run = latest(probe_records, mode="run", arch=arch)
             if newest_run is not None:
                 runs = [r for r in probe_records if r.mode == "run" and arch in r.archs()]
-                if newest_run.status in BAD_RUN or dropped(runs):
+                if bad_run(newest_run) or dropped(runs):
                     return "regressed"
             elif (compiled := latest(probe_records, mode="compile-only", arch=arch)) is not None \
                     and compiled.status == "compile-failed":
@@ -46,6 +47,20 @@ def page_status(linked: list[ProbeSpec], records: dict[str, list[Record]], claim
         return "stale"
     cited = all(isinstance(c, dict) and (c.get("source") or c.get("record")) for c in claims)
     return "verified" if verified and cited else "draft"
+
+
+def bad_run(record: Record) -> bool:
+    """Whether a run cannot back a verified page: its status is one of BAD_RUN, or - judged again
+    here, for records the runner wrote before it applied the rule - some gate test no negative
+    control fails at gates.CONTROL_NEAR_FACTOR to CONTROL_BLUNT_FACTOR times its tolerance (what
+    the runner now records as control-too-blunt)."""
+    if record.status in BAD_RUN:
+        return True
+    control = record.data.get("negative_control")
+    if not isinstance(control, dict):
+        return False
+    entries = control.get("controls") or [{"name": "control", "correctness": control.get("correctness")}]
+    return bool(gates.control_reach([e for e in entries if isinstance(e, dict)]))
 
 
 def dropped(runs: list[Record]) -> bool:
