@@ -243,6 +243,13 @@ def _check_cross_references(wiki: Wiki, report: Report, probes: dict[str, Any], 
                 add(("probes", index), f"no probe probes/{ref}/probe.yaml{did_you_mean(ref, probes)}")
             elif probes[ref] is not None and entry.id not in [p for _, p in _strings(probes[ref].get("pages"))]:
                 add(("probes", index), f"probe {ref} does not list this page in its pages")
+        claim_ids = {c.get("id") for _, c in _dicts(entry.get("claims"))}
+        if isinstance(entry.get("headline"), str) and entry.get("headline") not in claim_ids:
+            add(("headline",), f"no claim {entry.get('headline')!r} on this page: the headline names one of its claims")
+        for index, goal in _dicts(entry.get("goals")):
+            target = str(goal.get("claim", ""))
+            if target not in claim_ids and target.removesuffix(".ratio") not in claim_ids:
+                add(("goals", index, "claim"), f"no claim {target!r} on this page (a claim id, or ID.ratio)")
         cited = set(s for _, s in _strings(entry.get("sources")))
         for index, claim in _dicts(entry.get("claims")):
             source = claim.get("source")
@@ -389,6 +396,13 @@ def measured_claim_problems(claim: dict, record: dict, page_probes: list, probe:
         out.append((("value",), f"{claim.get('value')!r} is not the value of case {claim.get('case')!r} in {name} "
                                 f"({headline.get('value')!r}); run `kernelwiki refresh`"))
     baseline = claim.get("baseline") if isinstance(claim.get("baseline"), dict) else None
+    if baseline is not None and baseline.get("name") != headline.get("baseline"):
+        # a versus claim (probe.yaml `versus`): ours over another candidate of the case's baselines
+        entry = next((b for b in case.get("baselines") or [] if isinstance(b, dict) and b.get("name") == baseline.get("name")), None)
+        if entry is None or entry.get("value") != baseline.get("value") or entry.get("ratio") != claim.get("ratio"):
+            out.append((("baseline",), f"{baseline.get('name')!r} {baseline.get('value')!r} (ratio {claim.get('ratio')!r}) is "
+                                       f"not a candidate timed in case {claim.get('case')!r} of {name}; run `kernelwiki refresh`"))
+        return out
     if baseline is not None and baseline.get("value") != headline.get("baseline_value"):
         out.append((("baseline", "value"), f"{baseline.get('value')!r} is not the baseline of case "
                                            f"{claim.get('case')!r} in {name} ({headline.get('baseline_value')!r})"))
