@@ -408,3 +408,24 @@ def test_times_per_launch_are_one_chart_with_every_case_even_without_a_baseline(
     assert [(c.kind, c.ylabel) for c in found] == [("bars", "µs (lower is better)")]
     assert [b[:2] for b in found[0].panels[""][""]] == [("events-only", 10.3), ("graph", 2.1)]
     assert ">ours<" not in charts._draw(found[0]).replace(" ", "")   # one series: no ours/baseline key
+
+
+def test_the_card_names_a_geomeans_shape_count_not_its_shapeless_value_and_a_pages_own_headline():
+    """kernel-hopper-gemm's card said "97.34 TFLOP/s": a geomean over 24 held-out shapes, no shape.
+    A geomean claim shows its ratio over N shapes; an absolute figure shows its shape; a page's
+    `headline` (ping-pong over cooperative) is what its card leads with."""
+    held = {"id": "measured.k.held-out-bf16", "value": 97.3385, "unit": "TFLOP/s", "evidence": "measured",
+            "record": "artifacts/evidence/p/r.json", "case": "held-out-bf16", "ratio": 0.91,
+            "baseline": {"name": "strongest of cuBLAS and quack, per shape", "value": 106.96},
+            "conditions": "set=held-out, count=24, headline_statistic=geomean over the held-out shapes"}
+    card = render.evidence_card({"status": "verified", "claims": [held]}, "kernels/k.md")
+    assert "97.34" not in card and "geomean 0.91× vs strongest of cuBLAS and quack, per shape over 24 shapes" in card
+    cublas = {"id": "m.pp", "value": 689.1, "unit": "TFLOP/s", "evidence": "measured", "record": "artifacts/evidence/p/r.json",
+              "case": "schedules-4096", "shape": "4096x4096x4096", "ratio": 0.87, "baseline": {"name": "cuBLAS", "value": 791.8}}
+    versus = {**cublas, "id": "m.pp.vs-ours-cooperative", "ratio": 0.882, "baseline": {"name": "ours-cooperative", "value": 781.3}}
+    card = render.evidence_card({"claims": [cublas, versus], "headline": versus["id"]}, "techniques/p.md")
+    assert "689.1 TFLOP/s — 0.882× ours-cooperative" in card and "4096x4096x4096" in card and "0.87×" not in card
+    from kernelwiki.docsite.strip import claims_strip
+
+    strip = claims_strip([cublas, versus], "techniques/p.md", versus["id"])
+    assert strip.index("ours-cooperative") < strip.index("cuBLAS")

@@ -174,7 +174,9 @@ def claim_figure(claim: dict) -> str:
     if is_geomean(claim) and ratio:
         shapes = re.search(r"(?:^|, )(?:count|shapes)=(\d+)", str(claim.get("conditions") or ""))
         over = f" over {shapes.group(1)} shapes" if shapes else ""
-        return f'geomean {ratio}{over} <span class="kw-note">(case {text(claim.get("case", ""))})</span>'
+        name = text(baseline.get("name", "baseline"))
+        return (f'<span class="kw-agg" data-baseline="{name}">geomean {fmt_ratio(claim["ratio"])} vs {name}{over} '
+                f'<span class="kw-note">(case {text(claim.get("case", ""))})</span></span>')
     where = claim.get("shape") or claim.get("case") or ""
     value = f"{fmt(claim['value'])} {text(claim.get('unit', ''))}".strip()
     return f"{value}{f' — {ratio}' if ratio else ''} <span class=\"kw-note\">{text(where)}</span>"

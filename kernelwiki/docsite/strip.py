@@ -56,7 +56,7 @@ def kernel_strip(runs: list[tuple[ProbeSpec, Record, list[SetSummary]]], src_uri
         return ""
     lines = "".join(_line(spec, record, sets, src_uri) for spec, record, sets in runs)
     return (f'<div class="kw-strip" markdown="0">\n<p class="kw-strip-title">Measured (ours ÷ the strongest '
-            f"baseline, per case; one geomean per baseline)</p><ul>{lines}</ul>{_sets_table(runs)}\n</div>\n")
+            f"baseline, per case, summarised per baseline)</p><ul>{lines}</ul>{_sets_table(runs)}\n</div>\n")
 
 
 def claims_strip(claims: list[dict], src_uri: str, headline: str | None = None) -> str:
