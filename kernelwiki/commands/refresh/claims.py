@@ -144,9 +144,11 @@ def measured_claims(spec: ProbeSpec, pairs: list[tuple[Record, dict]], hand_ids:
     reproduction = candidate_claim(claim, case, case_spec, hand_ids)
     if reproduction is not None:
         claims.append(reproduction)
-    versus = versus_claim(claim, case, case_spec)
-    if versus is not None:
-        claims.append(versus)
+    names = case_spec.get("versus")
+    for name in [names] if isinstance(names, str) else names if isinstance(names, list) else []:
+        versus = versus_claim(claim, case, str(name))
+        if versus is not None:
+            claims.append(versus)
     return claims
 
 
@@ -173,11 +175,10 @@ def within_spread(case: dict, other: str) -> bool:
     return a_low <= b_high and b_low <= a_high
 
 
-def versus_claim(ours: dict, case: dict, case_spec: dict) -> dict | None:
-    """For a case whose probe.yaml names `versus` (a candidate timed beside ours, e.g. our own
+def versus_claim(ours: dict, case: dict, name: str) -> dict | None:
+    """For a candidate a case's probe.yaml names in `versus` (timed beside ours, e.g. our own
     cooperative schedule beside ping-pong): ours over that candidate, as a claim of its own
     (ID.vs-NAME), so a page about that comparison states it from a span. None where it did not run."""
-    name = case_spec.get("versus")
     entry = next((b for b in case.get("baselines") or [] if isinstance(b, dict) and b.get("name") == name), None)
     if not name or entry is None or not isinstance(entry.get("value"), (int, float)) or isinstance(entry.get("value"), bool) \
             or not isinstance(entry.get("ratio"), (int, float)):
