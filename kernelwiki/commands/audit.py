@@ -36,6 +36,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from kernelwiki.commands.evidence import LOWER_IS_BETTER_UNITS
 from kernelwiki.commands.refresh.status import goal_met
 from kernelwiki.model.pages import read_page
 from kernelwiki.model.problems import Problem, field_path
@@ -180,7 +181,8 @@ def unattributed_ratios(rel: str, body: str, first_line: int, claims: dict[str, 
     return out
 
 
-POSITIVE = (r"faster|quicker|wins?|won|winning|beats?|beaten|outperform(?:s|ed)?|lead(?:s|ing)?(?! to)|led(?! to)|"
+POSITIVE = (r"faster|quicker|wins?|won|winning|beats?|beaten|outperform(?:s|ed)?|"
+            r"lead(?:s|ing)?(?! to)(?![- ](?:dimension|dim|mode|byte|zero|edge|warp|thread|lane|cta|bit))|led(?! to)|"
             r"ahead of|pays(?: off)?|paid off|pay off|speeds? up|sped up|better than")
 NEGATIVE = r"slower|loses to|lost to|(?:falls?|fell|stays?|stayed|lags?|lagged|ran|runs?) behind|trails?|worse than"
 NEUTRAL = (r"match(?:es|ed)?|on par|as fast as|at (?:[\w-]+ ){0,2}speed|reach(?:es|ed)? (?:the |its |their )?"
@@ -188,7 +190,7 @@ NEUTRAL = (r"match(?:es|ed)?|on par|as fast as|at (?:[\w-]+ ){0,2}speed|reach(?:
 VERDICT = re.compile(rf"\b(?:{POSITIVE}|{NEGATIVE}|{NEUTRAL})\b", re.I)
 POSITIVE_WORD = re.compile(rf"\b(?:{POSITIVE})\b", re.I)
 NEGATIVE_WORD = re.compile(rf"\b(?:{NEGATIVE})\b", re.I)
-LEAD_WORD = re.compile(r"\b(?:faster|wins?|won|winning|beats?|outperform(?:s|ed)?|lead(?:s|ing)?(?! to)|led(?! to)|ahead of|"
+LEAD_WORD = re.compile(r"\b(?:faster|wins?|won|winning|beats?|outperform(?:s|ed)?|lead(?:s|ing)?(?! to)(?![- ]\w)|led(?! to)|ahead of|"
                        r"slower|loses to|lost to|behind)\b", re.I)
 REVERSED = re.compile(r"\bthan (?:ours|our\b|the kernel|it\b)|\bahead of ours\b", re.I)
 GOAL = re.compile(r"\bgoals?\b", re.I)
@@ -272,16 +274,21 @@ def verdict_problems(rel: str, body: str, first_line: int, claims: dict[str, dic
             out.append(Problem(rel, line, "prose", f"{verdict.group(0)!r} judges without a claim span: state the "
                                "figure that shows it as a span, or say less"))
             continue
+        # A time-like claim's ratio is, in some probes, its time over the baseline's (above 1: slower)
+        # and in others a speedup; its direction is not known here, so only its spread is judged.
         ratios = [(claims[name[:-6]], name[:-6]) for name in spans if name.endswith(".ratio") and name[:-6] in claims
                   and isinstance(claims[name[:-6]].get("ratio"), (int, float))]
+        directed = [(c, n) for c, n in ratios if c.get("unit") not in LOWER_IS_BETTER_UNITS]
         if not ratios:
             continue
         reversed_ = bool(REVERSED.search(words)) or any(
             baseline_word(str((c.get("baseline") or {}).get("name", ""))).lower() in words[:verdict.start()].lower()
             for c, _ in ratios if isinstance(c.get("baseline"), dict))
-        values = [float(c["ratio"]) for c, _ in ratios]
+        values = [float(c["ratio"]) for c, _ in directed]
         positive, negative = POSITIVE_WORD.search(words), NEGATIVE_WORD.search(words)
-        if not reversed_ and positive and not negative and all(v < 1 for v in values):
+        if not values:
+            pass
+        elif not reversed_ and positive and not negative and all(v < 1 for v in values):
             out.append(Problem(rel, line, "prose", f"{positive.group(0)!r} over ratio(s) below 1 "
                                f"({', '.join(f'{v:g}' for v in values)}): the span says ours is slower"))
         elif not reversed_ and negative and not positive and all(v > 1 for v in values):
