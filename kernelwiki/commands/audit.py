@@ -192,6 +192,8 @@ POSITIVE_WORD = re.compile(rf"\b(?:{POSITIVE})\b", re.I)
 NEGATIVE_WORD = re.compile(rf"\b(?:{NEGATIVE})\b", re.I)
 LEAD_WORD = re.compile(r"\b(?:faster|wins?|won|winning|beats?|outperform(?:s|ed)?|lead(?:s|ing)?(?! to)(?![- ]\w)|led(?! to)|ahead of|"
                        r"slower|loses to|lost to|behind)\b", re.I)
+UNDIRECTED = (*LOWER_IS_BETTER_UNITS, "relative", "errors", "hazards", "bool")
+"""Units whose ratio is not a speedup (a time over a time, one error over another): no polarity."""
 REVERSED = re.compile(r"\bthan (?:ours|our\b|the kernel|it\b)|\bahead of ours\b", re.I)
 GOAL = re.compile(r"\bgoals?\b", re.I)
 GOAL_MET = re.compile(r"\b(?:met|meets?|reached|reaches|achieved)\b", re.I)
@@ -278,7 +280,7 @@ def verdict_problems(rel: str, body: str, first_line: int, claims: dict[str, dic
         # and in others a speedup; its direction is not known here, so only its spread is judged.
         ratios = [(claims[name[:-6]], name[:-6]) for name in spans if name.endswith(".ratio") and name[:-6] in claims
                   and isinstance(claims[name[:-6]].get("ratio"), (int, float))]
-        directed = [(c, n) for c, n in ratios if c.get("unit") not in LOWER_IS_BETTER_UNITS]
+        directed = [(c, n) for c, n in ratios if c.get("unit") not in UNDIRECTED]
         if not ratios:
             continue
         reversed_ = bool(REVERSED.search(words)) or any(

@@ -491,8 +491,8 @@ def _load_json_files(wiki: Wiki, report: Report) -> dict[str, Any]:
 
 def _check_ceiling_sources(report: Report, records: dict[str, Any]) -> None:
     """A record's `ceilings.record` names the calibration run its fractions of the ceiling were
-    taken against; that run stays while a record cites it (a pruned calibration record would
-    leave the pages' fraction_of_ceiling without its evidence). Records made under
+    taken against; that run stays while a record cites it with a run id of the same invocation
+    (a pruned calibration record would leave the pages' fraction_of_ceiling without its evidence). Records made under
     KERNELWIKI_FAKE_GPU (the runner's tests, never a measurement) are left out: their probes read
     the ceilings of the checkout the package sits in, not of the repository they write to."""
     for rel, data in records.items():
@@ -500,7 +500,9 @@ def _check_ceiling_sources(report: Report, records: dict[str, Any]) -> None:
         if not isinstance(environment, dict) or environment.get("driver") == FAKE_DRIVER:
             continue
         ceilings = data.get("ceilings")
-        source = ceilings.get("record") if isinstance(ceilings, dict) else None
+        # Only a same-invocation calibration (named by its run id) backs fractions a reader shows;
+        # an older record's `record` alone named another run's, whose fractions nothing quotes.
+        source = ceilings.get("record") if isinstance(ceilings, dict) and ceilings.get("run_id") else None
         if isinstance(source, str) and source not in records:
             report.problems.append(Problem(rel, 1, "ceilings.record", f"no run record {source}: the calibration "
                                            "run its ceilings and fractions of the ceiling come from must stay"))

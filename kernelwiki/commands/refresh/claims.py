@@ -185,7 +185,7 @@ def versus_claim(ours: dict, case: dict, name: str) -> dict | None:
         return None
     slug = re.sub(r"[^a-z0-9]+", "-", str(name).lower()).strip("-")
     claim = {key: ours[key] for key in ("metric", "value", "unit", "gpu", "arch", "dtype", "shape") if key in ours}
-    claim["conditions"] = f"ours against {name}, timed in the same run and on the same inputs"
+    claim["conditions"] = f"ours against {name}, same run and inputs"
     out = {"id": f"{ours['id']}.vs-{slug}", **claim, "evidence": "measured", "record": ours["record"],
            "case": ours["case"], "baseline": {"name": name, "value": entry["value"]}, "ratio": entry["ratio"]}
     if within_spread(case, str(name)):
