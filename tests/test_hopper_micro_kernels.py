@@ -143,3 +143,7 @@ def test_the_l2_probe_reads_ncu_csv_in_base_units():
     assert values == pytest.approx({"dram__bytes_read.sum": 1.63e9, "gpu__time_duration.sum": 434.5e-6,
                                     "lts__t_sector_hit_rate.pct": 24.1})
     assert probe.ncu_values("==ERROR== no kernel profiled") == dict.fromkeys(probe.NCU_METRICS)
+    # what ncu 2025 on the H200 printed (run 20261202T063046Z, whose case failed on "ns")
+    seen = NCU_CSV.replace('"Gbyte","1.63"', '"byte","1,838,137,856"').replace('"usecond","434.50"', '"ns","413,728"')
+    assert probe.ncu_values(seen) == pytest.approx({"dram__bytes_read.sum": 1838137856.0,
+                                                    "gpu__time_duration.sum": 413728e-9, "lts__t_sector_hit_rate.pct": 24.1})

@@ -288,7 +288,10 @@ def chase(case: dict, ctx: Context) -> dict:
 
 NCU_METRICS = ("dram__bytes_read.sum", "lts__t_sector_hit_rate.pct", "gpu__time_duration.sum")
 _SCALE = {"byte": 1.0, "kbyte": 1e3, "mbyte": 1e6, "gbyte": 1e9, "tbyte": 1e12,
-          "nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3, "second": 1.0, "%": 1.0}
+          "b": 1.0, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
+          "nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3, "second": 1.0,
+          "ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "%": 1.0}
+"""ncu's unit spellings (they differ between versions and with --print-units), to base units."""
 
 
 def ncu_values(output: str) -> dict[str, float | None]:
