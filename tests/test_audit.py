@@ -145,6 +145,7 @@ def test_audit_flags_planted_verdicts(sentence, problem):
     "Ours was slower: <!-- claim:m.pp.ratio -->0.87×<!-- /claim --> cuBLAS.",
     "## When cooperative wins",
     "This leads to a deadlock when the arrive count is wrong.",
+    "The headline is against the faster of cuBLAS and quack: <!-- claim:m.pp.ratio -->0.87×<!-- /claim --> cuBLAS.",
     "```\nfaster in a code block\n```",
     "A bank conflict serializes the warp, so the access is slower. <!-- no-verdict: a mechanism, not a measurement -->",
 ])

@@ -241,9 +241,15 @@ def prose_sentences(body: str) -> list[tuple[int, int, str]]:
     return out
 
 
+BASELINE_CHOICE = re.compile(r"\bthe (?:faster|fastest|stronger|strongest)(?: correct)?(?: one)?(?: baseline)? of\b"
+                             r"|\b(?:faster|fastest|strongest) correct (?:baseline|candidate|one)\b", re.I)
+"""How a baseline was chosen ("against the faster of cuBLAS and quack"), not a verdict on ours."""
+
+
 def _words(sentence: str) -> str:
-    """A sentence without inline code, span texts and HTML comments: what its words say."""
-    return INLINE_CODE.sub(" ", COMMENT.sub(" ", SPAN.sub(" ", sentence)))
+    """A sentence without inline code, span texts, HTML comments and the wording that names how a
+    baseline was chosen: what its words say."""
+    return BASELINE_CHOICE.sub(" ", INLINE_CODE.sub(" ", COMMENT.sub(" ", SPAN.sub(" ", sentence))))
 
 
 def verdict_problems(rel: str, body: str, first_line: int, claims: dict[str, dict], goals: list,
