@@ -227,3 +227,16 @@ def test_a_ceiling_key_that_is_no_name_is_refused_and_overwrites_nothing(mini, g
     assert str(record["ceilings"]["record"]).endswith(calibrated["run_id"] + ".json")
     found = [p for p in mini.problems() if p["field"] == "cases[0].params.ceiling"]
     assert found and found[0]["path"] == "probes/probe-calib/probe.yaml", found
+
+
+def test_a_record_that_read_its_ceilings_from_another_run_quotes_no_fraction_of_them():
+    """Records before the same-run rule name another run's calibration record (`ceilings.record`, no
+    run id): their fraction_of_ceiling compares two runs and reaches no claim, chart or strip."""
+    from kernelwiki.storage.records import Record
+
+    head = {"value": 400.0, "fraction_of_ceiling": 0.5}
+    other = Record("artifacts/evidence/p/old.json",
+                   {"ceilings": {"record": "artifacts/evidence/probe-calibration/20261129T161703Z-h200-run.json",
+                                 "bf16": 800.0}})
+    same = Record("artifacts/evidence/p/new.json", {"ceilings": {"run_id": "20261201T200321Z-h200-run", "bf16": 800.0}})
+    assert other.fraction_of_ceiling(head) is None and same.fraction_of_ceiling(head) == 0.5

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from kernelwiki.model import yamlio
+from kernelwiki.harness import peaks
 from kernelwiki.harness.env import FAKE_DRIVER, is_fake, short_gpu_name
 from kernelwiki.harness.peaks import ceiling_name_problem
 from kernelwiki.storage.index import Entry, Wiki
@@ -248,6 +249,13 @@ def _check_cross_references(wiki: Wiki, report: Report, probes: dict[str, Any], 
                 add(("probes", index), f"no probe probes/{ref}/probe.yaml{did_you_mean(ref, probes)}")
             elif probes[ref] is not None and entry.id not in [p for _, p in _strings(probes[ref].get("pages"))]:
                 add(("probes", index), f"probe {ref} does not list this page in its pages")
+        claim_ids = {c.get("id") for _, c in _dicts(entry.get("claims"))}
+        if isinstance(entry.get("headline"), str) and entry.get("headline") not in claim_ids:
+            add(("headline",), f"no claim {entry.get('headline')!r} on this page: the headline names one of its claims")
+        for index, goal in _dicts(entry.get("goals")):
+            target = str(goal.get("claim", ""))
+            if target not in claim_ids and target.removesuffix(".ratio") not in claim_ids:
+                add(("goals", index, "claim"), f"no claim {target!r} on this page (a claim id, or ID.ratio)")
         cited = set(s for _, s in _strings(entry.get("sources")))
         for index, claim in _dicts(entry.get("claims")):
             source = claim.get("source")
@@ -394,6 +402,13 @@ def measured_claim_problems(claim: dict, record: dict, page_probes: list, probe:
         out.append((("value",), f"{claim.get('value')!r} is not the value of case {claim.get('case')!r} in {name} "
                                 f"({headline.get('value')!r}); run `kernelwiki refresh`"))
     baseline = claim.get("baseline") if isinstance(claim.get("baseline"), dict) else None
+    if baseline is not None and baseline.get("name") != headline.get("baseline"):
+        # a versus claim (probe.yaml `versus`): ours over another candidate of the case's baselines
+        entry = next((b for b in case.get("baselines") or [] if isinstance(b, dict) and b.get("name") == baseline.get("name")), None)
+        if entry is None or entry.get("value") != baseline.get("value") or entry.get("ratio") != claim.get("ratio"):
+            out.append((("baseline",), f"{baseline.get('name')!r} {baseline.get('value')!r} (ratio {claim.get('ratio')!r}) is "
+                                       f"not a candidate timed in case {claim.get('case')!r} of {name}; run `kernelwiki refresh`"))
+        return out
     if baseline is not None and baseline.get("value") != headline.get("baseline_value"):
         out.append((("baseline", "value"), f"{baseline.get('value')!r} is not the baseline of case "
                                            f"{claim.get('case')!r} in {name} ({headline.get('baseline_value')!r})"))
@@ -444,6 +459,11 @@ def _check_probes(wiki: Wiki, report: Report) -> dict[str, Any]:
         for index, arch in _strings(data.get("archs")):
             if arch not in wiki.vocab.archs:
                 report.problems.append(Problem(rel, line(("archs", index)), f"archs[{index}]", f"unknown architecture {arch!r}"))
+        for index, case in enumerate(data.get("cases") if isinstance(data.get("cases"), list) else []):
+            level = (case.get("params") or {}).get("level") if isinstance(case, dict) and isinstance(case.get("params"), dict) else None
+            if level is not None and level not in peaks.LEVELS:
+                report.problems.append(Problem(rel, line(("cases", index, "params", "level")), f"cases[{index}].params.level",
+                                               f"unknown memory level {str(level)[:40]!r}; known: {', '.join(peaks.LEVELS)}"))
         quoted[rel] = (data, line)
     _check_declared_ceilings(quoted, report)
     return probes
@@ -483,8 +503,8 @@ def _load_json_files(wiki: Wiki, report: Report) -> dict[str, Any]:
 
 def _check_ceiling_sources(report: Report, records: dict[str, Any]) -> None:
     """A record's `ceilings.record` names the calibration run its fractions of the ceiling were
-    taken against; that run stays while a record cites it (a pruned calibration record would
-    leave the pages' fraction_of_ceiling without its evidence). Records made under
+    taken against; that run stays while a record cites it with a run id of the same invocation
+    (a pruned calibration record would leave the pages' fraction_of_ceiling without its evidence). Records made under
     KERNELWIKI_FAKE_GPU (the runner's tests, never a measurement) are left out: their probes read
     the ceilings of the checkout the package sits in, not of the repository they write to."""
     for rel, data in records.items():
@@ -492,7 +512,9 @@ def _check_ceiling_sources(report: Report, records: dict[str, Any]) -> None:
         if not isinstance(environment, dict) or environment.get("driver") == FAKE_DRIVER:
             continue
         ceilings = data.get("ceilings")
-        source = ceilings.get("record") if isinstance(ceilings, dict) else None
+        # Only a same-invocation calibration (named by its run id) backs fractions a reader shows;
+        # an older record's `record` alone named another run's, whose fractions nothing quotes.
+        source = ceilings.get("record") if isinstance(ceilings, dict) and ceilings.get("run_id") else None
         if isinstance(source, str) and source not in records:
             report.problems.append(Problem(rel, 1, "ceilings.record", f"no run record {source}: the calibration "
                                            "run its ceilings and fractions of the ceiling come from must stay"))

@@ -201,7 +201,7 @@ def _page_markdown(markdown: str, page) -> str:
     # A kernel page sums up its kernel probes' runs; another page (hw-wgmma, also backed by the GEMM
     # probe) shows its own measured claims.
     runs = summary.kernel_runs(_state["probes"], _state["records"], meta["id"]) if meta.get("type") == "kernel" else []
-    headline = strip.kernel_strip(runs, uri) if runs else strip.claims_strip(claims, uri)
+    headline = strip.kernel_strip(runs, uri) if runs else strip.claims_strip(claims, uri, meta.get("headline"))
     parts = [title, card, "\n", first, "\n" + headline + "\n" if headline else "", rest.rstrip() + "\n"]
     figures = _state["charts"].get(meta["id"]) or []
     if figures:

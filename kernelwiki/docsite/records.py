@@ -50,8 +50,13 @@ def _ceilings(data: Any, uri: str, records: dict[str, Record]) -> list[str]:
         else:   # a run id, a protocol, a reason: untrusted text in a table cell
             shown = cell(value)
         rows.append(f"| {cell(key)} | {shown} |")
-    return ["## Ceilings\n", "Measured by the calibration probe on the same GPU in the same invocation (newer records "
-            "name its run id); a case's fraction of the ceiling is its throughput over the ceiling of its kind.\n",
+    where = ("Measured by the calibration probe on the same GPU in the same invocation (its run id); a case's "
+             "fraction of the ceiling is its throughput over the ceiling of its kind.\n" if data.get("run_id") else
+             "No usable calibration ran in this invocation (the reason below): no fraction of a ceiling is shown.\n"
+             if data.get("reason") else
+             "Read from another run's calibration record (before ceilings were measured in the same invocation): "
+             "no fraction of these ceilings is shown.\n")
+    return ["## Ceilings\n", where,
             "| ceiling | value |", "|---|---|", *rows, ""]
 
 

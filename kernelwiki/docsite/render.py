@@ -24,7 +24,7 @@ LEVEL_TEXT = {
     "measured": "our probe ran on matching hardware, passed its correctness gate and negative control",
 }
 STATUS_TEXT = {
-    "draft": "incomplete: no probe backs it yet, or a probe has not run",
+    "draft": "incomplete: no probe backs it yet, a probe has not run, or a goal the page states is missed",
     "verified": "every linked probe's latest record passed, every claim cites a source or a record",
     "regressed": "a linked probe's latest record failed, or fell more than 10% behind the previous one",
     "stale": "the newest evidence is old, or from another toolchain than the project pins",
@@ -140,11 +140,14 @@ def badge(kind: str, value: str | None) -> str:
 
 
 def own_evidence(meta: dict) -> tuple[dict | None, str | None]:
-    """The page's headline measurement (its first record-backed claim with a baseline ratio, else its
-    first measured claim) and the date of the page's own newest measured claim: the card speaks for
-    this page's evidence, not for the newest record of any probe it links."""
+    """The page's headline measurement and the date of the page's own newest measured claim: the
+    card speaks for this page's evidence, not for the newest record of any probe it links. The
+    headline is the claim the page names in `headline` (a ping-pong page's ping-pong over
+    cooperative), else its first record-backed claim with a baseline ratio, else its first measured
+    claim."""
     measured = [c for c in page_claims(meta) if c.get("evidence") == "measured" and c.get("record")
                 and is_number(c.get("value"))]
+    named = next((c for c in measured if c.get("id") == meta.get("headline")), None)
     # A teaching variant's measurement is not the page's headline (its probe id ends in -naive).
     kernel = [c for c in measured if "-naive/" not in str(c.get("record"))] or measured
     # A case set's summary first (its geomean over the set; a held-out set before the tuning set),
@@ -157,9 +160,32 @@ def own_evidence(meta: dict) -> tuple[dict | None, str | None]:
 
     ranked = sorted(kernel, key=lambda c: (summary_rank(c), c.get("candidate") is not None,
                                            not is_number(c.get("ratio")), not str(c.get("unit", "")).endswith("/s")))
-    head = ranked[0] if ranked else None
+    head = named or (ranked[0] if ranked else None)
     dates = sorted(str(c.get("measured_at"))[:10] for c in measured if c.get("measured_at"))
     return head, (dates[-1] if dates else None)
+
+
+def is_geomean(claim: dict) -> bool:
+    """A claim whose value is a geomean over shapes (a held-out set's summary case): its absolute
+    value names no shape, so only its ratio is shown as a headline."""
+    return "headline_statistic=geomean" in str(claim.get("conditions") or "")
+
+
+def claim_figure(claim: dict) -> str:
+    """A measured claim as a headline: the value with its shape (or case) and its ratio to its
+    baseline; for a geomean over shapes, the ratio alone and over how many shapes. Escaped HTML."""
+    baseline = claim.get("baseline") if isinstance(claim.get("baseline"), dict) else None
+    ratio = (f"{fmt_ratio(claim['ratio'])} {text(baseline.get('name', 'baseline'))}"
+             if baseline and is_number(claim.get("ratio")) else "")
+    if is_geomean(claim) and ratio:
+        shapes = re.search(r"(?:^|, )(?:count|shapes)=(\d+)", str(claim.get("conditions") or ""))
+        over = f" over {shapes.group(1)} shapes" if shapes else ""
+        name = text(baseline.get("name", "baseline"))
+        return (f'<span class="kw-agg" data-baseline="{name}">geomean {fmt_ratio(claim["ratio"])} vs {name}{over} '
+                f'<span class="kw-note">(case {text(claim.get("case", ""))})</span></span>')
+    where = claim.get("shape") or claim.get("case") or ""
+    value = f"{fmt(claim['value'])} {text(claim.get('unit', ''))}".strip()
+    return f"{value}{f' — {ratio}' if ratio else ''} <span class=\"kw-note\">{text(where)}</span>"
 
 
 def evidence_card(meta: dict, src_uri: str) -> str:
@@ -180,11 +206,9 @@ def evidence_card(meta: dict, src_uri: str) -> str:
         status_cell = f'<span title="{html.escape(STATUS_TEXT.get(status, ""))}">{badge("status", meta.get("status"))}</span>'
     rows = [("Evidence", arch_cells), ("Status", status_cell)]
     if head is not None:
-        ratio = (f" — {fmt_ratio(head['ratio'])} {text((head.get('baseline') or {}).get('name', 'baseline'))}"
-                 if is_number(head.get("ratio")) and isinstance(head.get("baseline"), dict) else "")
-        where = " · ".join(text(x) for x in (head.get("gpu"), head.get("dtype"), head.get("shape")) if x)
-        rows.append(("Headline", f'<a href="#{claim_anchor(str(head.get("id")))}">{fmt(head["value"])} '
-                                 f'{text(head.get("unit", ""))}</a>{ratio} <span class="kw-note">{where}</span> '
+        where = " · ".join(text(x) for x in (head.get("gpu"), head.get("dtype")) if x)
+        rows.append(("Headline", f'<a href="#{claim_anchor(str(head.get("id")))}">{claim_figure(head)}</a> '
+                                 f'<span class="kw-note">{where}</span> '
                                  f'<a href="{text(href(src_uri, record_uri(str(head["record"]))))}">record</a>'))
         rows.append(("Measured on", html.escape(str(meta.get("measured_on") or head.get("gpu") or ""))
                      + (f' <span class="kw-note">(this page\'s evidence: {html.escape(date)})</span>' if date else "")))

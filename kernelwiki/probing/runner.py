@@ -339,19 +339,18 @@ def _status(spec: ProbeSpec, mode: str, result: dict | None, returncode: int | N
             return "control-passed", "the deliberately broken variant passed the gate, so the gate proves nothing"
         blunt = too_blunt(control)
         if blunt:
-            return "control-too-blunt", (f"negative control(s) {blunt} failed the gate by more than "
-                                         f"{gates.CONTROL_BLUNT_FACTOR:g}x its tolerance: a gate that much looser would "
-                                         f"still catch them, so they do not show the gate is tight")[:1000]
+            return "control-too-blunt", (f"no negative control fails these gate tests at {gates.CONTROL_NEAR_FACTOR:g}-"
+                                         f"{gates.CONTROL_BLUNT_FACTOR:g}x their tolerance, so they are not shown to be "
+                                         f"tight: {blunt}")[:1000]
     return "passed", ""
 
 
 def too_blunt(control: dict) -> str:
-    """The controls (name=error/gate, comma-separated) whose error is over CONTROL_BLUNT_FACTOR x the
-    tolerance they were gated with; '' when none. Records of one control without `controls` are read
-    from the top-level error_over_gate."""
-    entries = control.get("controls") or [{"name": "control", "error_over_gate": control.get("error_over_gate")}]
-    return ", ".join(f"{e.get('name')}={e['error_over_gate']:g}" for e in entries
-                     if isinstance(e.get("error_over_gate"), (int, float)) and e["error_over_gate"] > gates.CONTROL_BLUNT_FACTOR)
+    """The gate tests no negative control fails at gates.CONTROL_NEAR_FACTOR to CONTROL_BLUNT_FACTOR
+    times their tolerance (`gates.control_reach`, '; '-separated), '' when none. Records of one
+    control without `controls` are read from the top-level correctness."""
+    entries = control.get("controls") or [{"name": "control", "correctness": control.get("correctness")}]
+    return "; ".join(gates.control_reach(entries))
 
 
 def _run_id(repo: Repo, probe_id: str, started: datetime, gpu: str | None, mode: str) -> str:

@@ -215,11 +215,12 @@ class Record:
 
     def fraction_of_ceiling(self, headline: Any) -> float | None:
         """A case headline's fraction of the measured ceiling, only where the record's own `ceilings`
-        name the calibration they came from (its run id, or in older records its path): a record
-        without them, or whose calibration failed, shows no % of ceiling."""
+        name the calibration run of the same invocation they came from (`run_id`, which the runner
+        writes only then): a record without one - whose calibration failed, or an older record whose
+        ceilings were read from another run's record (`record` alone) - shows no % of ceiling."""
         ceilings = self.data.get("ceilings")
         fraction = headline.get("fraction_of_ceiling") if isinstance(headline, dict) else None
-        if not isinstance(ceilings, dict) or not (ceilings.get("run_id") or ceilings.get("record")):
+        if not isinstance(ceilings, dict) or not ceilings.get("run_id"):
             return None
         if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not fraction > 0:
             return None
