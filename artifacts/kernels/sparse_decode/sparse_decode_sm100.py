@@ -47,7 +47,7 @@ from cutlass.cute.nvgpu import OperandMajorMode, tcgen05, warpgroup
 
 from .cache_format import D_QK, D_V
 from .gather import FP8RowGather, select
-from .sparse_decode_sm90 import DUMP_DIR, SparseDecodeSm90, _fake_args
+from .sparse_decode_sm90 import DUMP_DIR, SparseDecodeSm90, _fake_io
 from .tmem_plan import TmemPlan
 
 BLOCK_H = 128                       # heads per CTA: the MMA's M, one TMEM lane each
@@ -295,7 +295,7 @@ def compile_for(arch: str = "sm_100a", batch: int = 4, heads: int = 128, topk: i
     problems = PLAN.problems()
     if problems:
         raise ValueError(f"TMEM plan: {'; '.join(problems)}")
-    return cute.compile(SparseDecodeSm100(), *_fake_args(batch, heads, topk, cache_tokens, 1),
+    return cute.compile(SparseDecodeSm100(), *_fake_io(batch, heads, topk, cache_tokens),
                         cutlass.Float32(D_QK ** -0.5), make_fake_stream(),
                         options=f"--gpu-arch {arch} --keep-ptx --keep-cubin --dump-dir {DUMP_DIR}")
 
