@@ -84,9 +84,23 @@ def test_flashmla_is_skipped_with_the_reason_where_it_cannot_run():
     probe = _probe()
     assert "supports 64 or 128 query heads, not 16" in probe.flashmla.unsupported(16, 2048, 65536)
     assert probe.flashmla.unsupported(64, 2048, 65536) is None
+    assert probe.flashmla.unsupported(128, 64, 65536) is None
+    assert "positive multiple of 64" in probe.flashmla.unsupported(128, 32, 65536)
     assert "not whole pages" in probe.flashmla.unsupported(128, 2048, 1000)
     reason = probe.flashmla_skip_reason(64, 2048, 65536)
     assert reason is None or "not importable" in reason     # no flash_mla on the CPU machine
+
+
+@pytest.mark.parametrize("child, expected", [
+    ("import os, signal; os.kill(os.getpid(), signal.SIGSEGV)", "crashed: killed by SIGSEGV (b1 h16 topk2048 in a child process)"),
+    ("import sys; print('Assertion failed'); sys.exit(3)", "failed: exit status 3 (b1 h16 topk2048 in a child process): Assertion failed"),
+], ids=["signal", "exit-status"])
+def test_a_flashmla_crash_is_recorded_with_how_the_child_ended(monkeypatch, child, expected):
+    """FlashMLA kills the process at 16 heads: the probe runs it in a child and keeps the signal (or
+    exit status and last words) as the failed baseline's reason."""
+    probe = _probe()
+    monkeypatch.setattr(probe.flashmla, "CHILD", child)
+    assert expected in probe.flashmla.crash_reason(1, 16, 2048)
 
 
 def test_every_control_is_described_in_probe_yaml():

@@ -14,9 +14,11 @@ wgmmas):
                  registers, issued before it waits for the stage to be free; e4m3 -> fp16 (one
                  cvt.rn.f16x2.e4m3x2 per two values) times the 128-value tile's scale (HMUL2); RoPE
                  bf16 -> fp16; a 0/-inf mask per token; then fence.proxy.async and an mbarrier arrive.
-                 With 128 heads (two head blocks) the two CTAs of a 2-CTA cluster each gather half the
-                 tile and write it to both CTAs' stages (st.async into the peer, counted on its mbarrier):
-                 each SM converts 32 rows per tile instead of 64 (FlashMLA's "crossover").
+                 With crossover=True (an even number of head blocks) the two CTAs of a 2-CTA cluster, two
+                 head blocks of one sequence, each gather half the tile and write it into both CTAs' stages
+                 (st.async into the peer, counted on its mbarrier): each SM converts 32 rows per tile
+                 instead of 64 (FlashMLA's "crossover"). Off by default: probe-sparse-decode-sm90 times it
+                 beside the default at 128 heads.
     S (wg 0)     S = Q.K^T for the whole tile (wgmma m64n64k16, K = 576, Q and K from shared memory),
                  online softmax in registers (base 2; one warpgroup holds whole rows, so no cross-group
                  max exchange), P in fp16 kept in registers as the A operand of its own O[:, :256] += P.V
@@ -87,8 +89,8 @@ class Barrier(enum.IntEnum):
     SUM_READY = 4    # S -> V: 1 / row sum of the finished sequence
 
 
-def crossover_for(heads: int) -> bool:
-    """Two head blocks per cluster when their number is even (128 heads: the pair shares the gather)."""
+def crossover_possible(heads: int) -> bool:
+    """The 2-CTA crossover pairs head blocks: their number must be even (128 heads: one pair)."""
     return math.ceil(heads / BLOCK_H) % 2 == 0
 
 
@@ -194,8 +196,6 @@ class SparseDecodeSm90:
         else:
             cute.arch.sync_threads()
 
-        # the combine kernel (a programmatic dependent) may start its CTAs now; it waits for our results
-        cute.arch.griddepcontrol_launch_dependents()
         first = mSched[part * schedule.FIELDS]
         walk = (first, mSched[part * schedule.FIELDS + 1], mSched[part * schedule.FIELDS + 2],
                 mSched[part * schedule.FIELDS + 3], mSched[part * schedule.FIELDS + 4])
@@ -524,11 +524,7 @@ class SparseDecodeCombine:
     lse = log sum_s exp(lse_s). One CTA of 128 threads per (head, sequence); each warp computes the
     weights itself (lane j holds splits j, j + 32, ...), each thread merges 4 of the 512 value dims,
     COMBINE_LOADS partial loads in flight at a time. Sequences finished in one part (one split) are left
-    alone. With `pdl` it is launched as a programmatic dependent of the main kernel: its CTAs start while
-    the main kernel's last CTAs run and wait (griddepcontrol.wait) for its results."""
-
-    def __init__(self, pdl: bool = True):
-        self.pdl = pdl
+    alone."""
 
     @cute.jit
     def __call__(self, mOacc: cute.Tensor, mLseAcc: cute.Tensor, mSplitBase: cute.Tensor, mO: cute.Tensor,
@@ -536,7 +532,7 @@ class SparseDecodeCombine:
         # mOacc (slots, H, 512) fp32; mLseAcc (slots, H) fp32; mSplitBase (B + 1,) int32; mO (B, H, 512) bf16;
         # mLse (B, H) fp32
         self.kernel(mOacc, mLseAcc, mSplitBase, mO, mLse).launch(grid=(mO.shape[1], mO.shape[0], 1),
-                                                                 block=(128, 1, 1), stream=stream, use_pdl=self.pdl)
+                                                                 block=(128, 1, 1), stream=stream)
 
     @cute.kernel
     def kernel(self, mOacc: cute.Tensor, mLseAcc: cute.Tensor, mSplitBase: cute.Tensor, mO: cute.Tensor,
@@ -547,8 +543,6 @@ class SparseDecodeCombine:
         s0 = mSplitBase[b]
         n = mSplitBase[b + 1] - s0
         if n > 1:
-            if cutlass.const_expr(self.pdl):
-                cute.arch.griddepcontrol_wait()
             per_lane = MAX_SPLITS // 32
             lse = cute.make_rmem_tensor((per_lane,), cutlass.Float32)
             top = cutlass.Float32(-math.inf)
@@ -620,13 +614,13 @@ def _fake_args(batch: int, heads: int, topk: int, cache_tokens: int, sched: sche
 
 
 def compile_for(arch: str = "sm_90a", batch: int = 16, heads: int = 128, topk: int = 2048,
-                cache_tokens: int = 65536, crossover: bool | None = None):
-    """Compile the main kernel with fake tensors (no GPU needed), keeping PTX and cubin. crossover=None:
-    what SparseDecode picks for `heads` (a 2-CTA cluster for an even number of head blocks)."""
+                cache_tokens: int = 65536, crossover: bool = False):
+    """Compile the main kernel with fake tensors (no GPU needed), keeping PTX and cubin."""
     from cutlass.runtime import make_fake_stream
 
     SparseDecodeSm90.can_implement(batch, heads, topk, cache_tokens=cache_tokens)
-    crossover = crossover_for(heads) if crossover is None else crossover
+    if crossover and not crossover_possible(heads):
+        raise ValueError(f"crossover needs an even number of 64-head blocks; heads={heads}")
     args = _fake_args(batch, heads, topk, cache_tokens, plan(batch, heads, topk))
     return cute.compile(SparseDecodeSm90(crossover), *args, cutlass.Float32(D_QK ** -0.5), make_fake_stream(),
                         options=f"--gpu-arch {arch} --keep-ptx --keep-cubin --dump-dir {DUMP_DIR}")
@@ -652,8 +646,7 @@ class SparseDecode:
     one main kernel per crossover mode) and the schedule is built once per instance; run() only launches
     (CUDA-graph capturable: it reads the same buffers, whose contents may change between replays)."""
 
-    def __init__(self, q, cache, indices, softmax_scale: float | None = None, crossover: bool | None = None,
-                 pdl: bool = True):
+    def __init__(self, q, cache, indices, softmax_scale: float | None = None, crossover: bool = False):
         import torch
 
         if q.dtype != torch.bfloat16 or cache.dtype != torch.uint8 or indices.dtype != torch.int32:
@@ -676,7 +669,9 @@ class SparseDecode:
         self.splits = max(sched.splits(b) for b in range(batch))
         if self.splits > MAX_SPLITS:
             raise ValueError(f"{self.splits} splits of one sequence; the combine kernel merges at most {MAX_SPLITS}")
-        crossover = crossover_for(heads) if crossover is None else crossover
+        if crossover and not crossover_possible(heads):
+            raise ValueError(f"crossover needs an even number of 64-head blocks; heads={heads} has "
+                             f"{math.ceil(heads / BLOCK_H)}")
         self.crossover = crossover
         dev = q.device
         self.out = torch.empty(batch, heads, D_V, dtype=torch.bfloat16, device=dev)
@@ -693,8 +688,7 @@ class SparseDecode:
         if self.splits > 1:
             combine_views = [_view(t, a) for t, a in ((self.o_acc, 16), (self.lse_acc, 4), (self.split_base, 4),
                                                       (self.out, 16), (self.lse, 4))]
-            combine = _compiled(("combine", pdl, *_key(combine_views)), SparseDecodeCombine(pdl), *combine_views,
-                                stream)
+            combine = _compiled(("combine", *_key(combine_views)), SparseDecodeCombine(), *combine_views, stream)
 
             def run():
                 current = _current_stream()
@@ -750,6 +744,6 @@ if __name__ == "__main__":
     parser.add_argument("--arch", default="sm_90a")
     args = parser.parse_args()
     compile_for(args.arch, heads=128)
-    compile_for(args.arch, heads=64)
+    compile_for(args.arch, heads=128, crossover=True)
     compile_combine_for(args.arch)
     print(f"compiled for {args.arch}")
