@@ -211,3 +211,14 @@ def test_sm100_kernel_checks_inputs_like_the_sm90_kernel():
 
     with pytest.raises(ValueError, match="topk=2016 unsupported; use a positive multiple of 64"):
         sm100.compile_for("sm_100a", topk=2016)
+
+
+def test_sm100_kernel_walks_the_same_schedule_in_32_token_tiles():
+    """The Blackwell kernel's persistent walk: schedule.plan over 148 SMs, two CTAs (value halves) per
+    128-head block, 32-token tiles; every tile once."""
+    from artifacts.kernels.sparse_decode import sparse_decode_sm100 as sm100
+
+    sched = sm100.plan(64, 128, 2048)
+    assert sched.tiles == 2048 // sm100.BLOCK_T and len(sched.parts) == sm100.NUM_SMS // 2
+    covered = sum(end - begin for _, _, begin, end, _ in schedule.segments(sched, 64))
+    assert covered == 64 * sched.tiles
