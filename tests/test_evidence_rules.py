@@ -134,8 +134,7 @@ CODE_PATH_CONTROLS = {
     "probe-fp8-blockscale-gemm/fp8_blockscale_probe.py": {"normal-one-scale", "contiguous-one-scale", "masked-one-scale"},
     "probe-hopper-gemm/hopper_gemm_probe.py": {"one-tile-last-k", "split-k-last-range"},
     "probe-flash-attention-4/fa4_probe.py": {"forward-scale", "backward-scale"},
-    "probe-sparse-decode-sm90/sparse_decode_probe.py": {"split-path-one-row", "one-pass-one-row", "crossover-one-row",
-                                                         "bf16-pv"},
+    "probe-sparse-decode-sm90/sparse_decode_probe.py": {"split-path-one-row", "one-pass-one-row", "bf16-pv"},
 }
 
 

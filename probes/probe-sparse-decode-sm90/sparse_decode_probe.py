@@ -6,15 +6,15 @@ queries. Correctness: O and lse (outputs poisoned first) against reference.spars
 gates derive from reference.sparse_decode_fp16 (the same attention with our kernel's fp16 operands):
 twice its error against the FP32 reference, and 1.5x its error against the bf16-rounded reference (which
 a bf16 P.V, about three times as far, fails: the `bf16-pv` control checks that in every run); lse within
-LSE_TOL (gates.check, gates.check_lse). At 128 heads our kernel's 2-CTA crossover mode is checked the
-same way and timed beside it as context (never the headline). FlashMLA (flashmla_baseline.py) and torch
-are checked against the same reference with a bf16 kernel's gate (twice reference.sparse_decode_bf16's
-error); where FlashMLA does not dispatch the head count it is run once in a child process and recorded
-as a failed baseline with how it ended (metrics.flashmla_failed). Timing: every candidate by ctx.bench,
+LSE_TOL (gates.check, gates.check_lse). FlashMLA (flashmla_baseline.py) is checked against the same
+reference with a bf16 kernel's gate (twice reference.sparse_decode_bf16's error); where FlashMLA does not
+dispatch the head count it is run once in a child process and recorded as a failed baseline with how it
+ended (metrics.flashmla_failed), and torch (gather + dequantize + SDPA, the same bf16 gate) is timed in
+its place - only there. Timing: every candidate by ctx.bench,
 each input set new queries and new indices into the same cache (set_bytes = the bytes a decode must
 move, so the sets span 3x L2 where the kernel is short); the headline is against the fastest correct of
-FlashMLA and torch (ctx.headline_against). Compile-only mode compiles both modes of the main kernel and
-the combine kernel for sm_90a with fake tensors and scans PTX and SASS.
+FlashMLA and torch (ctx.headline_against). Compile-only mode compiles the main kernel and the combine
+kernel for sm_90a with fake tensors and scans PTX and SASS.
 
 Run through the runner: kernelwiki probe run --probe probe-sparse-decode-sm90 [--compile-only]
 """
@@ -69,12 +69,12 @@ def _gate_o(o, ref_o, gate: dict) -> dict:
                           "gate": f"{ROUNDED_FACTOR} x the fp16 computation's error against the bf16-rounded reference"}}
 
 
-def _check(q, cache, indices, ref_o, ref_lse, gate: dict, crossover: bool = False) -> tuple[dict, object]:
+def _check(q, cache, indices, ref_o, ref_lse, gate: dict) -> tuple[dict, object]:
     """Run our kernel once on poisoned outputs; the record's correctness mapping (O by `_gate_o`, lse
-    within LSE_TOL) and the op. crossover: the 2-CTA crossover mode instead of the default."""
+    within LSE_TOL) and the op."""
     import torch
 
-    op = sparse_decode_sm90.SparseDecode(q, cache, indices, crossover=crossover)
+    op = sparse_decode_sm90.SparseDecode(q, cache, indices)
     gates.poison(op.out)
     gates.poison(op.lse)
     op.run()
@@ -132,10 +132,7 @@ def _flashmla(q, cache, indices):
     return run
 
 
-CROSSOVER = "ours (2-CTA crossover)"   # our kernel's other mode, timed beside the default where it applies
-
-
-def _fresh_set(q, cache, indices, tokens_per_seq: int, generator, with_flashmla: bool, with_crossover: bool) -> dict:
+def _fresh_set(q, cache, indices, tokens_per_seq: int, generator, with_flashmla: bool) -> dict:
     """Another input set on the same cache: new queries, new distinct indices per sequence (other
     rows, so the L2 holds none of them), and our op (and FlashMLA) on them."""
     import torch
@@ -146,8 +143,6 @@ def _fresh_set(q, cache, indices, tokens_per_seq: int, generator, with_flashmla:
     offsets = torch.arange(batch, device="cuda").unsqueeze(1) * tokens_per_seq
     indices = (local + offsets).int()
     out = {"q": q, "indices": indices, "op": sparse_decode_sm90.SparseDecode(q, cache, indices)}
-    if with_crossover:
-        out["crossover"] = sparse_decode_sm90.SparseDecode(q, cache, indices, crossover=True)
     if with_flashmla:
         out["flashmla"] = _flashmla(q, cache, indices)
     return out
@@ -162,28 +157,20 @@ def run_case(case: dict, ctx: Context) -> dict:
     batch, heads, topk = params["batch"], params["heads"], params["topk"]
     q, cache, indices = _problem(params, ctx.seed)
     ref_o, ref_lse = reference.sparse_decode(q, cache, indices)
-    gate = _tolerance(q, cache, indices, ref_o)
-    correctness, op = _check(q, cache, indices, ref_o, ref_lse, gate)
-    crossover = sparse_decode_sm90.crossover_possible(heads)
-    if crossover:
-        cross, cross_op = _check(q, cache, indices, ref_o, ref_lse, gate, crossover=True)
-        correctness["crossover"] = {k: cross[k] for k in ("passed", "rel_err", "max_abs_err", "tolerance")}
-        correctness["passed"] = bool(correctness["passed"] and cross["passed"])
+    correctness, op = _check(q, cache, indices, ref_o, ref_lse, _tolerance(q, cache, indices, ref_o))
     bf16_gate = _bf16_gate(q, cache, indices, ref_o)
-    torch_o = reference.sdpa_baseline(q, cache, indices)
-    correct = {"torch": gates.check(torch_o, ref_o, "bf16", **bf16_gate)["passed"]}
-    del torch_o
     checked = {"q": q, "indices": indices, "op": op}
-    if crossover:
-        checked["crossover"] = cross_op
     skipped = flashmla_skip_reason(heads, topk, cache.shape[0])
     failed = flashmla_failure(heads, topk, cache.shape[0])
+    correct = {}
+    candidates = {"ours": lambda s: s["op"].run()}
     if failed:
         correct[flashmla.NAME] = False
-    candidates = {"ours": lambda s: s["op"].run(),
-                  "torch": lambda s: reference.sdpa_baseline(s["q"], cache, s["indices"])}
-    if crossover:
-        candidates[CROSSOVER] = lambda s: s["crossover"].run()
+    if skipped is not None:   # torch only where FlashMLA is not timed
+        torch_o = reference.sdpa_baseline(q, cache, indices)
+        correct["torch"] = gates.check(torch_o, ref_o, "bf16", **bf16_gate)["passed"]
+        del torch_o
+        candidates["torch"] = lambda s: reference.sdpa_baseline(s["q"], cache, s["indices"])
     if skipped is None:
         checked["flashmla"] = _flashmla(q, cache, indices)
         out, lse = checked["flashmla"]()
@@ -199,12 +186,12 @@ def run_case(case: dict, ctx: Context) -> dict:
     timing = ctx.bench(
         candidates,
         lambda i: checked if i == 0 else _fresh_set(q, cache, indices, params["cache_tokens_per_seq"],
-                                                    ctx.generator(1000 * i), skipped is None, crossover),
+                                                    ctx.generator(1000 * i), skipped is None),
         bytes_moved(batch, heads, topk), iters=20, warmup=3)
     tflops = {name: flops(batch, heads, topk) / (t["median_ms"] * 1e-3) / 1e12 for name, t in timing.items()}
     tbps = bytes_moved(batch, heads, topk) / (timing["ours"]["median_ms"] * 1e-3) / 1e12
     copy = ctx.ceilings.get("copy")
-    metrics = {"splits": op.splits, "crossover": op.crossover, "parts": len(op.schedule.parts),
+    metrics = {"splits": op.splits, "parts": len(op.schedule.parts),
                "bytes_moved": bytes_moved(batch, heads, topk), "achieved_tbps": round(tbps, 4),
                "hbm_fraction": round(tbps / float(copy), 4) if copy else None, "copy_ceiling_tbps": copy,
                "flashmla_revision": flashmla.REVISION,
@@ -213,13 +200,13 @@ def run_case(case: dict, ctx: Context) -> dict:
                   **({"failed": failed} if failed else {"skipped": skipped} if skipped else {})}
     return {"correctness": correctness, "timing": timing, "metrics": metrics,
             **ctx.headline_against("tflops", tflops["ours"], "TFLOP/s",
-                                   {flashmla.NAME: tflops.get(flashmla.NAME), "torch": tflops["torch"]},
+                                   {flashmla.NAME: tflops.get(flashmla.NAME),
+                                    **({"torch": tflops["torch"]} if "torch" in tflops else {})},
                                    correct=correct, peak_key="bf16", ceiling_key="bf16",
-                                   context={CROSSOVER: tflops[CROSSOVER]} if crossover else None,
                                    notes={flashmla.NAME: flash_note})}
 
 
-def _one_row_control(ctx: Context, params: dict, sequences: int, token: int = 0, crossover: bool = False) -> dict:
+def _one_row_control(ctx: Context, params: dict, sequences: int, token: int = 0) -> dict:
     """The kernel reading the neighbouring cache row (index + 1) for selected token `token` of the
     first `sequences` sequences (an off-by-one in one tile's row offset): one token in 2048 of those
     sequences wrong, O off by a few times the gate."""
@@ -230,7 +217,7 @@ def _one_row_control(ctx: Context, params: dict, sequences: int, token: int = 0,
     gate = _tolerance(q, cache, indices, ref_o)
     wrong = indices.clone()
     wrong[:sequences, token] += 1
-    result = _check(q, cache, wrong, ref_o, ref_lse, gate, crossover)[0]
+    result = _check(q, cache, wrong, ref_o, ref_lse, gate)[0]
     result["bug"] = f"index + 1 for token {token} of {sequences} of {params['batch']} sequences"
     return result
 
@@ -238,21 +225,13 @@ def _one_row_control(ctx: Context, params: dict, sequences: int, token: int = 0,
 def control_split_path(ctx: Context) -> dict:
     """Batch 16 x 64 heads (each sequence cut over parts, then the combine kernel): one sequence's
     first token read from the next row."""
-    return _one_row_control(ctx, {"batch": 16, "heads": 64, "topk": 2048, "cache_tokens_per_seq": 65536}, 1)
+    return _one_row_control(ctx, {"batch": 16, "heads": 64, "topk": 2048, "cache_tokens_per_seq": 16384}, 1)
 
 
 def control_one_pass(ctx: Context) -> dict:
     """Batch 128 x 64 heads (every sequence inside one part: no split): four sequences' first token
     read from the next row."""
-    return _one_row_control(ctx, {"batch": 128, "heads": 64, "topk": 2048, "cache_tokens_per_seq": 65536}, 4)
-
-
-def control_crossover(ctx: Context) -> dict:
-    """Batch 64 x 128 heads (2-CTA clusters: each CTA gathers half of every tile and writes it into
-    both): token 40 of four sequences, gathered by the second CTA and received by the first through
-    st.async, read from the next row."""
-    return _one_row_control(ctx, {"batch": 64, "heads": 128, "topk": 2048, "cache_tokens_per_seq": 65536}, 4, 40,
-                            crossover=True)
+    return _one_row_control(ctx, {"batch": 128, "heads": 64, "topk": 2048, "cache_tokens_per_seq": 16384}, 4)
 
 
 def control_bf16_pv(ctx: Context) -> dict:
@@ -263,7 +242,7 @@ def control_bf16_pv(ctx: Context) -> dict:
 
     from artifacts.kernels.sparse_decode import reference
 
-    q, cache, indices = _problem({"batch": 16, "heads": 64, "topk": 2048, "cache_tokens_per_seq": 65536}, ctx.seed + 2)
+    q, cache, indices = _problem({"batch": 16, "heads": 64, "topk": 2048, "cache_tokens_per_seq": 16384}, ctx.seed + 2)
     ref_o, ref_lse = reference.sparse_decode(q, cache, indices)
     gate = _tolerance(q, cache, indices, ref_o)
     bf16 = reference.sparse_decode_bf16(q, cache, indices)
@@ -274,15 +253,13 @@ def control_bf16_pv(ctx: Context) -> dict:
 
 
 NEGATIVE_CONTROLS = {"split-path-one-row": control_split_path, "one-pass-one-row": control_one_pass,
-                     "crossover-one-row": control_crossover, "bf16-pv": control_bf16_pv}
+                     "bf16-pv": control_bf16_pv}
 
 
 def compile_kernel(arch: str) -> compile_mod.Emitted:
-    """The main kernel in both modes (one CTA per head block, and the 2-CTA crossover) and the combine."""
+    """The main kernel and the combine."""
     emitted = compile_mod.from_cute(sparse_decode_sm90.compile_for(arch, heads=128), arch)
-    for extra in (compile_mod.from_cute(sparse_decode_sm90.compile_for(arch, heads=128, crossover=True), arch),
-                  compile_mod.from_cute(sparse_decode_sm90.compile_combine_for(arch), arch)):
-        emitted.extend(extra)
+    emitted.extend(compile_mod.from_cute(sparse_decode_sm90.compile_combine_for(arch), arch))
     return emitted
 
 

@@ -14,11 +14,8 @@ wgmmas):
                  registers, issued before it waits for the stage to be free; e4m3 -> fp16 (one
                  cvt.rn.f16x2.e4m3x2 per two values) times the 128-value tile's scale (HMUL2); RoPE
                  bf16 -> fp16; a 0/-inf mask per token; then fence.proxy.async and an mbarrier arrive.
-                 With crossover=True (an even number of head blocks) the two CTAs of a 2-CTA cluster, two
-                 head blocks of one sequence, each gather half the tile and write it into both CTAs' stages
-                 (st.async into the peer, counted on its mbarrier): each SM converts 32 rows per tile
-                 instead of 64 (FlashMLA's "crossover"). Off by default: probe-sparse-decode-sm90 times it
-                 beside the default at 128 heads.
+                 Each CTA gathers its own tiles (with 128 heads both head blocks of a sequence read the same
+                 rows): no 2-CTA cluster sharing the gather, as FlashMLA's crossover does.
     S (wg 0)     S = Q.K^T for the whole tile (wgmma m64n64k16, K = 576, Q and K from shared memory),
                  online softmax in registers (base 2; one warpgroup holds whole rows, so no cross-group
                  max exchange), P in fp16 kept in registers as the A operand of its own O[:, :256] += P.V
@@ -31,7 +28,7 @@ wgmmas):
                  chain (src-flashmla-fp8-sparse-deep-dive). q (bf16) is converted to fp16 once per sequence.
     V = K        the P.V B operand is the MN-major view of the same swizzled tile (no copy).
     persistent   the grid is (head blocks, parts): `schedule.plan` cuts the batch x tiles walk into parts of
-                 equal cost (a sequence switch counted as OVERHEAD_TILES tiles), one per SM (cluster); a
+                 equal cost (a sequence switch counted as OVERHEAD_TILES tiles), one per SM's worth of head blocks; a
                  sequence finished inside one part is written as bf16 O and lse there, a sequence cut across
                  parts leaves fp32 partials that SparseDecodeCombine merges.
 
@@ -55,7 +52,6 @@ import tempfile
 import cutlass
 import cutlass.cute as cute
 import cutlass.utils.hopper_helpers as sm90_utils
-from cutlass._mlir.dialects import nvvm
 from cutlass.cute.nvgpu import OperandMajorMode, warpgroup
 
 from . import schedule
@@ -72,7 +68,6 @@ S_REGISTERS, V_REGISTERS, LOAD_REGISTERS = 216, 168, 120   # setmaxnreg targets 
 LOG2E = math.log2(math.e)
 LN2 = math.log(2.0)
 NUM_SMS = 132
-PEER_BYTES = (BLOCK_T // 2) * D_QK * 2     # what the peer CTA of a cluster writes into each of our stages
 MAX_SPLITS = 160                 # partials the combine kernel merges per sequence (5 per lane)
 COMBINE_LOADS = 16               # partial rows one combine thread has in flight
 Q_PIECES = BLOCK_H * D_QK // PIECE // CONSUMER_THREADS   # 16-byte pieces of Q per consumer thread (18)
@@ -89,23 +84,16 @@ class Barrier(enum.IntEnum):
     SUM_READY = 4    # S -> V: 1 / row sum of the finished sequence
 
 
-def crossover_possible(heads: int) -> bool:
-    """The 2-CTA crossover pairs head blocks: their number must be even (128 heads: one pair)."""
-    return math.ceil(heads / BLOCK_H) % 2 == 0
-
-
 def plan(batch: int, heads: int, topk: int, sms: int = NUM_SMS) -> schedule.Schedule:
     """The persistent walk for a problem: one part per SM's worth of head blocks."""
     return schedule.plan(batch, topk, schedule.parts_for(sms, math.ceil(heads / BLOCK_H)))
 
 
 class SparseDecodeSm90:
-    """The persistent main kernel; `crossover`: 2-CTA clusters that share each tile's gather."""
+    """The persistent main kernel."""
 
-    def __init__(self, crossover: bool):
-        self.crossover = crossover
-        self.cluster = 2 if crossover else 1
-        self.gather = ProducerGather(BLOCK_T // self.cluster)
+    def __init__(self):
+        self.gather = ProducerGather()
         self.q_gather = FP8RowGather(CONSUMER_THREADS)
         self.acc_dtype = cutlass.Float32
 
@@ -166,8 +154,7 @@ class SparseDecodeSm90:
         parts = mSched.shape[0] // schedule.FIELDS
         self.kernel(mQ, mKV, mIdx, mO, mLse, mOacc, mLseAcc, mSched, mSplitBase, softmax_scale * LOG2E, qk_mma,
                     pv_rs, pv_ss, kv_layout, v_layout, q_layout, p_layout).launch(
-            grid=(head_blocks, parts, 1), block=(THREADS, 1, 1),
-            cluster=(self.cluster, 1, 1) if cutlass.const_expr(self.crossover) else None, stream=stream)
+            grid=(head_blocks, parts, 1), block=(THREADS, 1, 1), stream=stream)
 
     @cute.kernel
     def kernel(self, mQ: cute.Tensor, mKV: cute.Tensor, mIdx: cute.Tensor, mO: cute.Tensor, mLse: cute.Tensor,
@@ -179,22 +166,16 @@ class SparseDecodeSm90:
         head_block, part, _ = cute.arch.block_idx()
         wg = cute.arch.make_warp_uniform(tidx // 128)
         wtid = tidx % 128
-        rank = head_block % self.cluster
         storage = cutlass.memory.SmemAllocator().allocate(self.shared_storage)
         full = storage.full.data_ptr()
         empty = storage.empty.data_ptr()
         if tidx == 0:
             for s in cutlass.range_constexpr(STAGES):
-                # full: the 128 gather threads (+ the expect_tx of the peer's bytes); empty: each consumer
-                # warpgroup of every CTA that writes this stage (ours, and the peer's in a cluster)
-                cute.arch.mbarrier_init(full + s, 128 + (1 if cutlass.const_expr(self.crossover) else 0))
-                cute.arch.mbarrier_init(empty + s, 2 * self.cluster)
+                # full: the 128 gather threads; empty: the two consumer warpgroups
+                cute.arch.mbarrier_init(full + s, 128)
+                cute.arch.mbarrier_init(empty + s, 2)
             cute.arch.mbarrier_init_fence()
-        if cutlass.const_expr(self.crossover):
-            cute.arch.cluster_arrive_relaxed()   # the peer's barriers exist before anyone signals them
-            cute.arch.cluster_wait()
-        else:
-            cute.arch.sync_threads()
+        cute.arch.sync_threads()
 
         first = mSched[part * schedule.FIELDS]
         walk = (first, mSched[part * schedule.FIELDS + 1], mSched[part * schedule.FIELDS + 2],
@@ -202,38 +183,32 @@ class SparseDecodeSm90:
         if first < mQ.shape[0]:
             if wg == WG_LOAD:
                 cute.arch.setmaxregister_decrease(LOAD_REGISTERS)
-                self.produce(mKV, mIdx, walk, storage, kv_layout, wtid, rank)
+                self.produce(mKV, mIdx, walk, storage, wtid)
             elif wg == WG_S:
                 cute.arch.setmaxregister_increase(S_REGISTERS)
                 self.consume_s(mQ, mO, mLse, mOacc, mLseAcc, mSplitBase, mIdx, walk, scale_log2, qk_mma, pv_rs,
-                               storage, kv_layout, v_layout, q_layout, p_layout, head_block, tidx, rank)
+                               storage, kv_layout, v_layout, q_layout, p_layout, head_block, tidx)
             else:
                 if cutlass.const_expr(V_REGISTERS > 168):
                     cute.arch.setmaxregister_increase(V_REGISTERS)
                 self.consume_v(mQ, mO, mOacc, mSplitBase, mIdx, walk, pv_ss, storage, v_layout, q_layout, p_layout,
-                               head_block, tidx, rank)
-        if cutlass.const_expr(self.crossover):
-            # no CTA leaves while its peer may still write into its stages or arrive on its barriers
-            cute.arch.cluster_arrive()
-            cute.arch.cluster_wait()
+                               head_block, tidx)
 
     # ---- the gather warpgroup ----
 
     @cute.jit
-    def produce(self, mKV: cute.Tensor, mIdx: cute.Tensor, walk, storage, kv_layout: cute.ComposedLayout, wtid,
-                rank):
+    def produce(self, mKV: cute.Tensor, mIdx: cute.Tensor, walk, storage, wtid):
         first, first_tile, last, end_tile, _ = walk
         tiles = mIdx.shape[1] // BLOCK_T
         n_rows = mKV.shape[0]
         k0 = first * tiles + first_tile
         k1 = last * tiles + end_tile
-        token0 = rank * (BLOCK_T // self.cluster)      # the first token of each tile this CTA gathers
         full = storage.full.data_ptr()
         empty = storage.empty.data_ptr()
         kv_base = storage.sKV.data_ptr().toint()
         s_mask = storage.mask.get_tensor(cute.make_layout((BLOCK_T, STAGES)))
         b0 = k0 // tiles
-        rows = self.gather.load_indices(mIdx, b0, k0 - b0 * tiles, token0, wtid)
+        rows = self.gather.load_indices(mIdx, b0, k0 - b0 * tiles, wtid)
         mask_row = mIdx[(b0, (k0 - b0 * tiles) * BLOCK_T + wtid % BLOCK_T)]
         for k in cutlass.range(k0, k1, unroll=1):
             step = k - k0
@@ -243,15 +218,10 @@ class SparseDecodeSm90:
             # loads never wait for an index load
             kn = cutlass.min(k + 1, k1 - 1)
             bn = kn // tiles
-            rows_next = self.gather.load_indices(mIdx, bn, kn - bn * tiles, token0, wtid)
+            rows_next = self.gather.load_indices(mIdx, bn, kn - bn * tiles, wtid)
             mask_next = mIdx[(bn, (kn - bn * tiles) * BLOCK_T + wtid % BLOCK_T)]
             cute.arch.mbarrier_wait(empty + stage, (step // STAGES) % 2 ^ 1)
-            if cutlass.const_expr(self.crossover):
-                if wtid == 0:
-                    cute.arch.mbarrier_arrive_and_expect_tx(full + stage, PEER_BYTES)
-                self.gather.store(loaded, stage, kv_base, token0, wtid, peer=(full + stage, 1 - rank))
-            else:
-                self.gather.store(loaded, stage, kv_base, token0, wtid)
+            self.gather.store(loaded, stage, kv_base, wtid)
             if wtid < BLOCK_T:
                 s_mask[(wtid, stage)] = select((mask_row >= 0) & (mask_row < n_rows), 0.0, -math.inf, cutlass.Float32)
             cute.arch.fence_proxy("async.shared", space="cta")
@@ -262,14 +232,10 @@ class SparseDecodeSm90:
     # ---- the consumer warpgroups ----
 
     @cute.jit
-    def release(self, empty, stage, wtid, rank):
-        """This warpgroup is done with `stage`: one arrival on our barrier (and on the peer's, whose
-        gather also writes our stage's other half... and ours writes its)."""
+    def release(self, empty, stage, wtid):
+        """This warpgroup is done with `stage`: one arrival on its empty barrier."""
         if wtid == 0:
             cute.arch.mbarrier_arrive(empty + stage)
-        if cutlass.const_expr(self.crossover):
-            if wtid == 32:
-                cute.arch.mbarrier_arrive(empty + stage, 1 - rank, scope=nvvm.MemScopeKind.CLUSTER)
 
     @cute.jit
     def load_q(self, mQ: cute.Tensor, b, h0, q_base, tidx):
@@ -313,7 +279,7 @@ class SparseDecodeSm90:
     def consume_s(self, mQ: cute.Tensor, mO: cute.Tensor, mLse: cute.Tensor, mOacc: cute.Tensor, mLseAcc: cute.Tensor,
                   mSplitBase: cute.Tensor, mIdx: cute.Tensor, walk, scale_log2: cutlass.Float32, qk_mma: cute.TiledMma,
                   pv_rs: cute.TiledMma, storage, kv_layout: cute.ComposedLayout, v_layout: cute.ComposedLayout,
-                  q_layout: cute.ComposedLayout, p_layout: cute.ComposedLayout, head_block, tidx, rank):
+                  q_layout: cute.ComposedLayout, p_layout: cute.ComposedLayout, head_block, tidx):
         first, first_tile, last, end_tile, _ = walk
         tiles = mIdx.shape[1] // BLOCK_T
         k0 = first * tiles + first_tile
@@ -373,7 +339,7 @@ class SparseDecodeSm90:
                 warpgroup.commit_group()
                 if t > t_begin:
                     warpgroup.wait_group(1)          # the previous tile's P.V: its stage is free for us
-                    self.release(empty, 1 - stage, tidx, rank)
+                    self.release(empty, 1 - stage, tidx)
                 warpgroup.wait_group(0)
 
                 # online softmax, base 2: scale, mask, row max over the quad (a quad holds a row's 64 tokens)
@@ -416,7 +382,7 @@ class SparseDecodeSm90:
                     cute.gemm(pv_rs, acc_o, tOrP[(None, None, kb)], tOrV[(None, None, kb, stage)], acc_o)
                 warpgroup.commit_group()
             warpgroup.wait_group(0)
-            self.release(empty, (b * tiles + t_end - 1 - k0) % STAGES, tidx, rank)
+            self.release(empty, (b * tiles + t_end - 1 - k0) % STAGES, tidx)
 
             # ---- epilogue: full row sums, 1 / sum for both warpgroups, lse, our half of O ----
             no_split = (t_begin == 0) & (t_end == tiles)
@@ -444,7 +410,7 @@ class SparseDecodeSm90:
     @cute.jit
     def consume_v(self, mQ: cute.Tensor, mO: cute.Tensor, mOacc: cute.Tensor, mSplitBase: cute.Tensor,
                   mIdx: cute.Tensor, walk, pv_ss: cute.TiledMma, storage, v_layout: cute.ComposedLayout,
-                  q_layout: cute.ComposedLayout, p_layout: cute.ComposedLayout, head_block, tidx, rank):
+                  q_layout: cute.ComposedLayout, p_layout: cute.ComposedLayout, head_block, tidx):
         first, first_tile, last, end_tile, _ = walk
         tiles = mIdx.shape[1] // BLOCK_T
         k0 = first * tiles + first_tile
@@ -480,7 +446,7 @@ class SparseDecodeSm90:
                     cute.gemm(pv_ss, acc_o, tOrP[(None, None, kb)], tOrV[(None, None, kb, stage)], acc_o)
                 warpgroup.commit_group()
                 warpgroup.wait_group(0)
-                self.release(empty, stage, wtid, rank)
+                self.release(empty, stage, wtid)
                 if t < t_end - 1:
                     cute.arch.barrier_arrive(barrier_id=int(Barrier.P_FREE), number_of_threads=CONSUMER_THREADS)
             cute.arch.barrier(barrier_id=int(Barrier.SUM_READY), number_of_threads=CONSUMER_THREADS)
@@ -614,15 +580,13 @@ def _fake_args(batch: int, heads: int, topk: int, cache_tokens: int, sched: sche
 
 
 def compile_for(arch: str = "sm_90a", batch: int = 16, heads: int = 128, topk: int = 2048,
-                cache_tokens: int = 65536, crossover: bool = False):
+                cache_tokens: int = 65536):
     """Compile the main kernel with fake tensors (no GPU needed), keeping PTX and cubin."""
     from cutlass.runtime import make_fake_stream
 
     SparseDecodeSm90.can_implement(batch, heads, topk, cache_tokens=cache_tokens)
-    if crossover and not crossover_possible(heads):
-        raise ValueError(f"crossover needs an even number of 64-head blocks; heads={heads}")
     args = _fake_args(batch, heads, topk, cache_tokens, plan(batch, heads, topk))
-    return cute.compile(SparseDecodeSm90(crossover), *args, cutlass.Float32(D_QK ** -0.5), make_fake_stream(),
+    return cute.compile(SparseDecodeSm90(), *args, cutlass.Float32(D_QK ** -0.5), make_fake_stream(),
                         options=f"--gpu-arch {arch} --keep-ptx --keep-cubin --dump-dir {DUMP_DIR}")
 
 
@@ -643,10 +607,10 @@ def compile_combine_for(arch: str = "sm_90a", batch: int = 4, heads: int = 128, 
 class SparseDecode:
     """The callable for torch tensors: q (B, H, 576) bf16, cache (N, 656) uint8, indices (B, TOPK) int32
     -> (O (B, H, 512) bf16, lse (B, H) fp32). The kernels are compiled once per process (dynamic shapes;
-    one main kernel per crossover mode) and the schedule is built once per instance; run() only launches
+    one main kernel) and the schedule is built once per instance; run() only launches
     (CUDA-graph capturable: it reads the same buffers, whose contents may change between replays)."""
 
-    def __init__(self, q, cache, indices, softmax_scale: float | None = None, crossover: bool = False):
+    def __init__(self, q, cache, indices, softmax_scale: float | None = None):
         import torch
 
         if q.dtype != torch.bfloat16 or cache.dtype != torch.uint8 or indices.dtype != torch.int32:
@@ -669,10 +633,6 @@ class SparseDecode:
         self.splits = max(sched.splits(b) for b in range(batch))
         if self.splits > MAX_SPLITS:
             raise ValueError(f"{self.splits} splits of one sequence; the combine kernel merges at most {MAX_SPLITS}")
-        if crossover and not crossover_possible(heads):
-            raise ValueError(f"crossover needs an even number of 64-head blocks; heads={heads} has "
-                             f"{math.ceil(heads / BLOCK_H)}")
-        self.crossover = crossover
         dev = q.device
         self.out = torch.empty(batch, heads, D_V, dtype=torch.bfloat16, device=dev)
         self.lse = torch.empty(batch, heads, dtype=torch.float32, device=dev)
@@ -684,7 +644,7 @@ class SparseDecode:
         scale = cutlass.Float32(softmax_scale if softmax_scale is not None else D_QK ** -0.5)
         main_views = [_view(t, a) for t, a in ((q, 16), (cache, 16), (indices, 16), (self.out, 16), (self.lse, 4),
                                                (self.o_acc, 16), (self.lse_acc, 4), (self.table, 4), (self.split_base, 4))]
-        main = _compiled(("main", crossover, *_key(main_views)), SparseDecodeSm90(crossover), *main_views, scale, stream)
+        main = _compiled(("main", *_key(main_views)), SparseDecodeSm90(), *main_views, scale, stream)
         if self.splits > 1:
             combine_views = [_view(t, a) for t, a in ((self.o_acc, 16), (self.lse_acc, 4), (self.split_base, 4),
                                                       (self.out, 16), (self.lse, 4))]
@@ -744,6 +704,5 @@ if __name__ == "__main__":
     parser.add_argument("--arch", default="sm_90a")
     args = parser.parse_args()
     compile_for(args.arch, heads=128)
-    compile_for(args.arch, heads=128, crossover=True)
     compile_combine_for(args.arch)
     print(f"compiled for {args.arch}")
