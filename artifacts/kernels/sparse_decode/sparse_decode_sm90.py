@@ -56,7 +56,7 @@ from cutlass.cute.nvgpu import OperandMajorMode, warpgroup
 
 from . import schedule
 from .cache_format import D_QK, D_V, ROW_BYTES
-from .gather import BLOCK_T, PIECE, FP8RowGather, ProducerGather, select
+from .gather import BLOCK_T, PIECE, ProducerGather, select
 
 BLOCK_H = 64                     # query heads per CTA: one wgmma M
 HALF_V = D_V // 2                # value dims of O per consumer warpgroup
@@ -94,7 +94,6 @@ class SparseDecodeSm90:
 
     def __init__(self):
         self.gather = ProducerGather()
-        self.q_gather = FP8RowGather(CONSUMER_THREADS)
         self.acc_dtype = cutlass.Float32
 
     @staticmethod
