@@ -22,7 +22,7 @@ EPS = {"rmsnorm": 1e-6, "add_rmsnorm": 1e-6, "layernorm": 1e-5, "softmax": None}
 INPUT_BYTES = 512 * 2**20        # each input tensor of a bandwidth case
 RECOMPILE_LIMIT = 1024           # torch.compile specializes on every shape: one compile per case
 PRECOMPILE_WORKERS = 16
-PRECOMPILE_TIMEOUT_S = 60
+PRECOMPILE_TIMEOUT_S = 75
 
 
 def torch_dtype(name: str):
