@@ -135,8 +135,12 @@ def count(field: str, value: Any, default: int, minimum: int = 0) -> int:
     return value
 
 
+DEFAULT_LIMIT = 10
+"""Query hits shown unless asked for more: two lines each, so that an answer stays a few kB."""
+
+
 def limit(value: Any) -> int:
-    return count("limit", value, 20)
+    return count("limit", value, DEFAULT_LIMIT)
 
 
 def max_bytes(value: Any) -> int | None:
@@ -309,6 +313,22 @@ def get(raw: dict) -> GetRequest:
                             "(choose less with part, files or include_code)")
     if start and size is None:
         raise ArgumentError("offset: continues a cut answer; give max_bytes too")
-    options = Options(part(raw.get("part")), flag("follow_sources", raw.get("follow_sources")), include_code, fmt,
-                      fetch, tuple(patterns))
+    cases, shapes = claim_patterns("case", raw.get("case")), claim_patterns("shape", raw.get("shape"))
+    chosen = part(raw.get("part"))
+    if (cases or shapes) and chosen not in ("page", "claims"):
+        raise ArgumentError(f"{'case' if cases else 'shape'}: chooses among the claims; give part claims "
+                            "(--claims) or the whole page, not part " + chosen)
+    heading = None if raw.get("section") is None else _name("section", raw.get("section"), "a heading's text")
+    if heading is not None and chosen not in ("page", "body", "prose"):
+        raise ArgumentError(f"section: chooses a part of the body; give part body, prose or page, not {chosen}")
+    if heading is not None and patterns:
+        raise ArgumentError("section: a section of the page, or files by name: ask for one at a time")
+    options = Options(chosen, flag("follow_sources", raw.get("follow_sources")), include_code, fmt,
+                      fetch, tuple(patterns), tuple(cases), tuple(shapes), heading)
     return GetRequest(name, options, size, start)
+
+
+def claim_patterns(field: str, values: Any) -> list[str]:
+    """--case / --shape: text a claim's case (or id) or shape holds, or a shell pattern it matches
+    (`bf16-*`, `*x7168`); a single string counts as a list of one (MCP)."""
+    return [_name(field, value, f"a {field} pattern") for value in _list(field, [values] if isinstance(values, str) else values)]

@@ -12,7 +12,6 @@ import re
 import statistics
 
 from kernelwiki.commands.evidence import claim_source_problem
-from kernelwiki.model.claims import Style, markdown_rows
 from kernelwiki.model.fences import code_mask
 from kernelwiki.probing.specs import ProbeSpec
 from kernelwiki.storage.records import Record, latest
@@ -52,28 +51,11 @@ def _find_end(markers: list[re.Match | None], start: int, name: str) -> int | No
     return None
 
 
-CLAIMS_STYLE = Style(columns=("claim", "value", "runs", "evidence", "GPU / arch", "conditions", "from"),
-                     record_link=lambda path: "../../" + path)
-"""The `claims` block: each claim followed by the measurements that reproduce it; records linked
-relative to a page two folders down (wiki/<section>/<page>.md)."""
-
-
-def render_claims(meta: dict) -> str:
-    """The `claims` block as a reader sees it: the frontmatter's claims as a Markdown table."""
-    claims = [c for c in meta.get("claims") or [] if isinstance(c, dict)]
-    return "\n".join(["", *markdown_rows(claims, CLAIMS_STYLE), ""]) + "\n"
-
-
 def stored_claims(meta: dict) -> str:
     """The `claims` block as a page file holds it: empty. The table only repeats the frontmatter's
     claims (stored, it was a fifth of the wiki's bytes), so it is rendered when the page is read:
-    fill_claims for get and MCP, the site's own claims table on the site."""
+    kernelwiki.commands.get.page_table for get and MCP, the site's own claims table on the site."""
     return "\n"
-
-
-def fill_claims(body: str, meta: dict) -> str:
-    """The body with its claims block rendered from the frontmatter, as readers get the page."""
-    return render_blocks(body, meta, "\n", {"claims": render_claims})
 
 
 RENDERERS = {"claims": stored_claims}
