@@ -106,7 +106,7 @@ def test_tools_list_has_schemas(client):
     assert "outputSchema" not in tools["get_page"] and "Markdown text only" in tools["get_page"]["description"]
     assert tools["get_page"]["inputSchema"]["required"] == ["page"]
     served = {name: tool["outputSchema"] for name, tool in tools.items() if name != "get_page"}
-    for name, version in (("query", "query.v2"), ("list_probes", "probe-list.v1"), ("get_record", "record.v1"),
+    for name, version in (("query", "query.v3"), ("list_probes", "probe-list.v1"), ("get_record", "record.v1"),
                           ("probe_show", "probe-show.v1"),
                           ("latest_record", "latest-record.v1"), ("validate", "validate.v1")):
         schema = json.loads((ROOT / "schemas/output" / f"{version}.schema.json").read_text(encoding="utf-8"))
@@ -279,7 +279,7 @@ def test_get_page_sends_the_markdown_once_and_it_is_the_cli_answer(client):
 def test_structured_answers_come_with_a_short_text_not_the_document_again(client):
     result = client.call("query", words="wgmma", limit=3)
     text, document = result["content"][0]["text"], result["structuredContent"]
-    assert document["schema_version"] == "query.v2" and len(document["hits"]) == 3 and document["truncated"]
+    assert document["schema_version"] == "query.v3" and len(document["hits"]) == 3 and document["truncated"]
     assert text.startswith(f"3 of {document['total']} pages shown") and "hw-wgmma" in text
     assert len(text) < len(json.dumps(document)) / 2
 

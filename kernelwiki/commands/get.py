@@ -4,6 +4,7 @@ sources, claims, artifact code, probe code and the latest run record of each pro
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from dataclasses import dataclass
 from fnmatch import fnmatch, fnmatchcase
@@ -210,7 +211,9 @@ def artifact_bundle(wiki: Wiki, meta: dict, fetch_upstream: bool = False, wants=
         # Used only when validate would accept it: its paths and pins are what the bundle acts on.
         if problem is None and not schema_check(wiki.repo.schemas, "provenance", data, "PROVENANCE.yaml", lambda p: 1):
             provenance = data
-    files = [_file_item(wiki, path, wants) for path in _listing(root)]
+    listed = _listing(root)
+    files = [_file_item(wiki, path, wants) for path in listed]
+    files += _unlisted_items(wiki, root, provenance, listed)
     files += _shared_items(wiki, root, provenance, wants)
     upstream = provenance.get("upstream") or {}
     for item in provenance.get("files") or []:
@@ -223,10 +226,10 @@ def artifact_bundle(wiki: Wiki, meta: dict, fetch_upstream: bool = False, wants=
 
 
 def _listing(root: Path) -> list[Path]:
-    """Files under an artifact or probe directory; symbolic links are listed (and refused by
-    _file_item), never followed."""
+    """Files under an artifact or probe directory; symbolic links, FIFOs and other non-files are listed
+    (and refused by _file_item), never followed or opened."""
     return sorted(p for p in root.rglob("*")
-                  if (p.is_symlink() or p.is_file()) and "__pycache__" not in p.parts)
+                  if (p.is_symlink() or not p.is_dir()) and "__pycache__" not in p.parts)
 
 
 def _file_item(wiki: Wiki, path: Path, wants=_everything) -> dict:
@@ -308,6 +311,19 @@ def _from_installed(out: dict, item: dict, package: str, version: Any, install: 
         return
     out["text"] = text
     out["installed_at"] = str(located)
+
+
+def _unlisted_items(wiki: Wiki, root: Path, provenance: dict, listed: list[Path]) -> list[dict]:
+    """Our own files PROVENANCE names inside the directory that are no regular files (a FIFO, a folder,
+    missing): named, so that the bundle says what it cannot print."""
+    items = []
+    for item in provenance.get("files") or []:
+        path = item.get("path") if isinstance(item, dict) and item.get("origin") == "own" else None
+        if not isinstance(path, str) or not stays_below(path) or (root / path) in listed:
+            continue
+        what = "missing" if not os.path.lexists(root / path) else "not a regular file"
+        items.append({"path": wiki.repo.rel(root) + "/" + path, "origin": "own", "note": f"{what}; not printed"})
+    return items
 
 
 def _shared_items(wiki: Wiki, root, provenance: dict, wants=_everything) -> list[dict]:

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from kernelwiki.commands.query import Filters
     from kernelwiki.model.vocab import Vocabulary
     from kernelwiki.storage.index import Wiki
+    from kernelwiki.storage.termindex import QueryIndex
 
 PAGE_TYPES = ("hardware", "kernel", "technique", "footgun", "language", "source")
 EVIDENCE = ("spec", "source-reported", "compiled", "measured")
@@ -99,7 +100,7 @@ def tags(vocab: Vocabulary, values: Any) -> list[str]:
     return chosen
 
 
-def query_archs(wiki: Wiki, values: Any) -> list[str]:
+def query_archs(wiki: Wiki | QueryIndex, values: Any) -> list[str]:
     """Architectures or GPU names a page filter understands (sm_90, sm_90a, H100, B200, ...)."""
     from kernelwiki.commands.query import normalize_arch
 
@@ -268,7 +269,7 @@ def known_case_ids(specs: list, cases: list[str]) -> list[str]:
     return cases
 
 
-def query(wiki: Wiki, raw: dict) -> tuple[list[str], Filters, int]:
+def query(wiki: Wiki | QueryIndex, raw: dict) -> tuple[list[str], Filters, int]:
     """A query's words, filters and limit from the raw arguments of either face."""
     from kernelwiki.commands.query import Filters
 

@@ -223,20 +223,21 @@ def add_query_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--evidence", action="append", default=[], help=f"one of {', '.join(arguments.EVIDENCE)}")
     p.add_argument("--status", action="append", default=[], dest="statuses", help=f"one of {', '.join(arguments.STATUSES)}")
     p.add_argument("--limit", type=int, default=arguments.DEFAULT_LIMIT, help="at most this many results (0: all)")
-    p.add_argument("--json", action="store_true", help="machine-readable output (schemas/output/query.v2)")
+    p.add_argument("--json", action="store_true", help="machine-readable output (schemas/output/query.v3)")
 
 
 def cmd_query(args) -> int:
-    from kernelwiki.storage.index import Wiki
-    from kernelwiki.commands.query import answer
+    from kernelwiki.commands.query import ask
     from kernelwiki.faces.output import query_document, query_text
+    from kernelwiki.storage.termindex import open_index
 
-    wiki = Wiki.load(_repo(args))
-    words, filters, limit = arguments.query(wiki, {"words": args.words, "type": args.types, "tag": args.tags,
-                                                   "arch": args.archs, "evidence": args.evidence,
-                                                   "status": args.statuses, "limit": args.limit})
-    result = answer(wiki, words, filters, limit)
-    for problem in wiki.misnamed_problems():   # the rest of the wiki answers; say what was left out
+    repo = _repo(args)
+    index = open_index(repo)
+    words, filters, limit = arguments.query(index, {"words": args.words, "type": args.types, "tag": args.tags,
+                                                    "arch": args.archs, "evidence": args.evidence,
+                                                    "status": args.statuses, "limit": args.limit})
+    index, result = ask(repo, index, words, filters, limit)
+    for problem in index.misnamed_problems():   # the rest of the wiki answers; say what was left out
         print(problem, file=sys.stderr)
     if args.json:
         return _print_json(query_document(result))

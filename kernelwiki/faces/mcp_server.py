@@ -80,13 +80,14 @@ class ToolSpec:
 
 # --- the tools -------------------------------------------------------------------------------------
 def _query(repo: Repo, args: dict) -> Answer:
-    from kernelwiki.commands.query import answer
+    from kernelwiki.commands.query import ask
+    from kernelwiki.storage.termindex import open_index
 
-    wiki = Wiki.load(repo)
-    words, filters, limit = arguments.query(wiki, args)
-    result = answer(wiki, words, filters, limit)
+    index = open_index(repo)
+    words, filters, limit = arguments.query(index, args)
+    index, result = ask(repo, index, words, filters, limit)
     lines, notes = output.query_text(result)
-    left_out = [str(problem) for problem in wiki.misnamed_problems()]
+    left_out = [str(problem) for problem in index.misnamed_problems()]
     return Answer("\n".join(left_out + notes + lines) + "\n", _checked(output.query_document(result)))
 
 
@@ -173,7 +174,7 @@ TOOLS: dict[str, ToolSpec] = {
         "words occur. When no page holds every word, the nearest pages by any word, with the words no page holds "
         "(matched any, covered false); total and truncated say what the limit left out. Hits carry ids, titles, "
         "evidence levels (per architecture), summaries and sizes (bytes of the page and of its code). Answers the "
-        "query.v2 document as structured content and the hits as short text lines.",
+        "query.v3 document as structured content and the hits as short text lines.",
         _object({
             "words": {"type": "string", "description": "words to look for, separated by spaces"},
             "type": _strings("page types to keep", arguments.PAGE_TYPES),

@@ -17,7 +17,7 @@ if TYPE_CHECKING:  # `get --format json` imports this module; it needs none of t
     from kernelwiki.probing.specs import ProbeSpec
     from kernelwiki.commands.query import Answer
 
-QUERY = "query.v2"
+QUERY = "query.v3"
 PROBE_LIST = "probe-list.v1"
 PROBE_SHOW = "probe-show.v1"
 LATEST_RECORD = "latest-record.v1"

@@ -284,6 +284,8 @@ class Wiki:
                                                       "entries": {rel: _to_plain(e) for rel, e in self.entries.items()}}),
             cache.write(self.repo, cache.NAMES, key, {alias: entry.rel for alias, entry in self.aliases().items()}),
         ]
+        if self.dirty:   # a page changed (perhaps in place, which a query cannot see): its index is built again
+            cache.forget(self.repo, cache.QUERY)
         self.dirty = not all(written)
 
     def text(self, entry: Entry) -> str:
