@@ -13,9 +13,8 @@ from typing import Any
 
 from kernelwiki.storage.index import Entry, Wiki
 from kernelwiki.storage.records import latest, load_records
-from kernelwiki.commands.refresh.blocks import render_blocks
 from kernelwiki.model.claims import Style, cell, markdown_rows, page_claims, run_count
-from kernelwiki.model.fences import code_mask
+from kernelwiki.model.fences import code_mask, fill_blocks
 from kernelwiki.model.files import UnsafeFile, read_regular, stays_below
 from kernelwiki.model.terminal import printable
 
@@ -106,7 +105,7 @@ def build(wiki: Wiki, entry: Entry, options: Options) -> Result:
     claims = [c for c in page_claims(meta) if options.keeps(c)]
     if options.section is not None:
         body = section(body, options.section)
-    table_body = render_blocks(body, meta, "\n", {"claims": lambda m: page_table(claims, options)})
+    table_body = fill_blocks(body, meta, "\n", {"claims": lambda m: page_table(claims, options)})
     result: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "id": entry.id, "path": entry.rel,
                               "part": options.part}
     page_wanted = not options.files and options.section is None

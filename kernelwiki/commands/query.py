@@ -10,9 +10,12 @@ that one word an obvious page does not use never drops it for pages that mention
 
 from __future__ import annotations
 
+import heapq
 import math
 import re
+from collections import Counter
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import TYPE_CHECKING
 
 from kernelwiki.model.vocab import QUERY_ALIASES, composed, fold
@@ -174,14 +177,19 @@ class Group:
     """page -> worth of the fields (name, id, alias, title, tag, summary) that hold a variant"""
     weight: float = 1.0
     """its rarity: ln(1 + pages / pages holding it)"""
+    pages: set[int] = field(default_factory=set)
+    """the pages holding it anywhere"""
+    _scores: dict[int, float] | None = field(default=None, repr=False)
 
-    @property
-    def pages(self) -> set[int]:
-        return set(self.body) | set(self.bonus)
-
-    def score(self, page: int) -> float:
-        count = self.body.get(page, 0)
-        return self.weight * ((1.0 + math.log(count) if count else 0.0) + self.bonus.get(page, 0.0))
+    def scores(self) -> dict[int, float]:
+        """page -> what the word is worth there: (1 + ln occurrences + the fields' worth) x rarity."""
+        if self._scores is None:
+            weight, log = self.weight, math.log
+            out = {page: weight * (1.0 + log(count)) for page, count in self.body.items() if count}
+            for page, worth in self.bonus.items():
+                out[page] = out.get(page, 0.0) + weight * worth
+            self._scores = out
+        return self._scores
 
     def named(self, page: int) -> bool:
         """Whether the page names the word where it says what it is about (not only in its body)."""
@@ -191,9 +199,18 @@ class Group:
 def group(index: QueryIndex, word: str) -> Group:
     body: dict[int, int] = {}
     bonus: dict[int, float] = {}
+    searched: list[str] = []
     for variant in variants(word):
-        for page, count in index.body_counts(variant).items():
-            body[page] = max(body.get(page, 0), count)
+        if not any(variant.startswith(s) and len(s) > SHORT and len(variant) - len(s) <= termindex.SUFFIX
+                   for s in searched):   # `warpgroups` after `warpgroup`: its words are among the first's
+            counts = index.body_counts(variant)
+            if not body:
+                body = counts
+            else:
+                for page, count in counts.items():
+                    if count > body.get(page, 0):
+                        body[page] = count
+        searched.append(variant)
         found: dict[int, float] = {}
         for page in index.holding("n", variant, prefix=False):
             found[page] = found.get(page, 0.0) + WEIGHTS["name"]
@@ -202,9 +219,8 @@ def group(index: QueryIndex, word: str) -> Group:
                 found[page] = found.get(page, 0.0) + WEIGHTS[namespace]
         for page, worth in found.items():
             bonus[page] = max(bonus.get(page, 0.0), worth)
-    built = Group(word, body, bonus)
-    built.weight = index.idf(len(built.pages))
-    return built
+    pages = set(body) | set(bonus)
+    return Group(word, body, bonus, index.idf(len(pages)), pages)
 
 
 def _apart(index: QueryIndex, words: list[str]) -> list[str]:
@@ -222,38 +238,66 @@ def _apart(index: QueryIndex, words: list[str]) -> list[str]:
     return out
 
 
+@dataclass
+class Ranking:
+    """The pages a query matched: each one's score and how many of the words it holds."""
+
+    scores: dict[int, float]
+    held: dict[int, int]
+
+    def __len__(self) -> int:
+        return len(self.scores)
+
+    def best(self, limit: int = 0, most_words_first: bool = False) -> list[tuple[float, int]]:
+        """(score, page) of the first `limit` (0: all), best first; pages are numbered in id order,
+        which breaks ties."""
+        if most_words_first:
+            key = lambda page: (-self.held[page], -self.scores[page], page)
+        else:
+            key = lambda page: (-self.scores[page], page)
+        pages = heapq.nsmallest(limit, self.scores, key=key) if limit else sorted(self.scores, key=key)
+        return [(self.scores[page], page) for page in pages]
+
+
 def rank(index: QueryIndex, groups: list[Group], allowed: set[int] | None, names: tuple[str, ...] = (),
-         need: int | None = None) -> list[Hit]:
-    """Pages holding at least `need` of the groups (all when None), among `allowed` (None: every page),
-    best first; a page whose id, alias or title is the whole query (`names`) ranks above pages that
-    hold its words apart."""
+         need: int | None = None) -> Ranking:
+    """The pages holding at least `need` of the groups (all when None), among `allowed` (None: every
+    page); a page whose id, alias or title is the whole query (`names`) ranks above pages that hold
+    its words apart. (Dictionaries and sets over the pages that hold a word: the cost grows with them.)"""
     need = len(groups) if need is None else need
     if not groups:
-        pages = sorted(allowed) if allowed is not None else range(index.pages)
-        return [Hit(index.entry(n), 0.0, number=n) for n in pages]
-    holding: dict[int, int] = {}
+        pages = allowed if allowed is not None else range(index.pages)
+        return Ranking(dict.fromkeys(pages, 0.0), dict.fromkeys(pages, 0))
+    if need == len(groups):
+        candidates = set.intersection(*(g.pages for g in sorted(groups, key=lambda g: len(g.pages))))
+        held = dict.fromkeys(candidates, len(groups))
+    else:
+        counted = Counter(chain.from_iterable(g.pages for g in groups))
+        held = {page: count for page, count in counted.items() if count >= need}
+    if allowed is not None:
+        held = {page: count for page, count in held.items() if page in allowed}
+    scores = dict.fromkeys(held, 0.0)
     for g in groups:
-        for page in g.pages:
-            holding[page] = holding.get(page, 0) + 1
-    named: set[int] = set()
-    for name in names:
-        named |= index.holding("n", name, prefix=False)
+        for page, value in g.scores().items():
+            if page in scores:
+                scores[page] += value
+    if need < len(groups):
+        for page, count in held.items():
+            if count < len(groups):
+                scores[page] *= MISSING_FACTOR ** (len(groups) - count)
     rarity = sum(g.weight for g in groups)
-    ranked = []
-    for page, count in holding.items():
-        if count < need or (allowed is not None and page not in allowed):
-            continue
-        score = sum(g.score(page) for g in groups) * MISSING_FACTOR ** (len(groups) - count)
-        if page in named:
-            score += NAME_BONUS * rarity
-        ranked.append((page, score))
-    hits = []
-    for page, score in ranked:
-        entry = index.entry(page)
-        if entry.get("type") == "source":
-            score *= SOURCE_FACTOR
-        hits.append(Hit(entry, score, [g.word for g in groups if page not in g.pages], page))
-    return sorted(hits, key=lambda h: (-h.score, h.number))   # pages are numbered in id order
+    for name in names:
+        for page in index.holding("n", name, prefix=False) & held.keys():
+            scores[page] += NAME_BONUS * rarity
+    for page in index.holding("f", "type=source") & held.keys():
+        scores[page] *= SOURCE_FACTOR
+    return Ranking(scores, held)
+
+
+def hits(index: QueryIndex, groups: list[Group], ranked: list[tuple[float, int]]) -> list[Hit]:
+    """Ranked pages as hits, each naming the words it lacks."""
+    return [Hit(index.entry(page), score, [g.word for g in groups if page not in g.pages], page)
+            for score, page in ranked]
 
 
 def allowed_pages(index: QueryIndex, filters: Filters) -> set[int] | None:
@@ -288,8 +332,8 @@ def search(source: Wiki | QueryIndex, words: list[str], filters: Filters, limit:
     """Pages matching every word (and the filters), best first; at most `limit` (0: all)."""
     index = _index(source)
     words = glued(split_words(words))
-    hits = rank(index, [group(index, w) for w in words], allowed_pages(index, filters), phrase(words))
-    return hits[:limit] if limit else hits
+    groups = [group(index, w) for w in words]
+    return hits(index, groups, rank(index, groups, allowed_pages(index, filters), phrase(words)).best(limit))
 
 
 # --- answers that do not dead-end ------------------------------------------------------------------
@@ -345,26 +389,29 @@ def answer(source: Wiki | QueryIndex, words: list[str], filters: Filters, limit:
     # The whole query names a page as typed ("how to time a kernel": stop words are part of an alias)
     # or as kept ("split-K").
     names = tuple(dict.fromkeys(phrase(cleaned) + phrase(kept)))
-    hits = rank(index, groups, allowed, names)
-    matched, unmatched = "all", []
-    if hits and len(groups) > 2:
-        hits = rank(index, groups, allowed, names, need=len(groups) - 1)
-    elif not hits and len(groups) > 1:
+    ranked = rank(index, groups, allowed, names, need=len(groups) - 1 if len(groups) > 2 else None)
+    if len(groups) > 2 and len(groups) not in ranked.held.values():   # none holds every word: the nearest ones
+        ranked = Ranking({}, {})
+    matched, unmatched, most_words_first = "all", [], False
+    if not ranked and len(groups) > 1:
         unmatched = [g.word for g in groups if not g.pages & (allowed if allowed is not None else g.pages)]
-        hits = sorted(rank(index, groups, allowed, names, need=1), key=lambda h: len(h.missing))
-        matched = "any" if hits else "none"
-        if hits and not unmatched:  # each word is somewhere, never together: name what the best page lacks
-            unmatched = list(hits[0].missing)
-    elif not hits and groups:
+        ranked, most_words_first = rank(index, groups, allowed, names, need=1), True
+        matched = "any" if ranked else "none"
+        if ranked and not unmatched:  # each word is somewhere, never together: name what the best page lacks
+            best = ranked.best(1, most_words_first)[0][1]
+            unmatched = [g.word for g in groups if best not in g.pages]
+    elif not ranked and groups:
         matched, unmatched = "none", list(kept)
-    in_passing = [g.word for g in groups
-                  if not any(g.named(h.number) or g.body.get(h.number, 0) >= PASSING for h in hits)] \
-        if matched == "all" and hits else []
-    shown = hits[:limit] if limit else hits
+    in_passing = []
+    if matched == "all" and ranked:
+        pages = ranked.scores.keys()
+        in_passing = [g.word for g in groups if not g.bonus.keys() & pages
+                      and not any(count >= PASSING and page in pages for page, count in g.body.items())]
+    shown = hits(index, groups, ranked.best(limit, most_words_first))
     for hit in shown:   # a hit shown must be the page as it is: one rewritten in place makes the index stale
         if not index.current(hit.number):
             raise termindex.StaleIndex(f"{hit.entry.rel} changed since the query index was built")
-    return Answer(shown, len(hits), limit, kept, ignored, matched, unmatched, in_passing,
+    return Answer(shown, len(ranked), limit, kept, ignored, matched, unmatched, in_passing,
                   suggest_tags(index.vocab, kept, filters),
                   {hit.entry.id or "": {"page": hit.entry.size, "code": index.record(hit.number)["code"]}
                    for hit in shown})

@@ -33,7 +33,6 @@ MAX_BYTES = 1 << 30
 """A cache file larger than this is not read (20,000 pages make about 60 MB)."""
 
 INDEX = "index.json"     # per page: stat, hash, listing fields, problems, ranking; and the vocabulary
-TEXT = "text.json"       # search text, kept apart so that lookups need not load it
 META = "meta.json"       # the full frontmatter of each page, read only when asked for
 NAMES = "names.json"     # alias -> page file, so that `get ALIAS` need not load the index
 QUERY = "query.json"     # the query index's manifest (kernelwiki.storage.termindex; its data is query.dat)

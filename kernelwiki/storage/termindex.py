@@ -249,38 +249,95 @@ class StaleIndex(LookupError):
 
 # --- building --------------------------------------------------------------------------------------
 def build(wiki: "Wiki") -> QueryIndex:
-    """The index of the pages as the page index holds them (every page with an id, in id order)."""
+    """The index of the pages as the page index holds them (every page with an id, in id order); many
+    pages are shared among the CPUs, each indexing a run of them."""
+    from kernelwiki.storage.index import PARALLEL_MIN, _single_threaded
+
     entries = sorted(wiki.by_id().values(), key=lambda e: e.id or "")
-    counted: dict[str, dict[int, int]] = defaultdict(dict)
-    present: dict[str, set[int]] = defaultdict(set)
+    workers = min(os.cpu_count() or 1, 8) if len(entries) >= PARALLEL_MIN and _single_threaded() else 1
+    runs = [(n * len(entries) // workers, (n + 1) * len(entries) // workers) for n in range(workers)]
+    if workers > 1:
+        import multiprocessing
+
+        global _BUILDING
+        _BUILDING = (wiki, entries)   # the forked workers inherit it
+        try:
+            with multiprocessing.get_context("fork").Pool(workers) as pool:
+                parts = pool.map(_index_run, runs)
+        finally:
+            _BUILDING = None
+    else:
+        parts = [_postings(wiki, entries, *runs[0])]
+    postings: dict[str, tuple[array, array | None]] = {}
+    records: list[dict] = []
+    for part, part_records in parts:   # runs in page order: each key's pages stay sorted
+        records += part_records
+        for key, (numbers, times) in part.items():
+            held = postings.get(key)
+            if held is None:
+                postings[key] = (numbers, times)
+            else:
+                held[0].extend(numbers)
+                if held[1] is not None and times is not None:
+                    held[1].extend(times)
+    grouped: dict[str, list[str]] = defaultdict(list)
+    for key in postings:
+        grouped[shard_of(key)].append(key)
+    shards = {}
+    for name, keys in grouped.items():
+        keys.sort()
+        bounds, pages, counts = array("Q", [0]), array("I"), array("I") if name[0] in "bB" else None
+        for key in keys:
+            numbers, times = postings.pop(key)
+            pages.extend(numbers)
+            if counts is not None and times is not None:
+                counts.extend(times)
+            bounds.append(len(pages))
+        shards[name] = Shard(keys, bounds, pages, counts)
+    return QueryIndex(wiki.repo, wiki.vocab, len(entries), list(wiki.misnamed), shards, records)
+
+
+_BUILDING: tuple | None = None
+
+
+def _index_run(run: tuple[int, int]) -> tuple[dict, list[dict]]:
+    assert _BUILDING is not None
+    return _postings(*_BUILDING, *run)
+
+
+def _postings(wiki: "Wiki", entries: list[Entry], start: int, end: int) -> tuple[dict, list[dict]]:
+    """(key -> (page numbers, counts or None), records) of the pages numbered start to end."""
+    postings: dict[str, tuple[array, array | None]] = {}
+    keys_of: dict[str, list[str]] = {}   # token -> its body keys (pages share most of their words)
     records = []
-    for number, entry in enumerate(entries):
-        for key, count in Counter(_body_keys(wiki.text(entry))).items():
-            counted[key][number] = count
+    for number in range(start, end):
+        entry = entries[number]
+        counted: dict[str, int] = defaultdict(int)
+        for token, count in Counter(TOKEN.findall(wiki.text(entry))).items():
+            keys = keys_of.get(token)
+            if keys is None:
+                keys = _token_keys(token)
+                if len(keys_of) < 1_000_000:
+                    keys_of[token] = keys
+            for key in keys:
+                counted[key] += count
+        for key, count in counted.items():
+            pair = postings.get(key)
+            if pair is None:
+                pair = postings[key] = (array("I"), array("I"))
+            pair[0].append(number)
+            pair[1].append(count)
         for key in _page_keys(wiki, entry):
-            present[key].add(number)
+            pair = postings.get(key)
+            if pair is None:
+                pair = postings[key] = (array("I"), None)
+            pair[0].append(number)
+        entry.text = None   # built from; not kept (a wiki of 100,000 pages holds gigabytes of it)
         head = entry.head or {}
         records.append({"rel": entry.rel, **{k: head.get(k) for k in RECORD_KEYS[1:10]}, "headline": entry.headline,
                         "size": entry.size, "mtime_ns": entry.mtime_ns, "ctime_ns": entry.ctime_ns,
                         "code": code_bytes(wiki, entry)})
-    grouped: dict[str, dict[str, tuple[list[int], list[int] | None]]] = defaultdict(dict)
-    for key, by_page in counted.items():
-        pages = sorted(by_page)
-        grouped[shard_of(key)][key] = (pages, [by_page[p] for p in pages])
-    for key, holding in present.items():
-        grouped[shard_of(key)][key] = (sorted(holding), None)
-    shards = {}
-    for name, keyed in grouped.items():
-        keys = sorted(keyed)
-        bounds, pages, counts = array("Q", [0]), array("I"), array("I") if name[0] in "bB" else None
-        for key in keys:
-            numbers, times = keyed[key]
-            pages.extend(numbers)
-            if counts is not None:
-                counts.extend(times or [])
-            bounds.append(len(pages))
-        shards[name] = Shard(keys, bounds, pages, counts)
-    return QueryIndex(wiki.repo, wiki.vocab, len(entries), list(wiki.misnamed), shards, records)
+    return postings, records
 
 
 def code_bytes(wiki: "Wiki", entry: Entry) -> int:
@@ -316,13 +373,13 @@ def word_keys(word: str) -> tuple[list[str], list[str]]:
     return parts, tails
 
 
-def _body_keys(text: str) -> Iterable[str]:
-    for word in words(text):
-        parts, tails = word_keys(word)
-        for part in parts:
-            yield "b" + part
-        for tail in tails:
-            yield "B" + tail
+def _token_keys(token: str) -> list[str]:
+    """The body keys of one run of TOKEN characters."""
+    word = token.strip(EDGES)
+    if not word:
+        return []
+    parts, tails = word_keys(word)
+    return ["b" + part for part in parts] + ["B" + tail for tail in tails]
 
 
 def _page_keys(wiki: "Wiki", entry: Entry) -> set[str]:
