@@ -415,6 +415,10 @@ class _Stored:
         self.fd, self.manifest = fd, manifest
         self.names = list(manifest["shards"])
 
+    def __del__(self) -> None:   # a long-running MCP server opens one per query
+        with suppress(OSError):
+            os.close(self.fd)
+
     def _read(self, where: Any) -> Any:
         if not (type(where) is list and len(where) == 2 and all(type(v) is int and v >= 0 for v in where)
                 and where[0] + where[1] <= self.manifest["size"]):
