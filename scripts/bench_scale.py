@@ -133,7 +133,7 @@ def main() -> int:
                 for name in ("mkdocs.yml", "kernelwiki"):
                     (root / name).symlink_to(ROOT / name)
                 count = sum(1 for _ in (root / "wiki").rglob("*.md"))
-                seconds, code = timed(root, "site", "build", "--out", str(root / "site-out"))
+                seconds, code = timed(root, "site", "build", "--out", str(Path(tmp) / "site-out"))
                 rows.append((f"site build, {count} pages (fresh)", seconds, limit, code))
     print(f"{total} pages ({args.pages} generated), median of {args.repeat} runs for lookups, Python start-up included")
     print(f"{'command':<32} {'seconds':>8} {'target':>8}  ok")

@@ -68,7 +68,7 @@ class Entry:
     @property
     def meta(self) -> dict[str, Any] | None:
         """The frontmatter mapping (None when it could not be read)."""
-        if isinstance(self._blob, _MetaFile):
+        if isinstance(self._blob, (_MetaFile, _MetaJson)):
             self._meta, self._blob = self._blob.meta(self), None
         return self._meta
 
@@ -76,7 +76,7 @@ class Entry:
         """The frontmatter as the cache stores it: JSON text, or None where there is none or JSON
         cannot hold it (a !!binary or !!set value): then it is read again from the page file when
         asked for. (yamlio admits only string keys, which JSON keeps as they are.)"""
-        if isinstance(self._blob, _MetaFile):
+        if isinstance(self._blob, (_MetaFile, _MetaJson)):
             text = self._blob.text(self)
             if text is not None:
                 return text
@@ -96,6 +96,24 @@ class Entry:
         if self.head is not None and key in HEAD_KEYS:
             return self.head.get(key, default)
         return (self.meta or {}).get(key, default)
+
+
+class _MetaJson:
+    """The frontmatter of a page parsed in a worker process, as the JSON text the cache stores: the
+    worker encodes it (in parallel), the index decodes it when some field outside the listing's is
+    asked for (pickling the mapping back cost the parent as much)."""
+
+    __slots__ = ("json",)
+
+    def __init__(self, text: str):
+        self.json = text
+
+    def text(self, entry: "Entry") -> str:
+        return self.json
+
+    def meta(self, entry: "Entry") -> dict | None:
+        meta = json.loads(self.json)
+        return meta if isinstance(meta, dict) else None
 
 
 class _MetaFile:
@@ -542,7 +560,16 @@ def _read_chunk(chunk: list[tuple[str, os.stat_result, str | None]]) -> list[tup
     """Worker: read and check a share of the pages (the wiki and the check come by fork)."""
     assert _SHARED is not None
     wiki, check = _SHARED
-    return [wiki._read(rel, stat, known, check) for rel, stat, known in chunk]
+    out = []
+    for rel, stat, known in chunk:
+        result = wiki._read(rel, stat, known, check)
+        entry = result[1]
+        if isinstance(entry, Entry) and entry._meta:
+            text = entry.meta_text()
+            if text is not None:   # sent back as JSON text, decoded when asked for
+                entry._meta, entry._blob = None, _MetaJson(text)
+        out.append(result)
+    return out
 
 
 RUN_SHAPE = re.compile(r"\d{8}T\d{6}Z")
