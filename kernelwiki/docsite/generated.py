@@ -103,8 +103,17 @@ the level of its first-listed (primary) architecture. The status says how curren
 
 
 def dashboard(entries: list[Entry]) -> str:
-    rows = ["| page | claim | level | value | GPU | arch | date | cites |", "|---|---|---|---|---|---|---|---|"]
+    """Every page's claims counted by evidence level, then every claim (behind a fold: a thousand rows)."""
     uri = "evidence/index.md"
+    levels = list(LEVEL_TEXT)
+    counts = ["| page | claims | " + " | ".join(badge("level", level) for level in levels) + " |",
+              "|---|---|" + "---|" * len(levels)]
+    for entry in entries:
+        claims = [c for c in entry.get("claims") or [] if isinstance(c, dict)]
+        if claims:
+            counts.append(f"| [{cell(entry.id)}]({rel_link(uri, page_uri(entry))}) | {len(claims)} | " + " | ".join(
+                str(sum(1 for c in claims if c.get("evidence") == level) or "") for level in levels) + " |")
+    rows = ["| page | claim | level | value | GPU | arch | date | cites |", "|---|---|---|---|---|---|---|---|"]
     for entry in entries:
         for claim in entry.get("claims") or []:
             if not isinstance(claim, dict):
@@ -117,8 +126,10 @@ def dashboard(entries: list[Entry]) -> str:
             rows.append(f"| [{cell(entry.id)}]({rel_link(uri, page_uri(entry))}) | {cell(claim.get('id'))} | "
                         f"{badge('level', claim.get('evidence'))} | {value} | {cell(claim.get('gpu', ''))} | "
                         f"{cell(claim.get('arch', ''))} | {cell(str(claim.get('measured_at', ''))[:10])} | {cites} |")
-    return "---\ntitle: Evidence dashboard\n---\n# Evidence dashboard\n\nEvery claim on every page, " \
-           "with its evidence level and what it cites.\n\n" + "\n".join(rows) + "\n"
+    return ("---\ntitle: Evidence dashboard\n---\n# Evidence dashboard\n\nEvery claim on every page, with its "
+            "evidence level and what it cites: first counted per page, then each one.\n\n" + "\n".join(counts)
+            + f'\n\n<details class="kw-fold" markdown="1">\n<summary>every claim ({len(rows) - 2}), with its value, '
+            "GPU, architecture, date and what it cites</summary>\n\n" + "\n".join(rows) + "\n\n</details>\n")
 
 
 def probe_catalogue(probes: dict[str, ProbeSpec], records: dict[str, list[Record]], ids: dict[str, Entry]) -> str:
@@ -132,23 +143,25 @@ def probe_catalogue(probes: dict[str, ProbeSpec], records: dict[str, list[Record
         probe_records = records.get(spec.id, [])
         runs = [r for r in probe_records if r.data.get("mode") == "run"]
         out.append(f"## {spec.id}\n\n**{text(spec.data.get('title'))}** — kind {code(spec.kind)}, targets "
-                   f"{text(', '.join(spec.archs))}.\n\n{prose(spec.data.get('description', ''))}\n\n"
-                   f"**Backs** {pages}" + (f" (claims {claims})" if claims else "") + ".  \n"
+                   f"{text(', '.join(spec.archs))}. **Backs** {pages}" + (f" (claims {claims})" if claims else "") + ".  \n"
                    f"**Backed by** {len(runs)} run record{'s' if len(runs) != 1 else ''} on a GPU and "
                    f"{len(probe_records) - len(runs)} compile-only record{'s' if len(probe_records) - len(runs) != 1 else ''}.\n")
         headline = _headline_history(runs)
         if headline:
             out.append(headline)
         newest = latest_by(probe_records, lambda r: [((r.data.get("environment") or {}).get("gpu") or "no GPU", r.mode)])
+        # What it measures and its latest records, behind a fold: 48 probes, each its own screen, were 30,000 px.
+        out.append('<details class="kw-fold" markdown="1">\n<summary>what it measures, and its latest records'
+                   f"</summary>\n\n{prose(spec.data.get('description', ''))}\n")
         if not newest:
-            out.append("Not run yet.\n")
+            out.append("Not run yet.\n\n</details>\n")
             continue
         out.append("| GPU | mode | status | date | record |\n|---|---|---|---|---|")
         for (gpu, mode), record in sorted(newest.items()):
             link = rel_link(uri, record_uri(record.path))
             out.append(f"| {cell(gpu)} | {cell(mode)} | {badge('status-run', record.data.get('status'))} | "
                        f"{cell(record.started[:10])} | [{cell(record.path.rsplit('/', 1)[-1])}]({link}) |")
-        out.append("")
+        out.append("\n</details>\n")
     return "\n".join(out) + "\n"
 
 
@@ -285,5 +298,10 @@ STYLE = """
 .kw-home-table table { font-size: .68rem !important; }
 .kw-home-table .kw-note { display: block; margin-left: 0; word-break: break-all; }
 .kw-chart { display: block; margin: .5rem auto 1rem; max-width: 100%; }
+/* the tags index: each tag a short heading and its pages on one line, not a screen per tag */
+.md-typeset:has(> h1#tags) h2 { font-size: .8rem; margin: .8em 0 .1em; }
+.md-typeset:has(> h1#tags) ul { margin: 0 0 .4em; padding: 0; }
+.md-typeset:has(> h1#tags) ul li { display: inline; margin: 0 1em 0 0; }
+.md-typeset:has(> h1#tags) ul li::before { display: none; }
 [data-md-color-scheme="slate"] .kw-badge { filter: brightness(.9); }
 """

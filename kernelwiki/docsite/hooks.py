@@ -38,10 +38,40 @@ EVIDENCE_PAGES = {"evidence/index.md": "Dashboard", "evidence/probes.md": "Probe
 _state: dict = {}
 
 
+def _lex_once() -> None:
+    """Pygments lexes each code file once per build, not once per page that shows it (a probe's code
+    stands on every page it backs; lexing was half of rendering the pages): pymdownx's highlight is
+    given tokens lexed before, and formats them as it would have."""
+    import pymdownx.highlight as highlight
+
+    if getattr(highlight.highlight, "kernelwiki_lexes_once", False):
+        return
+    tokens: dict[tuple, list] = {}
+    formatted = highlight.highlight
+
+    def lexed_once(code, lexer, formatter, outfile=None):
+        key = (type(lexer), repr(sorted(lexer.options.items(), key=str)), code)
+        if key not in tokens:
+            tokens[key] = list(lexer.get_tokens(code))
+        if outfile is None:
+            import io
+
+            out = io.StringIO()
+            formatter.format(iter(tokens[key]), out)
+            return out.getvalue()
+        formatter.format(iter(tokens[key]), outfile)
+        return None
+
+    lexed_once.kernelwiki_lexes_once = True
+    lexed_once.__wrapped__ = formatted
+    highlight.highlight = lexed_once
+
+
 @event_priority(100)  # before the tags plugin reads tags_allowed
 def on_config(config):
     repo = Repo.find(Path(config.config_file_path).resolve().parent)
     _refuse_unpublishable_files(repo)
+    _lex_once()
     wiki = Wiki.load(repo)
     _refuse_unreadable_pages(wiki)
     ids = wiki.by_id()
@@ -153,15 +183,10 @@ def on_files(files: Files, config) -> Files:
                                                                              citing.get(record.path, []))
             uri = "records/" + record.path.removeprefix("artifacts/evidence/")
             files.append(File.generated(config, uri, abs_src_path=str(_state["repo"].root / record.path)))
-    cache = _state["repo"].cache / "charts"
-    _state["charts"] = {}
-    for page_id in ids:
-        page_charts = charts.page_charts(page_id, probes, records)
-        _state["charts"][page_id] = page_charts
-        for chart in page_charts:
-            for scheme, name in (("light", chart.name), ("dark", chart.dark_name)):
-                if f"assets/charts/{name}" not in pages:
-                    pages[f"assets/charts/{name}"] = charts.draw(chart, cache, scheme)
+    _state["charts"] = {page_id: charts.page_charts(page_id, probes, records) for page_id in ids}
+    drawn = charts.draw_all([c for page_charts in _state["charts"].values() for c in page_charts],
+                            _state["repo"].cache / "charts")
+    pages.update({f"assets/charts/{name}": svg for name, svg in drawn.items()})
     for uri, content in pages.items():
         files.append(File.generated(config, uri, content=content))
     return files
@@ -205,12 +230,16 @@ def _page_markdown(markdown: str, page) -> str:
     parts = [title, card, "\n", first, "\n" + headline + "\n" if headline else "", rest.rstrip() + "\n"]
     figures = _state["charts"].get(meta["id"]) or []
     if figures:
-        parts.append("\n## Measurements\n\nFrom the latest run record, drawn when the site is built: ours "
-                     "(solid) and the baseline timed in the same run (dashed), in their unit.\n\n")
-        parts += [f"![{render.text(c.title)}]({render.rel_link(uri, 'assets/charts/' + c.name)}#only-light)"
+        parts.append("\n## Measurements\n\nFrom the latest run records, drawn when the site is built: one chart "
+                     "per quantity, ours and the baseline timed in the same run, with the datasheet and the "
+                     "measured ceilings.\n\n")
+        images = [f"![{render.text(c.title)}]({render.rel_link(uri, 'assets/charts/' + c.name)}#only-light)"
                   f"{{ .kw-chart loading=lazy }}"
                   f"![{render.text(c.title)}]({render.rel_link(uri, 'assets/charts/' + c.dark_name)}#only-dark)"
                   f"{{ .kw-chart loading=lazy }}\n\n" for c in figures]
+        parts += [image for image, c in zip(images, figures) if not c.folded]
+        parts += [f'<details class="kw-fold" markdown="1">\n<summary>{render.text(c.title)}</summary>\n\n{image}'
+                  "</details>\n\n" for image, c in zip(images, figures) if c.folded]
     if tables:
         parts.append(f"\n## Claims and measurements\n\n{tables}")
     parts.append(_page_list("See also", meta.get("related"), uri))
@@ -218,12 +247,24 @@ def _page_markdown(markdown: str, page) -> str:
     return "".join(parts)
 
 
+FOLDED_ROWS = 8
+"""A generated table longer than this stands behind a fold (its summary says what it holds): a page's
+first screens are for the prose and the charts, and no page is taller than 15,000 px at 1440 px."""
+
+
 def _generated_block(match: re.Match) -> str:
     """The claims block (and the heading it stood under) goes: the site shows its own claims table.
-    The runs and versus tables stay where the prose refers to them, without their markers."""
-    if match.group(2) in SHOWN_BLOCKS:
-        return (match.group(1) or "") + match.group(3).strip("\n") + "\n"
-    return ""
+    The runs and versus tables stay where the prose refers to them, without their markers, a long
+    one folded."""
+    if match.group(2) not in SHOWN_BLOCKS:
+        return ""
+    table = match.group(3).strip("\n")
+    rows = sum(1 for line in table.split("\n") if line.startswith("|")) - 2
+    if rows > FOLDED_ROWS:
+        what = {"runs": "ratio to the baseline in every passing run", "versus": "ours against each candidate"}
+        table = (f'<details class="kw-fold" markdown="1">\n<summary>{rows} cases: {what[match.group(2)]}</summary>\n\n'
+                 f"{table}\n\n</details>")
+    return (match.group(1) or "") + table + "\n"
 
 
 def _first_paragraph(body: str) -> tuple[str, str]:
@@ -239,9 +280,15 @@ def _first_paragraph(body: str) -> tuple[str, str]:
 def _page_list(heading_text: str, page_ids: list | None, uri: str) -> str:
     """A section listing pages by their heading, with each page's summary."""
     ids, uris = _state["ids"], _state["page_uris"]
-    items = [f"- [{render.text(_state['titles'][p])}]({render.rel_link(uri, uris[p])})"
-             + (f" — {render.prose(ids[p].get('summary'))}" if ids[p].get("summary") and ids[p].get("type") != "source" else "")
-             for p in page_ids or [] if isinstance(p, str) and p in uris]
+    shown = [p for p in page_ids or [] if isinstance(p, str) and p in uris]
+    links = [f"[{render.text(_state['titles'][p])}]({render.rel_link(uri, uris[p])})" for p in shown]
+    items = [f"- {link}" + (f" — {render.prose(ids[p].get('summary'))}"
+                            if ids[p].get("summary") and ids[p].get("type") != "source" else "")
+             for p, link in zip(shown, links)]
+    if len(items) > FOLDED_ROWS:   # the titles open, the summaries behind a fold
+        return (f"\n\n## {heading_text}\n\n" + " · ".join(links)
+                + f'\n\n<details class="kw-fold" markdown="1">\n<summary>what each of these {len(items)} pages is '
+                f"about</summary>\n\n" + "\n".join(items) + "\n\n</details>\n")
     return f"\n\n## {heading_text}\n\n" + "\n".join(items) + "\n" if items else ""
 
 

@@ -84,7 +84,19 @@ def _claims_from(record: Record, citing: list[tuple[str, dict]], uri: str, page_
     return ["## Claims from this run\n",
             "A page's measured claim is the median of the case's latest passing runs (at most three, of one kernel "
             "version and GPU model) and cites the run whose value is that median; these cite this run.\n",
-            "| claim | page | case | value | runs |", "|---|---|---|---|---|", *rows, ""]
+            *fold(["| claim | page | case | value | runs |", "|---|---|---|---|---|", *rows], f"{len(rows)} claims"), ""]
+
+
+FOLDED_ROWS = 12
+"""A table longer than this stands behind a fold (its summary says what it holds): no page is taller
+than 15,000 px at 1440 px."""
+
+
+def fold(table: list[str], what: str) -> list[str]:
+    """The lines of a Markdown table, behind a closed fold when it has more than FOLDED_ROWS rows."""
+    if len(table) - 2 <= FOLDED_ROWS:
+        return table
+    return [f'<details class="kw-fold" markdown="1">\n<summary>{html.escape(what)}</summary>\n', *table, "\n</details>"]
 
 
 def _pairs(title: str, data: dict | None) -> list[str]:

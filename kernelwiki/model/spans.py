@@ -104,6 +104,8 @@ def render_spans(body: str, claims: list) -> str:
 
 def span_problems(rel: str, body: str, claims: list, first_body_line: int) -> list[Problem]:
     """`path:line: claim span: ...` for each span that names no claim (or a variant the claim lacks)."""
+    if "claim" not in body:
+        return []   # no span, whole or broken, can stand in a body without the word
     by_id = {c["id"]: c for c in claims if isinstance(c, dict) and isinstance(c.get("id"), str)}
     problems = []
     for span in find_spans(body):
