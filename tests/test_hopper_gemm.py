@@ -7,7 +7,7 @@ import re
 import pytest
 
 cutlass = pytest.importorskip("cutlass")
-from artifacts.kernels.hopper_gemm import hopper_gemm
+from artifacts.kernels.hopper_gemm import hopper_gemm, sm90_common
 from artifacts.kernels.hopper_gemm.variants import naive
 
 BF16 = cutlass.BFloat16
@@ -88,7 +88,7 @@ def test_stage_count_fills_shared_memory():
     for ab in (BF16, cutlass.Float8E4M3FN):
         op = hopper_gemm.HopperGemm(ab, tile_n=256)
         assert op.tile_mnk[2] * ab.width == 1024  # 128 bytes of K per stage row
-        assert op.stages >= 4 and op.stages * (128 + 256) * 128 <= hopper_gemm.SMEM_BYTES
+        assert op.stages >= 4 and op.stages * (128 + 256) * 128 <= sm90_common.SMEM_BYTES
 
 
 def test_naive_can_implement():
@@ -122,7 +122,6 @@ def test_compiles_to_tensor_core_sass_without_spills(compile_for, kwargs, sass):
 def test_host_checks_name_the_value():
     """Host-side checks on CPU tensors (torch only, no GPU): views the kernel would misread are refused."""
     torch = pytest.importorskip("torch")
-    from artifacts.kernels.hopper_gemm import sm90_common
 
     x = torch.empty(32, 64, dtype=torch.bfloat16)
     view, major = hopper_gemm._as_mkl("a", x[:1], "M")           # one row: K-major, canonical strides

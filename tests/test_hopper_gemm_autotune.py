@@ -9,7 +9,7 @@ import json
 import pytest
 
 autotune = pytest.importorskip("artifacts.kernels.hopper_gemm.autotune")
-from artifacts.kernels.hopper_gemm.hopper_gemm import GemmConfig  # noqa: E402
+from artifacts.kernels.hopper_gemm.config import GemmConfig  # noqa: E402
 
 
 def test_the_sweep_forces_every_tile_and_cluster_and_splits_only_small_outputs():

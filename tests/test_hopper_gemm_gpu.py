@@ -16,7 +16,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("cutlass")
 if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
     pytest.skip("needs an sm_90 GPU", allow_module_level=True)
-from artifacts.kernels.hopper_gemm import hopper_gemm
+from artifacts.kernels.hopper_gemm import config, hopper_gemm
 
 pytestmark = pytest.mark.gpu
 # relative Frobenius error allowed, by output type: the output's rounding dominates (bf16 ~4e-3,
@@ -577,9 +577,9 @@ def test_swap_ab_graph_capture_on_a_side_stream():
 
 def test_swap_ab_default_follows_the_rule_unless_switched_off(monkeypatch):
     a, b = _operands(torch.bfloat16, (), 1, 6144, 4096)
-    monkeypatch.setattr(hopper_gemm, "SWAP_AB_AUTO", False)
+    monkeypatch.setattr(config, "SWAP_AB_AUTO", False)
     assert not hopper_gemm.compile_gemm(a, b)[0].config.swap_ab
-    monkeypatch.setattr(hopper_gemm, "SWAP_AB_AUTO", True)
+    monkeypatch.setattr(config, "SWAP_AB_AUTO", True)
     run, d = _run_poisoned(a, b)
     assert run.config.swap_ab and run.config.split_k == 1
     _check(a, b, d)
@@ -637,7 +637,7 @@ def test_tune_measures_a_configuration_runs_it_and_keeps_it(small_sweep, monkeyp
     def untimed(*args, **kwargs):
         raise AssertionError("a tuned bucket was timed again")
     autotune._TUNED.clear()                             # a new process: the file answers, nothing is timed
-    monkeypatch.setattr(autotune, "time_sweep", untimed)
+    monkeypatch.setattr(hopper_gemm, "time_sweep", untimed)
     run2, d2 = hopper_gemm.compile_gemm(a, b, tune=True)
     assert run2.config == run.config
     run2()

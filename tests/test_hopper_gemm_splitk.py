@@ -13,9 +13,10 @@ import pytest
 from conftest import ROOT, load_probe_script
 
 cutlass = pytest.importorskip("cutlass")
-from artifacts.kernels.hopper_gemm import hopper_gemm  # noqa: E402
+from artifacts.kernels.hopper_gemm import config, hopper_gemm  # noqa: E402
 from artifacts.kernels.hopper_gemm.fused_epilogue import EpilogueSpec  # noqa: E402
-from artifacts.kernels.hopper_gemm.hopper_gemm import GemmConfig, HopperGemm  # noqa: E402
+from artifacts.kernels.hopper_gemm.config import GemmConfig  # noqa: E402
+from artifacts.kernels.hopper_gemm.gemm_sm90 import HopperGemm  # noqa: E402
 from kernelwiki.harness import compile as compile_mod  # noqa: E402
 from kernelwiki.harness import gates  # noqa: E402
 
@@ -93,7 +94,7 @@ def test_decode_probe_control_fails_the_gate_within_10x():
     probe = load_probe_script("probe-decode-gemm", "decode_gemm_probe")
     m, n, k = probe.CONTROL_SHAPE
     split_k, (tile_m, tile_n) = probe.CONTROL_SPLIT_K, probe.CONTROL_TILE
-    tile_k = hopper_gemm.K_TILE_BYTES // 2
+    tile_k = config.K_TILE_BYTES // 2
     k_tiles = math.ceil(k / tile_k)
     per_split = math.ceil(k_tiles / split_k)
     last_first = (split_k - 1) * per_split * tile_k

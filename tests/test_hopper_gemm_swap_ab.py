@@ -10,7 +10,7 @@ import re
 import pytest
 
 cutlass = pytest.importorskip("cutlass")
-from artifacts.kernels.hopper_gemm import hopper_gemm  # noqa: E402
+from artifacts.kernels.hopper_gemm import config, hopper_gemm  # noqa: E402
 from artifacts.kernels.hopper_gemm.fused_epilogue import EpilogueSpec  # noqa: E402
 from kernelwiki.harness import compile as compile_mod  # noqa: E402
 
@@ -154,12 +154,12 @@ def test_swap_rule_counts_padding_and_ctas(m, n, k, swaps):
 
 
 def test_swap_rule_is_on_by_default_for_decode_shapes_only():
-    assert hopper_gemm.SWAP_AB_AUTO is True
+    assert config.SWAP_AB_AUTO is True
     for m in (1, 4, 16, 32, 64):
         assert hopper_gemm.choose_config(m, 6144, 4096, allow_swap=True).swap_ab
     for m in (65, 300):
         for n, k in ((6144, 4096), (4096, 14336), (264, 136)):
             chosen = hopper_gemm.choose_config(m, n, k, allow_swap=True)
-            assert not chosen.swap_ab and chosen == hopper_gemm._unswapped_config(m, n, k, 1, 132, 16, True)
+            assert not chosen.swap_ab and chosen == config._unswapped_config(m, n, k, 1, 132, 16, True)
 
 

@@ -5,7 +5,7 @@ sweep) leaves against the strongest baseline. Pure Python, so the planning and t
 on the CPU.
 
 Time budget (one H200, bf16, 24 shapes of at most MAX_ELEMENTS elements per operand): per shape the
-first pass is tune=True's own (autotune.time_sweep: each configuration of autotune.sweep, at most 16
+first pass is tune=True's own (hopper_gemm.time_sweep: each configuration of autotune.sweep, at most 16
 tile/cluster configurations plus 24 split-K ones where the output tiles fill under half the SMs,
 typically 12-30 in all, as one CUDA graph of up to 20 launches on one warm input set); its fastest is
 the tuned choice. Then one ctx.bench times ours (choose_config), nvmmh's configuration, the tuned one,
@@ -21,7 +21,7 @@ import math
 
 from kernelwiki.harness import shapes
 
-from artifacts.kernels.hopper_gemm.hopper_gemm import GemmConfig
+from artifacts.kernels.hopper_gemm.config import GemmConfig
 
 SWEEP_ITERS = 10
 FINALISTS = 3

@@ -37,8 +37,10 @@ import tempfile
 import warnings
 from pathlib import Path
 
-from .hopper_gemm import (CLUSTERS, K_TILE_BYTES, KERNEL_SOURCES, MAX_SPLIT_K, TILE_MS, TILE_NS, GemmConfig,
-                          choose_config, compile_gemm)
+from typing import Callable
+
+from .config import CLUSTERS, K_TILE_BYTES, MAX_SPLIT_K, TILE_MS, TILE_NS, GemmConfig
+from .jit import KERNEL_SOURCES
 from .sm90_common import cache_dir, sources_hash
 
 CACHE_VERSION = 1
@@ -178,32 +180,17 @@ def _graph_ms(run) -> float:
     return start.elapsed_time(end) / (REPLAYS * launches)
 
 
-def time_sweep(a, b, out_dtype=None, alpha: float = 1.0) -> dict[GemmConfig, float]:
-    """{configuration: ms per launch} of every configuration of `sweep` that compile_gemm accepts for
-    a @ b.T, each into its own scratch output (the caller's tensors are only read)."""
-    import torch
-
-    m, k = a.shape[-2:]
-    n = b.shape[-2]
-    batch = a.shape[0] if a.dim() == 3 else 1
-    sms = torch.cuda.get_device_properties(a.device).multi_processor_count
-    bits = 8 if a.dtype == torch.float8_e4m3fn else 32 if a.dtype == torch.float32 else 16
-    configs = [choose_config(m, n, k, batch, sms, bits)]
-    configs += [c for c in sweep(m, n, k, batch, sms, bits) if c not in configs]
-    times = {}
-    for config in configs:
-        try:
-            run, _ = compile_gemm(a, b, out_dtype, alpha, tile_m=config.tile_m, tile_n=config.tile_n,
-                                  cluster_mn=config.cluster_mn, split_k=config.split_k, swap_ab=False)
-        except ValueError:   # a configuration this problem cannot use (a split wider than its K tiles)
-            continue
-        times[config] = _graph_ms(run)
-    return times
+def time_runs(runs: dict[GemmConfig, Callable[[], None]]) -> dict[GemmConfig, float]:
+    """{configuration: ms per launch} of each launch, one CUDA graph each (hopper_gemm.time_sweep
+    builds the launches of the candidates)."""
+    return {config: _graph_ms(run) for config, run in runs.items()}
 
 
-def tuned_config(a, b, out_dtype, a_major: str, b_major: str, alpha: float = 1.0) -> GemmConfig:
+def tuned_config(a, b, out_dtype, a_major: str, b_major: str,
+                 time_candidates: Callable[[], dict[GemmConfig, float]]) -> GemmConfig:
     """The configuration tuning chose for this problem's bucket: from memory, the tuning file, or
-    timed now (then stored in both)."""
+    timed now by time_candidates() ({configuration: ms}, hopper_gemm.time_sweep on these tensors;
+    then stored in both)."""
     import torch
 
     m, k = a.shape[-2:]
@@ -220,7 +207,7 @@ def tuned_config(a, b, out_dtype, a_major: str, b_major: str, alpha: float = 1.0
         if torch.cuda.is_current_stream_capturing():
             raise RuntimeError(f"tune=True: bucket {key} is not tuned yet and tuning cannot run under CUDA-graph "
                                f"capture; call once before capturing")
-        times = time_sweep(a, b, out_dtype, alpha)
+        times = time_candidates()
         config = min(times, key=times.__getitem__)
         write_cache(path, key, config)
     _TUNED[key] = config
