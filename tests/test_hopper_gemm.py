@@ -8,6 +8,7 @@ import pytest
 
 cutlass = pytest.importorskip("cutlass")
 from artifacts.kernels.hopper_gemm import hopper_gemm, sm90_common
+from artifacts.kernels.hopper_gemm.fused_epilogue import EpilogueSpec
 from artifacts.kernels.hopper_gemm.variants import naive
 
 BF16 = cutlass.BFloat16
@@ -41,16 +42,26 @@ def test_partial_tiles_are_accepted():
 
 
 def test_hopper_gemm_rejects_unsupported_tile_and_cluster():
-    with pytest.raises(ValueError, match="tile_n=96 unsupported"):
-        hopper_gemm.HopperGemm.can_implement(BF16, BF16, 256, 256, 256, tile_n=96)
+    with pytest.raises(ValueError, match="tile_n=88 unsupported"):       # widths are multiples of 16
+        hopper_gemm.HopperGemm.can_implement(BF16, BF16, 256, 256, 256, tile_n=88)
+    with pytest.raises(ValueError, match="tile_n=272 unsupported"):
+        hopper_gemm.HopperGemm.can_implement(BF16, BF16, 256, 256, 256, tile_n=272)
+    with pytest.raises(ValueError, match="tile_n=80 unsupported with a fused epilogue"):
+        hopper_gemm.HopperGemm.can_implement(BF16, BF16, 256, 256, 256, tile_n=80, epilogue=EpilogueSpec(True))
+    with pytest.raises(ValueError, match="tile_n=96 unsupported with ping-pong"):
+        hopper_gemm.HopperGemm.can_implement(BF16, BF16, 256, 256, 256, tile_n=96, tile_m=64, schedule="pingpong")
     with pytest.raises(ValueError, match="tile_m=256 unsupported"):
         hopper_gemm.HopperGemm.can_implement(BF16, BF16, 256, 256, 256, tile_m=256)
+    with pytest.raises(ValueError, match="tile_m=192 with tile_n=256 .* up to tile_n=192"):
+        hopper_gemm.HopperGemm.can_implement(BF16, BF16, 256, 256, 256, tile_m=192, tile_n=256)
     with pytest.raises(ValueError, match="split_k=17 unsupported"):
         hopper_gemm.HopperGemm.can_implement(BF16, BF16, 256, 256, 256, split_k=17)
-    with pytest.raises(ValueError, match=r"split_k=2 with cluster_mn=\(2, 1\) unsupported"):
-        hopper_gemm.HopperGemm.can_implement(BF16, BF16, 256, 256, 256, split_k=2, cluster_mn=(2, 1))
     with pytest.raises(ValueError, match=r"cluster_mn=\(2, 2\) unsupported"):
         hopper_gemm.HopperGemm.can_implement(BF16, BF16, 256, 256, 256, cluster_mn=(2, 2))
+    for tile_n in (80, 112, 208):   # what the swapped problem sizes to its rows, split and clustered alike
+        hopper_gemm.HopperGemm.can_implement(BF16, BF16, 4096, 160, 4096, tile_n=tile_n, cluster_mn=(1, 2), split_k=2,
+                                             d_major="m")
+    hopper_gemm.HopperGemm.can_implement(BF16, BF16, 768, 6144, 4096, tile_m=192, tile_n=192, split_k=2)
 
 
 @pytest.mark.parametrize("m, n, k, expected", [

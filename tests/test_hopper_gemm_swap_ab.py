@@ -22,7 +22,6 @@ STMATRIX_PLAIN = re.compile(r"\bSTSM\.16\.M88\.4\b")
 @pytest.mark.parametrize("kwargs, message", [
     (dict(d_dtype=FP32), r"D dtype Float32 with d_major='m' unsupported.*use one of"),
     (dict(epilogue=EpilogueSpec(bias=True)), r"d_major='m' with a fused epilogue \(bias\) unsupported"),
-    (dict(split_k=2, cluster_mn=(1, 1)), r"d_major='m' with split_k=2 unsupported"),
     (dict(schedule="pingpong", tile_m=64), r"d_major='m' with schedule='pingpong' unsupported"),
     (dict(m=260), r"M=260: columns of D must be a multiple of 16 bytes for TMA \(M a multiple of 8"),
 ])
@@ -67,7 +66,9 @@ def _sass(**kwargs) -> str:
     dict(tile_m=128, tile_n=64, cluster_mn=(2, 1), b_major="mn"),
     dict(tile_m=128, tile_n=16, cluster_mn=(1, 1), ab_dtype=cutlass.Float8E4M3FN),
     dict(tile_m=128, tile_n=256, cluster_mn=(1, 2)),
-], ids=["64x16", "64x32-fp16", "128x64-2x1-b-mn", "128x16-fp8", "128x256-1x2"])
+    dict(tile_m=128, tile_n=80, cluster_mn=(1, 2), split_k=2),      # sized to 160 token rows, split, clustered
+    dict(tile_m=128, tile_n=208, cluster_mn=(2, 1)),                # 200 token rows in one tile: 16-wide slices
+], ids=["64x16", "64x32-fp16", "128x64-2x1-b-mn", "128x16-fp8", "128x256-1x2", "128x80-1x2-split", "128x208-2x1"])
 def test_m_major_store_compiles_with_the_transposed_stmatrix(kwargs):
     sass = _sass(d_major="m", **kwargs)
     assert STMATRIX_TRANSPOSED.search(sass) and not STMATRIX_PLAIN.search(sass)
@@ -108,15 +109,14 @@ def test_swapped_operands_are_b_a_and_out_transposed_m_major(lead, m):
 @pytest.mark.parametrize("settings, message", [
     (dict(out_dtype="torch.float32", d_dtype=FP32), r"swap_ab=True with out dtype torch.float32 unsupported"),
     (dict(spec=EpilogueSpec(activation="silu")), r"swap_ab=True with a fused epilogue \(silu\) unsupported"),
-    (dict(split_k=4), r"swap_ab=True with split_k=4 unsupported; use split_k=1"),
     (dict(schedule="pingpong"), r"swap_ab=True with schedule='pingpong' unsupported"),
 ])
 def test_swap_ab_refuses_what_it_cannot_run(settings, message):
-    args = {"out_dtype": "torch.bfloat16", "d_dtype": BF16, "spec": EpilogueSpec(), "split_k": None,
-            "schedule": "cooperative", **settings}
+    args = {"out_dtype": "torch.bfloat16", "d_dtype": BF16, "spec": EpilogueSpec(), "schedule": "cooperative",
+            **settings}
     with pytest.raises(ValueError, match=message):
         hopper_gemm._check_swap_settings(**args)
-    hopper_gemm._check_swap_settings("torch.float16", FP16, EpilogueSpec(), 1, "cooperative")
+    hopper_gemm._check_swap_settings("torch.float16", FP16, EpilogueSpec(), "cooperative")
 
 
 @pytest.mark.parametrize("m, n, k, expected", [

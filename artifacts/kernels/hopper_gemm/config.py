@@ -14,8 +14,16 @@ from dataclasses import dataclass, replace
 
 WGMMA_M = 64            # rows of one warpgroup's wgmma
 K_TILE_BYTES = 128      # one 128-byte swizzle row of K per stage: 64 bf16/fp16, 32 tf32 or 128 fp8 elements
-TILE_MS = (64, 128)
-TILE_NS = (64, 128, 192, 256)   # what choose_config picks from without swap-AB
+TILE_MS = (64, 128, 192)        # 64 rows per consumer warpgroup on a tile: one, two or three of them
+TILE_NS = (64, 128, 192, 256)   # the widths of ping-pong, and what the unswapped rule picks from
+TILE_N_STEP = 16
+TILE_WIDTHS = tuple(range(TILE_N_STEP, 256 + 1, TILE_N_STEP))
+"""Every tile width of the cooperative schedule with the plain epilogue: wgmma's N is any multiple of 8 up
+to 256, and the epilogue's slices are 32 or 16 columns wide (epilogue_slice_n), so a swapped problem's
+tile can be sized to its token rows (80 for 160 of them in two tiles, 208 for 200 in one)."""
+MAX_TILE_N = 256
+MAX_TILE_N_192 = 192            # three consumer warpgroups: 96 accumulator registers per thread at most
+EPI_TILE_N = 32
 # narrow tiles for the swapped decode problem's small side (a few token rows as the kernel's N): less
 # padded shared memory per stage; the epilogue slice is then the whole tile width
 NARROW_TILE_NS = (16, 32)
@@ -30,6 +38,12 @@ SWAP_MIN_SM_SHARE = 3
 """Swap only where the swapped tiles (64 weight rows each, no split-K) put at least 1 / this of the SMs to
 work: each CTA then streams its own slice of the weight, and too few cannot pull the HBM's bandwidth
 (measured: 64 CTAs on 132 SMs streamed a 4096 x 14336 weight at about cuBLAS's rate)."""
+
+
+def epilogue_slice_n(tile_n: int) -> int:
+    """The columns of one epilogue slice (D through shared memory and a TMA store): 32 where they divide
+    the tile width, else 16 (every width is a multiple of 16)."""
+    return EPI_TILE_N if tile_n % EPI_TILE_N == 0 else min(tile_n, TILE_N_STEP)
 
 
 @dataclass(frozen=True)
@@ -147,3 +161,47 @@ def split_workspace(m: int, n: int, batch: int, config: GemmConfig) -> tuple[int
         return 0, 0
     tiles = math.ceil(m / config.tile_m) * math.ceil(n / config.tile_n) * batch
     return tiles * config.split_k * config.tile_m * config.tile_n, tiles
+
+
+def split_choices(tiles: int, k_tiles: int, sms: int) -> tuple[int, ...]:
+    """The split_k values worth trying when `tiles` work tiles (of a cluster-rounded grid) fill under a
+    wave of `sms`: the largest split that keeps one wave (floor(sms / tiles)) and half of it, each with
+    at least two K tiles per range and at most MAX_SPLIT_K; none when the tiles fill a wave."""
+    if tiles >= sms:
+        return ()
+    fill = min(MAX_SPLIT_K, sms // tiles, k_tiles // 2)
+    return tuple(sorted({s for s in (fill, fill // 2) if s >= 2}))
+
+
+def candidates(m: int, n: int, k: int, batch: int = 1, sms: int = 132, ab_bits: int = 16, allow_split: bool = True,
+               allow_swap: bool = False, fused: bool = False) -> list[GemmConfig]:
+    """Every configuration the chooser considers for an (L x) M x N x K problem (and tune=True times the
+    best-ranked of): unswapped tiles of 64, 128 or 192 rows by 64..256 columns, in a 1x1 or (two row
+    tiles or more) 2x1 cluster; swapped (allow_swap) tiles of 64 or 128 weight rows by a width sized to
+    the token rows (the tokens in 1..4 column tiles, rounded up to 16), in 1x1, 2x1 or (two token
+    tiles or more) 1x2 clusters, the 1x2 pair sharing the weight tile; each also split over K where the
+    work tiles fill under a wave (split_choices; allow_split). fused: the fused epilogue's widths only
+    (TILE_NS and NARROW_TILE_NS, what it was built for) and no swap."""
+    k_tiles = math.ceil(k * ab_bits / 8 / K_TILE_BYTES)
+    out = []
+
+    def add(km: int, kn: int, tile_m: int, tile_n: int, swap: bool) -> None:
+        tiles_m, tiles_n = math.ceil(km / tile_m), math.ceil(kn / tile_n)
+        clusters = [(1, 1)] + [(2, 1)] * (tiles_m >= 2) + [(1, 2)] * (swap and tiles_n >= 2)
+        for cm, cn in clusters:
+            work = -(-tiles_m // cm) * cm * -(-tiles_n // cn) * cn * batch
+            splits = (1,) + (split_choices(work, k_tiles, sms) if allow_split else ())
+            out.extend(GemmConfig(tile_m, tile_n, (cm, cn), s, swap_ab=swap) for s in splits)
+
+    for tile_m in TILE_MS:
+        if (tile_m == 3 * WGMMA_M and m <= 2 * WGMMA_M) or (tile_m == WGMMA_M and m > 4 * WGMMA_M):
+            continue   # a third of a 192-row tile or less used; 64-row tiles where 128 rows fill
+        for tile_n in TILE_NS:
+            if tile_m != 3 * WGMMA_M or tile_n <= MAX_TILE_N_192:
+                add(m, n, tile_m, tile_n, False)
+    if allow_swap and not fused:
+        widths = sorted({min(MAX_TILE_N, -(-math.ceil(m / parts) // TILE_N_STEP) * TILE_N_STEP) for parts in (1, 2, 3, 4)})
+        for tile_m in (WGMMA_M, 2 * WGMMA_M):
+            for tile_n in widths:
+                add(n, m, tile_m, tile_n, True)
+    return out

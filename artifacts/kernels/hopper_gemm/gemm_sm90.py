@@ -75,9 +75,10 @@ from cutlass.cute.nvgpu import warpgroup
 from cutlass.tensor_utils import LayoutEnum
 
 from . import fused_epilogue
-from .config import CLUSTERS, K_TILE_BYTES, MAX_SPLIT_K, NARROW_TILE_NS, PINGPONG_TILE_M, TILE_MS, TILE_NS, WGMMA_M
+from .config import (CLUSTERS, K_TILE_BYTES, MAX_SPLIT_K, MAX_TILE_N_192, NARROW_TILE_NS, PINGPONG_TILE_M, TILE_MS, TILE_NS,
+                     TILE_WIDTHS, WGMMA_M, epilogue_slice_n)
 from .fused_epilogue import EpilogueSpec
-from .gemm_base import EPI_TILE_N, SCHEDULES, NamedBarrier, Sm90GemmBase, WarpgroupOrder
+from .gemm_base import SCHEDULES, NamedBarrier, Sm90GemmBase, WarpgroupOrder
 from .sm90_common import WARPGROUP_THREADS
 from .tf32_mma import make_tiled_mma_tf32
 from .tile_scheduler import SplitKTiles
@@ -89,6 +90,7 @@ PINGPONG_AB_DTYPES = (cutlass.BFloat16, cutlass.Float16)
 MAJOR_MODE = {"k": 1, "mn": 0}   # which mode of a (rows, K, L) view is contiguous
 D_MAJOR_MODE = {"n": 1, "m": 0}  # which mode of D's (M, N, L) view is contiguous
 D_M_MAJOR_DTYPES = (cutlass.BFloat16, cutlass.Float16)   # stmatrix's transposed form moves 16-bit values
+THREE_CONSUMER_REGISTERS = (32, 160)   # setmaxnreg with 512 threads: 128 x 32 + 384 x 160 = 65536
 
 
 class HopperGemm(SplitKTiles, Sm90GemmBase):
@@ -132,8 +134,14 @@ class HopperGemm(SplitKTiles, Sm90GemmBase):
         self.reduce_splits, self.skip_last_slice = reduce_splits, skip_last_slice
         self.smem_words = 1 if reduce_splits else 0   # "am I the last split of this tile", for every consumer
         self.epilogue = epilogue   # what the epilogue fuses (fused_epilogue.py); default: alpha * acc only
-        self.epi_tile = (tile_m, min(EPI_TILE_N, tile_n))
-        self.stages, self.epi_stages = self.fit_stages(EPI_STAGES, EPI_STAGES)
+        self.epi_tile = (tile_m, epilogue_slice_n(tile_n))
+        # three consumer warpgroups (192 rows): a stage is larger, so fewer D buffers leave room for a fourth
+        self.stages, self.epi_stages = self.fit_stages(EPI_STAGES if self.warpgroups < 3 else 2, EPI_STAGES)
+
+    def register_targets(self) -> tuple[int, int]:
+        """setmaxnreg targets: the skeleton's for one or two consumer warpgroups; with three (512 threads)
+        the producer keeps THREE_CONSUMER_REGISTERS[0] and each consumer gets [1] (the sum fits 64K)."""
+        return THREE_CONSUMER_REGISTERS if self.warpgroups == 3 else super().register_targets()
 
     @staticmethod
     def can_implement(ab_dtype, d_dtype, m: int, n: int, k: int, tile_n: int = 256,
@@ -154,9 +162,6 @@ class HopperGemm(SplitKTiles, Sm90GemmBase):
             if epilogue.fused:
                 raise ValueError(f"d_major='m' with a fused epilogue ({epilogue.describe()}) unsupported: bias and "
                                  f"residual are indexed for an N-major D")
-            if split_k != 1:
-                raise ValueError(f"d_major='m' with split_k={split_k} unsupported: the split-K workspace is N-major; "
-                                 f"use split_k=1")
             if schedule != "cooperative":
                 raise ValueError(f"d_major='m' with schedule={schedule!r} unsupported; use schedule='cooperative'")
         if schedule == "pingpong":
@@ -179,20 +184,18 @@ class HopperGemm(SplitKTiles, Sm90GemmBase):
             raise ValueError(f"D dtype {d_dtype} unsupported; use one of {D_DTYPES}")
         if tile_m not in TILE_MS:
             raise ValueError(f"tile_m={tile_m} unsupported; use one of {TILE_MS}")
-        tile_ns = TILE_NS if schedule == "pingpong" else NARROW_TILE_NS + TILE_NS
+        tile_ns = TILE_NS if schedule == "pingpong" else NARROW_TILE_NS + TILE_NS if epilogue.fused else TILE_WIDTHS
         if tile_n not in tile_ns:
-            raise ValueError(f"tile_n={tile_n} unsupported{' with ping-pong' if schedule == 'pingpong' else ''}; "
-                             f"use one of {tile_ns}")
+            setting = " with ping-pong" if schedule == "pingpong" else " with a fused epilogue" if epilogue.fused else ""
+            raise ValueError(f"tile_n={tile_n} unsupported{setting}; use one of {tile_ns}")
+        if tile_m == 3 * WGMMA_M and (schedule != "cooperative" or tile_n > MAX_TILE_N_192):
+            raise ValueError(f"tile_m={tile_m} with tile_n={tile_n} and schedule={schedule!r} unsupported: three "
+                             f"consumer warpgroups hold {THREE_CONSUMER_REGISTERS[1]} registers each, so the "
+                             f"accumulator fits up to tile_n={MAX_TILE_N_192}; cooperative only")
         if tuple(cluster_mn) not in CLUSTERS:
             raise ValueError(f"cluster_mn={tuple(cluster_mn)} unsupported; use one of {CLUSTERS}")
         if not 1 <= split_k <= MAX_SPLIT_K:
             raise ValueError(f"split_k={split_k} unsupported; use 1..{MAX_SPLIT_K}")
-        if split_k > 1 and tuple(cluster_mn) != (1, 1):
-            # not verified on the GPU: illegal memory accesses were seen with it in scratch runs, which
-            # also replayed CUDA graphs after the split-K workspace had been freed (a harness bug, the
-            # likely cause); refused until re-tested. choose_config never combines them.
-            raise ValueError(f"split_k={split_k} with cluster_mn={tuple(cluster_mn)} unsupported; split-K runs "
-                             f"with cluster_mn=(1, 1)")
         if min(m, n, k, batch) < 1:
             raise ValueError(f"M, N, K and the batch must be positive; got M={m}, N={n}, K={k}, L={batch}")
         for name, major, mn in (("A", a_major, m), ("B", b_major, n)):
@@ -298,9 +301,8 @@ class HopperGemm(SplitKTiles, Sm90GemmBase):
 
     def consumer_registers(self, tiled_mma, sA, sB, sD, gD, mma_tidx):
         """What a consumer thread (index mma_tidx among the threads on its tile) holds for every tile:
-        (thr_mma, tCrA, tCrB, rAcc, epilogue, tRS_rAcc, rSlice, rSlice_out, epi_context): its MMA slice,
-        the shared-memory descriptors of A and B per K block and stage, the accumulator (MMA, MMA_M,
-        MMA_N), make_epilogue's stmatrix + TMA-store pieces, the accumulator as the stmatrix copy sees
+        (tCrA, tCrB, rAcc, epilogue, tRS_rAcc, rSlice, rSlice_out, epi_context): the shared-memory
+        descriptors of A and B per K block and stage, the accumulator (MMA, MMA_M, MMA_N), make_epilogue's stmatrix + TMA-store pieces, the accumulator as the stmatrix copy sees
         it, one slice's FP32 and D-typed registers, and the fused epilogue's per-tile context."""
         thr_mma = tiled_mma.get_slice(mma_tidx)
         tCrA = tiled_mma.make_fragment_A(thr_mma.partition_A(sA))
@@ -314,7 +316,7 @@ class HopperGemm(SplitKTiles, Sm90GemmBase):
         rSlice = cute.make_rmem_tensor(slice_shape, self.acc_dtype)
         rSlice_out = cute.make_rmem_tensor(slice_shape, self.d_dtype)
         epi_context = fused_epilogue.slice_context(self.epilogue, r2s, mma_tidx, self.epi_tile, self.tile_mnk[1])
-        return thr_mma, tCrA, tCrB, rAcc, epilogue, tRS_rAcc, rSlice, rSlice_out, epi_context
+        return tCrA, tCrB, rAcc, epilogue, tRS_rAcc, rSlice, rSlice_out, epi_context
 
     @cute.jit
     def mainloop(self, ab_pipeline, read, release, tiled_mma, rAcc, tCrA, tCrB, count, mma_order=None):
@@ -351,7 +353,7 @@ class HopperGemm(SplitKTiles, Sm90GemmBase):
         """Every consumer warpgroup on each tile (64 rows each), the epilogue together; with
         reduce_splits, only the last split of an output tile to arrive runs it (reduce_partials)."""
         consumer_tidx = tidx - WARPGROUP_THREADS   # the thread's index among the consumer warpgroups
-        thr_mma, tCrA, tCrB, rAcc, epilogue, tRS_rAcc, rSlice, rSlice_out, epi_context = self.consumer_registers(
+        tCrA, tCrB, rAcc, epilogue, tRS_rAcc, rSlice, rSlice_out, epi_context = self.consumer_registers(
             tiled_mma, sA, sB, sD, gD, consumer_tidx)
         store_pipeline = epilogue[4]
         slices = self.tile_mnk[1] // self.epi_tile[1]
@@ -367,8 +369,8 @@ class HopperGemm(SplitKTiles, Sm90GemmBase):
             read, release = self.mainloop(ab_pipeline, read, release, tiled_mma, rAcc, tCrA, tCrB, count)
             if cutlass.const_expr(self.reduce_splits):
                 batch = tile_l // split_k
-                last = self.reduce_partials(split_inputs, thr_mma, rAcc, epilogue[3], consumer_tidx, gD, tile_m, tile_n,
-                                            batch, tile_l % split_k, split_k, epi_inputs[4][0])
+                last = self.reduce_partials(split_inputs, rAcc, epilogue[3], consumer_tidx, gD, tile_m, tile_n, batch,
+                                            tile_l % split_k, split_k)
                 if last != 0:
                     # D buffers in flight across stored tiles: this one's first goes where the last left off
                     self.store_tile(epilogue, tRS_rAcc, rSlice, rSlice_out, alpha, epi_context, epi_inputs, tma_d, sD,
@@ -413,7 +415,7 @@ class HopperGemm(SplitKTiles, Sm90GemmBase):
         other's tiles by their K-tile counts, since the producer fills the ring in walk order."""
         wg = cute.arch.make_warp_uniform(tidx // WARPGROUP_THREADS) - 1   # 0 or 1 among the consumers
         wg_tidx = tidx % WARPGROUP_THREADS
-        _, tCrA, tCrB, rAcc, epilogue, tRS_rAcc, rSlice, rSlice_out, epi_context = self.consumer_registers(
+        tCrA, tCrB, rAcc, epilogue, tRS_rAcc, rSlice, rSlice_out, epi_context = self.consumer_registers(
             tiled_mma, sA, sB, sD, gD, wg_tidx)
         store_pipeline = epilogue[4]
         store_warp = (1 + wg) * (WARPGROUP_THREADS // 32)   # this warpgroup's first warp stores its slices

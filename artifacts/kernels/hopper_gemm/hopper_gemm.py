@@ -150,7 +150,7 @@ def compile_gemm(a, b, out_dtype=None, alpha: float = 1.0, tile_n: int | None = 
     if tune:
         chosen = autotune.tuned_config(a, b, out_dtype, a_major, b_major, lambda: time_sweep(a, b, out_dtype, alpha))
     elif swap_ab:
-        _check_swap_settings(out_dtype, dtypes[out_dtype], spec, split_k, schedule)
+        _check_swap_settings(out_dtype, dtypes[out_dtype], spec, schedule)
         chosen = swapped_config(m, n, k, batch, sms, ab_dtype.width)
     else:
         swap_allowed = (swap_ab is None and dtypes[out_dtype] in D_M_MAJOR_DTYPES and not spec.fused
@@ -164,7 +164,8 @@ def compile_gemm(a, b, out_dtype=None, alpha: float = 1.0, tile_n: int | None = 
                         chosen.split_k if split_k is None else split_k, swizzle, schedule, swap)
     (kernel_a, ka_major), (kernel_b, kb_major), vd, d_major = kernel_operands((va, a_major), (vb, b_major), out, swap)
     km, kn = (n, m) if swap else (m, n)
-    if cluster_mn is None and (math.ceil(km / config.tile_m) < 2 or config.split_k > 1):
+    if cluster_mn is None and (math.ceil(km / config.tile_m) < config.cluster_mn[0] or
+                               math.ceil(kn / config.tile_n) < config.cluster_mn[1] or (split_k or 1) > 1):
         # the chosen cluster may not suit a forced tile or split
         config = GemmConfig(config.tile_m, config.tile_n, (1, 1), config.split_k, swizzle, schedule, swap)
     try:
@@ -181,7 +182,7 @@ def compile_gemm(a, b, out_dtype=None, alpha: float = 1.0, tile_n: int | None = 
 
     # split-K, reduced inside the kernel: every split's FP32 partial into the workspace, the last split
     # of each output tile to arrive (its counter says) sums them in split order into out
-    partial_elems, counter_elems = split_workspace(m, n, batch, config)
+    partial_elems, counter_elems = split_workspace(km, kn, batch, config)
     workspace, split_args = (), ()
     if partial_elems >= 2 ** 31:
         raise ValueError(f"split_k={config.split_k} at {batch}x{m}x{n}: the split-K workspace would hold {partial_elems} "
@@ -233,7 +234,7 @@ def kernel_operands(a_view, b_view, out, swap: bool):
     return a_view, b_view, batch_last(canonical(out, -1)), "n"
 
 
-def _check_swap_settings(out_dtype, d_dtype, spec: EpilogueSpec, split_k: int | None, schedule: str) -> None:
+def _check_swap_settings(out_dtype, d_dtype, spec: EpilogueSpec, schedule: str) -> None:
     """ValueError naming the setting that swap_ab=True cannot run with (its M-major store's limits);
     out_dtype is the user's (torch) name of the kernel's D type d_dtype."""
     if d_dtype not in D_M_MAJOR_DTYPES:
@@ -241,8 +242,6 @@ def _check_swap_settings(out_dtype, d_dtype, spec: EpilogueSpec, split_k: int | 
                          f"values; use torch.bfloat16 or torch.float16 (or swap_ab=False)")
     if spec.fused:
         raise ValueError(f"swap_ab=True with a fused epilogue ({spec.describe()}) unsupported; use swap_ab=False")
-    if split_k not in (None, 1):
-        raise ValueError(f"swap_ab=True with split_k={split_k} unsupported; use split_k=1 (or swap_ab=False)")
     if schedule != "cooperative":
         raise ValueError(f"swap_ab=True with schedule={schedule!r} unsupported; use schedule='cooperative'")
 

@@ -5,14 +5,20 @@ tiles (m, n, l), cluster by cluster) is shared with the FP8 GEMM; this module ho
 adds to it. Split-K (split_k > 1): work tile l = batch * split_k + s covers the s-th of split_k
 contiguous ranges of the K tiles, and the splits of one output tile are reduced inside the same
 launch (reduce_partials): each stores its FP32 partial to a workspace (config.split_workspace sizes
-it) and counts itself on the tile's counter; the last to arrive sums the partials in the fixed order
-0 .. split_k - 1 (the same bits every run) and runs the epilogue. Nothing waits on another CTA.
+it) with 128-bit stores in the accumulator's own fragment order, and counts itself on the tile's
+counter; the last to arrive reads them back the same way, every consumer thread its own vectors, sums
+them in the fixed order 0 .. split_k - 1 (the same bits every run) and runs the epilogue. Nothing
+waits on another CTA, and the workspace does not depend on D's major mode (swap-AB splits too).
 """
 
 from __future__ import annotations
 
 import cutlass
 import cutlass.cute as cute
+
+from .sm90_common import WARPGROUP_THREADS
+
+VECTOR = 4   # FP32 values per 128-bit access of the split-K workspace
 
 
 class SplitKTiles:
@@ -33,33 +39,49 @@ class SplitKTiles:
             count = count - first_tile * last_range
         return batch, first, count
 
-    def partial_slice(self, mPartials: cute.Tensor, tile, split, split_k) -> cute.Tensor:
-        """Split `split`'s FP32 partial of output tile `tile` (its index in split_workspace's order): a
-        whole (tile_m, tile_n) row-major block, so the rows past D's M exist and need no bounds."""
+    def partial_vectors(self, mPartials: cute.Tensor, tile, split, split_k, consumer_tidx, values: int) -> cute.Tensor:
+        """This thread's part of split `split`'s FP32 partial of output tile `tile` (its index in
+        split_workspace's order): the partial is a whole tile_m x tile_n block in accumulator-fragment
+        order, vector v of thread t at (v * threads + t) * 4, so each thread's `values` registers are
+        values / 4 16-byte vectors and a warp's vector access is 512 contiguous bytes. The layout is the
+        kernel's own (the same thread of every split holds the same fragment), whatever D's major mode."""
+        threads = self.tile_warpgroups() * WARPGROUP_THREADS
         tile_elems = self.tile_mnk[0] * self.tile_mnk[1]
-        offset = (cutlass.Int64(tile) * split_k + split) * tile_elems
+        offset = cute.assume((cutlass.Int64(tile) * split_k + split) * tile_elems + consumer_tidx * VECTOR, divby=VECTOR)
         return cute.make_tensor(mPartials.iterator + offset,
-                                cute.make_layout((self.tile_mnk[0], self.tile_mnk[1]), stride=(self.tile_mnk[1], 1)))
+                                cute.make_layout((VECTOR, values // VECTOR), stride=(1, VECTOR * threads)))
 
     @cute.jit
-    def reduce_partials(self, split_inputs, thr_mma, rAcc, epilogue_barrier, consumer_tidx, gD, tile_m, tile_n, batch,
-                        split, split_k, rows):
+    def reduce_partials(self, split_inputs, rAcc, epilogue_barrier, consumer_tidx, gD, tile_m, tile_n, batch, split,
+                        split_k):
         """Split-K inside the kernel, deterministic, nothing waiting on another CTA. Each split stores its
-        partial (rAcc, the rows inside D's `rows`) to its slice, fences (release, gpu scope) and, once
-        every consumer thread has (the named barrier), one thread adds 1 to the tile's counter (acq_rel)
-        and publishes through shared memory whether it was the last of split_k. The last reads
-        the slices in the fixed order 0 .. split_k - 1 (after an acquire fence, with ld.global.cg: from
-        L2, not a stale L1) into rAcc, resets the counter to 0 for the next launch (every split has
+        whole partial (rAcc) to its block with 128-bit stores in fragment order (partial_vectors),
+        fences (release, gpu scope) and, once every consumer thread has (the named barrier), one thread
+        adds 1 to the tile's counter (acq_rel) and publishes through shared memory whether it was the
+        last of split_k. The last, after an acquire fence, reads the blocks back with 128-bit loads, every
+        consumer thread its own vectors, and sums them in the fixed order 0 .. split_k - 1 into rAcc (the
+        same bits whichever split is last), resets the counter to 0 for the next launch (every split has
         arrived) and returns 1: its caller runs the epilogue. The others return 0."""
         mPartials, mCounters, flag = split_inputs
         tiles_m, tiles_n = cute.size(gD, mode=[2]), cute.size(gD, mode=[3])
-        tile = (batch * tiles_n + tile_n) * tiles_m + tile_m
-        tCcD = thr_mma.partition_C(cute.make_identity_tensor((self.tile_mnk[0], self.tile_mnk[1])))
-        rows_here = rows - tile_m * self.tile_mnk[0]   # D's rows in this tile (its M may end inside it)
-        tCgP = thr_mma.partition_C(self.partial_slice(mPartials, tile, split, split_k))
-        for i in cutlass.range_constexpr(cute.size(rAcc)):
-            if tCcD[i][0] < rows_here:
-                tCgP[i] = rAcc[i]
+        last = cutlass.Int32(0)
+        # a cluster's partner past D's last row or column tile (odd tile counts) has nothing to reduce,
+        # and no counter or block of its own
+        if cutlass.min(1, tile_m // tiles_m + tile_n // tiles_n) == 0:
+            last = self._reduce_inside(mPartials, mCounters, flag, rAcc, epilogue_barrier, consumer_tidx,
+                                       (batch * tiles_n + tile_n) * tiles_m + tile_m, tile_m + tile_n + batch, split,
+                                       split_k)
+        return last
+
+    @cute.jit
+    def _reduce_inside(self, mPartials, mCounters, flag, rAcc, epilogue_barrier, consumer_tidx, tile, corner, split,
+                       split_k):
+        """reduce_partials for output tile `tile` (its index in split_workspace's order) inside D; corner
+        is 0 only for tile (0, 0) of batch 0 (the negative control's tile)."""
+        values = cute.size(rAcc)
+        vectors = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), self.acc_dtype, num_bits_per_copy=VECTOR * 32)
+        rVec = cute.make_tensor(rAcc.iterator, cute.make_layout((VECTOR, values // VECTOR)))   # rAcc as vectors
+        cute.copy(vectors, rVec, self.partial_vectors(mPartials, tile, split, split_k, consumer_tidx, values))
         cute.arch.fence_acq_rel_gpu()        # release: this thread's partial before the count
         epilogue_barrier.arrive_and_wait()   # every consumer thread's partial and fence
         if consumer_tidx == 0:
@@ -75,15 +97,10 @@ class SplitKTiles:
             cute.arch.fence_acq_rel_gpu()    # acquire: the other splits' partials after their count
             slices = split_k
             if cutlass.const_expr(self.skip_last_slice):   # the negative control: tile (0, 0) of batch 0
-                slices = split_k - (1 - cutlass.min(1, tile_m + tile_n + batch))
-            tCgS = thr_mma.partition_C(self.partial_slice(mPartials, tile, 0, split_k))
-            for i in cutlass.range_constexpr(cute.size(rAcc)):
-                if tCcD[i][0] < rows_here:
-                    rAcc[i] = cute.arch.load(tCgS.iterator + cute.crd2idx(i, tCgS.layout), cutlass.Float32, cop="cg")
+                slices = split_k - (1 - cutlass.min(1, corner))
+            cute.copy(vectors, self.partial_vectors(mPartials, tile, 0, split_k, consumer_tidx, values), rVec)
+            rPart = cute.make_rmem_tensor(rVec.layout, self.acc_dtype)
             for s in cutlass.range(1, slices, unroll=1):
-                tCgS = thr_mma.partition_C(self.partial_slice(mPartials, tile, s, split_k))
-                for i in cutlass.range_constexpr(cute.size(rAcc)):
-                    if tCcD[i][0] < rows_here:
-                        rAcc[i] = rAcc[i] + cute.arch.load(tCgS.iterator + cute.crd2idx(i, tCgS.layout),
-                                                           cutlass.Float32, cop="cg")
+                cute.copy(vectors, self.partial_vectors(mPartials, tile, s, split_k, consumer_tidx, values), rPart)
+                rVec.store(rVec.load() + rPart.load())
         return last
