@@ -64,27 +64,6 @@ def test_hopper_gemm_rejects_unsupported_tile_and_cluster():
     hopper_gemm.HopperGemm.can_implement(BF16, BF16, 768, 6144, 4096, tile_m=192, tile_n=192, split_k=2)
 
 
-@pytest.mark.parametrize("m, n, k, expected", [
-    (1, 4096, 4096, (64, 256, (1, 1), 4)),           # decode, long K: K split over the idle SMs
-    (1, 14336, 4096, (64, 128, (1, 1), 1)),          # 112 column tiles already fill the GPU
-    (64, 8192, 8192, (64, 256, (1, 1), 4)),
-    (16, 7168, 2048, (64, 64, (1, 1), 1)),           # short K: no split, the most CTAs
-    (256, 4096, 4096, (128, 64, (2, 1), 1)),
-    (4096, 4096, 4096, (128, 256, (2, 1), 1)),
-    (8192, 8192, 8192, (128, 256, (2, 1), 1)),
-    (320, 8192, 3584, (128, 192, (1, 1), 1)),        # three row tiles do not pair: no 2x1 cluster
-    (4100, 4096, 4096, (128, 256, (1, 1), 1)),       # 33 row tiles: neither
-])
-def test_choose_config(m, n, k, expected):
-    config = hopper_gemm.choose_config(m, n, k, sms=132)
-    assert (config.tile_m, config.tile_n, config.cluster_mn, config.split_k) == expected
-
-
-def test_choose_config_never_splits_beyond_the_k_tiles():
-    config = hopper_gemm.choose_config(1, 64, 64, sms=132)   # one K tile
-    assert config.split_k == 1
-
-
 def test_m1_keeps_two_dimensional_tma():
     """A static M = 1 used to be folded out of A's layout, giving a 1-D TMA for a 2-D box (the M = 1
     crash); with dynamic shapes every operand's TMA keeps all three modes (M or N, K, L)."""

@@ -1,10 +1,11 @@
 """Swap-AB in our Hopper GEMM without a GPU: the M-major D store (what can_implement refuses, that it
 compiles for sm_90a with the transposed stmatrix while the default keeps the plain one), the
 narrow tile widths, the operand views compile_gemm hands the kernel when it swaps, what swap_ab
-refuses, and choose_config's swap rule (off by default)."""
+refuses, and choose_config's swap choice (on by default, SWAP_AB_AUTO)."""
 
 from __future__ import annotations
 
+import math
 import re
 
 import pytest
@@ -119,47 +120,26 @@ def test_swap_ab_refuses_what_it_cannot_run(settings, message):
     hopper_gemm._check_swap_settings("torch.float16", FP16, EpilogueSpec(), "cooperative")
 
 
-@pytest.mark.parametrize("m, n, k, expected", [
-    (1, 6144, 4096, (64, 16, (1, 1), 1)),        # 48 tiles of 128 rows would leave SMs idle: 64-row ones
-    (13, 4096, 14336, (64, 16, (1, 1), 1)),
-    (32, 6144, 4096, (64, 32, (1, 1), 1)),
-    (33, 6144, 4096, (64, 64, (1, 1), 1)),
-    (8, 32768, 4096, (128, 16, (1, 1), 1)),      # 256 tiles of 128 rows already fill the SMs
-])
-def test_swapped_config_narrowest_tile_that_holds_m(m, n, k, expected):
-    config = hopper_gemm.swapped_config(m, n, k)
-    assert (config.tile_m, config.tile_n, config.cluster_mn, config.split_k) == expected and config.swap_ab
-    assert config.describe().endswith(", swap-AB")
+def test_swapped_config_sizes_the_tile_to_the_token_rows():
+    for m, n, k in ((1, 6144, 4096), (13, 4096, 14336), (33, 6144, 4096), (160, 4096, 14336), (200, 2112, 7168)):
+        chosen = hopper_gemm.swapped_config(m, n, k)
+        tiles = math.ceil(m / chosen.tile_n)
+        assert chosen.swap_ab and chosen.tile_n % 16 == 0 and 1 <= tiles <= 4
+        assert chosen.tile_n == min(256, -(-math.ceil(m / tiles) // 16) * 16)   # the least padding for its tiles
+        assert chosen.describe().endswith(", swap-AB")
 
 
-def test_swapped_config_above_64_rows_is_the_swapped_shapes_choice_without_split():
-    config = hopper_gemm.swapped_config(100, 2112, 1000)
-    unswapped = hopper_gemm.choose_config(2112, 100, 1000, allow_split=False)
-    assert config == hopper_gemm.GemmConfig(unswapped.tile_m, unswapped.tile_n, unswapped.cluster_mn, 1,
-                                            swap_ab=True)
-
-
-@pytest.mark.parametrize("m, n, k, swaps", [
-    (1, 6144, 4096, True),      # 96 swapped CTAs
-    (32, 4096, 14336, True),    # 64 swapped CTAs: a third of the SMs and more
-    (64, 4096, 14336, True),    # the 64-row side is full, but unswapped it needs a split-K sum
-    (16, 7168, 2048, True),
-    (1, 2048, 16384, False),    # 32 swapped CTAs: under a third of the SMs; the unswapped split fills them
-    (8, 1024, 4096, False),     # 16
-    (65, 6144, 4096, False),    # more tokens than one 64-row wgmma
-    (100, 6144, 4096, False),
-])
-def test_swap_rule_counts_padding_and_ctas(m, n, k, swaps):
-    assert hopper_gemm.choose_config(m, n, k, allow_swap=True).swap_ab is swaps
-
-
-def test_swap_rule_is_on_by_default_for_decode_shapes_only():
+def test_swap_rule_is_on_by_default_and_switched_off_by_its_flag(monkeypatch):
     assert config.SWAP_AB_AUTO is True
-    for m in (1, 4, 16, 32, 64):
+    for m in (1, 4, 16, 32):
         assert hopper_gemm.choose_config(m, 6144, 4096, allow_swap=True).swap_ab
-    for m in (65, 300):
-        for n, k in ((6144, 4096), (4096, 14336), (264, 136)):
-            chosen = hopper_gemm.choose_config(m, n, k, allow_swap=True)
-            assert not chosen.swap_ab and chosen == config._unswapped_config(m, n, k, 1, 132, 16, True)
+    for m, n, k in ((1, 6144, 4096), (160, 4096, 14336), (300, 264, 136)):
+        assert not hopper_gemm.choose_config(m, n, k).swap_ab          # the caller's settings forbid it
+    monkeypatch.setattr(config, "SWAP_AB_AUTO", False)
+    hopper_gemm.choose_config.cache_clear()
+    try:
+        assert not hopper_gemm.choose_config(1, 6144, 4096, allow_swap=True).swap_ab
+    finally:
+        hopper_gemm.choose_config.cache_clear()
 
 

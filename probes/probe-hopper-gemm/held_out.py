@@ -60,6 +60,29 @@ def label(config: GemmConfig) -> str:
     return f"{config.tile_m}x{config.tile_n} {config.cluster_mn[0]}x{config.cluster_mn[1]} s{config.split_k}{swap}"
 
 
+M_CLASSES = ((1, 16), (17, 64), (65, 128), (129, 256), (257, 1024), (1025, None))
+"""The M classes each chooser's geomean is also reported for (issue 34's done-when: each >= 0.95)."""
+
+
+def class_name(low: int, high: int | None) -> str:
+    return f"class_{low}_{high}" if high else f"class_above_{low - 1}"
+
+
+def class_summary(rows: list[dict], choosers: tuple[str, ...]) -> dict:
+    """{chooser_class_LOW_HIGH_geomean_ratio: geomean of the chooser's ratios over the rows with M in
+    the class (None for a class without a row), ..., class_LOW_HIGH_shapes: how many}."""
+    out = {}
+    for low, high in M_CLASSES:
+        name = class_name(low, high)
+        members = [row for row in rows if low <= row["m"] and (high is None or row["m"] <= high)]
+        out[f"{name}_shapes"] = len(members)
+        for chooser in choosers:
+            ratios = [row.get(chooser) for row in members]
+            usable = bool(ratios) and all(isinstance(r, (int, float)) and r > 0 for r in ratios)
+            out[f"{chooser}_{name}_geomean_ratio"] = round(geomean(ratios), 4) if usable else None
+    return out
+
+
 def geomean(values: list[float]) -> float | None:
     values = [v for v in values if v and v > 0]
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None

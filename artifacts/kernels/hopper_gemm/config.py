@@ -9,13 +9,16 @@ says what a split-K launch allocates beside its output.
 
 from __future__ import annotations
 
+import functools
+import json
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from pathlib import Path
 
 WGMMA_M = 64            # rows of one warpgroup's wgmma
 K_TILE_BYTES = 128      # one 128-byte swizzle row of K per stage: 64 bf16/fp16, 32 tf32 or 128 fp8 elements
 TILE_MS = (64, 128, 192)        # 64 rows per consumer warpgroup on a tile: one, two or three of them
-TILE_NS = (64, 128, 192, 256)   # the widths of ping-pong, and what the unswapped rule picks from
+TILE_NS = (64, 128, 192, 256)   # the widths of ping-pong and of the fused epilogue, and of unswapped candidates
 TILE_N_STEP = 16
 TILE_WIDTHS = tuple(range(TILE_N_STEP, 256 + 1, TILE_N_STEP))
 """Every tile width of the cooperative schedule with the plain epilogue: wgmma's N is any multiple of 8 up
@@ -23,7 +26,7 @@ to 256, and the epilogue's slices are 32 or 16 columns wide (epilogue_slice_n), 
 tile can be sized to its token rows (80 for 160 of them in two tiles, 208 for 200 in one)."""
 MAX_TILE_N = 256
 MAX_TILE_N_192 = 192            # three consumer warpgroups: 96 accumulator registers per thread at most
-EPI_TILE_N = 32
+EPI_TILE_N = 32                 # gemm_base.EPI_TILE_N (plain Python here: config imports no CuTe DSL)
 # narrow tiles for the swapped decode problem's small side (a few token rows as the kernel's N): less
 # padded shared memory per stage; the epilogue slice is then the whole tile width
 NARROW_TILE_NS = (16, 32)
@@ -34,10 +37,6 @@ PINGPONG_TILE_M = WGMMA_M   # a ping-pong warpgroup owns a whole tile: one 64-ro
 # probe-decode-gemm's H200 run 20261201T193723Z, where the in-kernel swap beat the unswapped choice at
 # every M from 1 to 64 on both weights (and the split-K sum the unswapped choice needs cost the most)
 SWAP_AB_AUTO = True
-SWAP_MIN_SM_SHARE = 3
-"""Swap only where the swapped tiles (64 weight rows each, no split-K) put at least 1 / this of the SMs to
-work: each CTA then streams its own slice of the weight, and too few cannot pull the HBM's bandwidth
-(measured: 64 CTAs on 132 SMs streamed a 4096 x 14336 weight at about cuBLAS's rate)."""
 
 
 def epilogue_slice_n(tile_n: int) -> int:
@@ -67,90 +66,91 @@ class GemmConfig:
                 f"split-k {self.split_k}{schedule}{swap}")
 
 
-# Relative time of one output tile per unit of area, by tile width: narrow tiles reload A more often
-# per output column and spend more of their time in the epilogue. Fitted to H200 timings of forced
-# configurations (scratch runs, 2026-12-01): at 1024x4096x4096 a 64-wide tile took 1.56x the time of
-# the 256-wide one at equal area, and 128x192 lost to 128x64 at 1024x2112x7168.
-TILE_N_COST = {64: 1.8, 128: 1.12, 192: 1.1, 256: 1.0}
-SPLIT_MIN_K_TILES = 64   # below this many K tiles the split-K sum costs more than the SMs it fills
-SPLIT_K_TILES_PER_RANGE = 16
+COST_MODEL_FILE = Path(__file__).resolve().parent / "cost_model_h200.json"
+COST_TERMS = ("launch_us", "tile_us", "mma_us", "narrow_n", "load_us", "epilogue_us", "reduce_us", "hbm_us",
+              "rows192", "swap")
+"""The cost model's terms, in microseconds unless said (fit.py fits them to the sweep's table):
+launch_us    a launch, whatever it does;   tile_us  a work tile's fixed cost (setup, barriers, the wait
+             for its first stage);
+mma_us       one K tile of wgmma per 64 x 64 of tile area (a 128 x 256 tile: 8 of them);
+narrow_n     columns of wgmma overhead per instruction (a narrow tile issues more, each doing less);
+load_us      one K tile's loads per KiB a CTA receives (TMA into shared memory; multicast halves a share);
+epilogue_us  per 64 x 64 of tile area through the epilogue;
+reduce_us    per 64 x 64 of a split's FP32 partial, written and read back by split-K;
+hbm_us       per MiB of A, B and D moved once through HBM (the memory floor);
+rows192      factor on a 192-row tile's wgmma (three consumer warpgroups share the issue slots);
+swap         factor on a swapped tile's wgmma."""
 
 
+SOFT_MAX = 3   # the exponent of the smooth maximum of the tiles' time and the memory floor
+
+
+def _load_cost_model(path: Path) -> dict[str, float]:
+    """The fitted terms from `path` (fit.py writes it): every term of COST_TERMS, a positive finite number."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise ValueError(f"{path}: the chooser's cost model is unreadable ({err})") from None
+    terms = data.get("terms") if isinstance(data, dict) else None
+    if not isinstance(terms, dict) or set(terms) != set(COST_TERMS) or not all(
+            type(v) in (int, float) and 0 < v < math.inf for v in terms.values()):
+        raise ValueError(f"{path}: 'terms' must hold exactly {COST_TERMS}, each a positive finite number")
+    return {name: float(terms[name]) for name in COST_TERMS}
+
+
+COST = _load_cost_model(COST_MODEL_FILE)
+
+
+def predicted_us(config: GemmConfig, m: int, n: int, k: int, batch: int = 1, sms: int = 132, ab_bits: int = 16,
+                 cost: dict[str, float] | None = None) -> float:
+    """The cost model's time of `config` on an (L x) M x N x K problem: the waves of work tiles over the
+    SMs (clusters placed whole) times one work tile's time (a fixed cost, its K range's steps, each the
+    larger of its wgmma and its loads, the epilogue, the split-K partial), or the time to move A, B and
+    D through HBM once where that is longer (a smooth maximum of the two), plus a launch. `cost`: other terms than COST (fit.py's trials)."""
+    c = COST if cost is None else cost
+    km, kn = (n, m) if config.swap_ab else (m, n)
+    tile_m, tile_n = config.tile_m, config.tile_n
+    cm, cn = config.cluster_mn
+    k_tiles = math.ceil(k * ab_bits / 8 / K_TILE_BYTES)
+    steps = math.ceil(k_tiles / config.split_k)
+    tiles_m, tiles_n = -(-math.ceil(km / tile_m) // cm) * cm, -(-math.ceil(kn / tile_n) // cn) * cn
+    clusters = tiles_m * tiles_n * batch * config.split_k // (cm * cn)
+    waves = math.ceil(clusters / max(1, sms // (cm * cn)))
+    area = tile_m * tile_n / 4096
+    mma = c["mma_us"] * tile_m * (tile_n + c["narrow_n"]) / 4096   # a K tile is 128 bytes deep: the same time per type
+    mma *= (c["rows192"] if tile_m == 3 * WGMMA_M else 1.0) * (c["swap"] if config.swap_ab else 1.0)
+    load = c["load_us"] * (tile_m / cn + tile_n / cm) * K_TILE_BYTES / 1024
+    tile = c["tile_us"] + steps * max(mma, load) + c["epilogue_us"] * area
+    if config.split_k > 1:
+        tile += c["reduce_us"] * area * config.split_k
+    moved = ((m * k + n * k) * ab_bits / 8 + m * n * 2) * batch / 2 ** 20
+    # the larger of the two, smoothly (a kernel near its memory floor still gains from faster tiles)
+    return c["launch_us"] + ((waves * tile) ** SOFT_MAX + (c["hbm_us"] * moved) ** SOFT_MAX) ** (1 / SOFT_MAX)
+
+
+@functools.lru_cache(maxsize=4096)
 def choose_config(m: int, n: int, k: int, batch: int = 1, sms: int = 132, ab_bits: int = 16,
-                  allow_split: bool = True, allow_swap: bool = False) -> GemmConfig:
-    """The configuration for an (L x) M x N x K problem on a GPU with `sms` SMs: the unswapped one
-    (_unswapped_config), or, where allow_swap (the caller's settings permit it) and SWAP_AB_AUTO, the
-    swapped one (swapped_config) where swap_ab_pays."""
-    unswapped = _unswapped_config(m, n, k, batch, sms, ab_bits, allow_split)
-    if allow_swap and SWAP_AB_AUTO and swap_ab_pays(m, n, batch, sms, unswapped):
-        return swapped_config(m, n, k, batch, sms, ab_bits)
-    return unswapped
+                  allow_split: bool = True, allow_swap: bool = False, fused: bool = False) -> GemmConfig:
+    """The configuration for an (L x) M x N x K problem on a GPU with `sms` SMs: of candidates(), the one
+    the cost model (predicted_us, fitted to the H200 sweep) gives the least time. allow_swap: the
+    caller's settings permit swap-AB (a 16-bit D, no fused epilogue, the cooperative schedule), which
+    SWAP_AB_AUTO switches on; allow_split=False or fused (a fused epilogue) keep K whole."""
+    found = candidates(m, n, k, batch, sms, ab_bits, allow_split and not fused, allow_swap and SWAP_AB_AUTO, fused)
+    return min(found, key=lambda c: predicted_us(c, m, n, k, batch, sms, ab_bits))
 
 
 def swapped_config(m: int, n: int, k: int, batch: int = 1, sms: int = 132, ab_bits: int = 16) -> GemmConfig:
-    """The configuration of the swapped problem (the kernel's M is n, its N is m; never split).
-    M <= 64: the narrowest tile width that holds the M rows (16, 32 or 64: the least padding of the
-    wgmma's N side and of B's stage), 128-row tiles over N when they alone fill the SMs, else 64-row
-    ones (twice the CTAs streaming the weight). M > 64: choose_config's pick for the swapped shape."""
-    if m > WGMMA_M:
-        return replace(_unswapped_config(n, m, k, batch, sms, ab_bits, allow_split=False), swap_ab=True)
-    tile_n = min(w for w in NARROW_TILE_NS + TILE_NS if w >= m)
-    tile_m = 128 if math.ceil(n / 128) * batch >= sms else WGMMA_M
-    return GemmConfig(tile_m, tile_n, (1, 1), 1, swap_ab=True)
+    """The swapped configuration the cost model prefers (what swap_ab=True runs when nothing is forced)."""
+    found = [c for c in candidates(m, n, k, batch, sms, ab_bits, allow_swap=True) if c.swap_ab]
+    return min(found, key=lambda c: predicted_us(c, m, n, k, batch, sms, ab_bits))
 
 
-def swap_ab_pays(m: int, n: int, batch: int, sms: int, unswapped: GemmConfig) -> bool:
-    """Whether swap-AB should beat the unswapped configuration, from counts and no timing: the tokens
-    (M <= 64) fit one 64-row wgmma unswapped, where they leave the K loop to few column tiles (and a
-    split-K sum to fill the SMs); swapped, they are the narrow N side (16, 32 or 64 wide) and the
-    weight's rows fill the 64-row side, N / 64 CTAs each streaming its own slice of the weight with
-    no split. Swap where those CTAs are at least 1 / SWAP_MIN_SM_SHARE of the SMs."""
-    if m > WGMMA_M or unswapped.tile_m != WGMMA_M:
-        return False
-    swapped = swapped_config(m, n, 1, batch, sms)
-    swapped_ctas = math.ceil(n / swapped.tile_m) * math.ceil(m / swapped.tile_n) * batch
-    return SWAP_MIN_SM_SHARE * swapped_ctas >= sms
-
-
-def _unswapped_config(m: int, n: int, k: int, batch: int, sms: int, ab_bits: int, allow_split: bool) -> GemmConfig:
-    """The configuration of the problem as given.
-
-    M <= 64 (decode): one 64-row tile streams B. The widest tile (256, then 128) whose column tiles
-    fill three quarters of the SMs; otherwise, for long K, 256-wide tiles with K split over the idle
-    SMs (at least 16 K tiles per range); otherwise the width that puts the most CTAs to work.
-    M > 64: 128-row tiles, the width minimizing waves x tile cost, a 2x1 cluster (B multicast) when
-    the row tiles pair up (an even count), split-K when the tiles fill less than half of the SMs and K
-    is long.
-    allow_split=False (a fused epilogue, which needs the whole sum): never split K."""
-    k_tiles = math.ceil(k * ab_bits / 8 / K_TILE_BYTES)
-    if m <= 64:
-        def tiles_for(width: int) -> int:
-            return math.ceil(n / width) * batch
-        for width in (256, 128):
-            if tiles_for(width) >= 0.75 * sms:
-                return GemmConfig(64, width, (1, 1), 1)
-        if allow_split and k_tiles >= SPLIT_MIN_K_TILES:
-            split = max(1, min(MAX_SPLIT_K, sms // tiles_for(256), k_tiles // SPLIT_K_TILES_PER_RANGE))
-            return GemmConfig(64, 256, (1, 1), split)
-        width = max(TILE_NS, key=lambda w: (min(tiles_for(w), sms), w))
-        return GemmConfig(64, width, (1, 1), 1)
-    tile_m = 128
-
-    def waves(tile_n: int) -> float:
-        tiles = math.ceil(m / tile_m) * math.ceil(n / tile_n) * batch
-        return math.ceil(tiles / sms) * tile_n * TILE_N_COST[tile_n]
-
-    tile_n = min(TILE_NS, key=lambda t: (waves(t), -t))
-    tiles_m = math.ceil(m / tile_m)
-    tiles = tiles_m * math.ceil(n / tile_n) * batch
-    split_k = 1
-    if allow_split and tiles * 2 <= sms and k_tiles >= SPLIT_MIN_K_TILES:
-        split_k = max(1, min(MAX_SPLIT_K, sms // tiles, k_tiles // SPLIT_K_TILES_PER_RANGE))
-    # a 2x1 cluster pairs row tiles: over an odd count the last pair's second CTA computes a tile
-    # wholly outside D (1 / (tiles_m + 1) of the SMs' work wasted: a quarter at three row tiles)
-    cluster = (2, 1) if tiles_m >= 2 and tiles_m % 2 == 0 and split_k == 1 else (1, 1)
-    return GemmConfig(tile_m, tile_n, cluster, split_k)
-
+def ranked(m: int, n: int, k: int, batch: int = 1, sms: int = 132, ab_bits: int = 16, allow_swap: bool = True,
+           count: int | None = None) -> list[GemmConfig]:
+    """The candidates, fastest predicted first (the first is choose_config's pick with the same
+    settings), the first `count` of them."""
+    found = candidates(m, n, k, batch, sms, ab_bits, allow_swap=allow_swap and SWAP_AB_AUTO)
+    return sorted(found, key=lambda c: predicted_us(c, m, n, k, batch, sms, ab_bits))[:count]
 
 
 def split_workspace(m: int, n: int, batch: int, config: GemmConfig) -> tuple[int, int]:

@@ -26,10 +26,10 @@ from cutlass.cute.nvgpu import cpasync
 from cutlass.tensor_utils import LayoutEnum
 
 from . import pipeline_checks
-from .config import EPI_TILE_N   # noqa: F401  (the epilogue slice's columns; the FP8 GEMM reads it from here)
 from .sm90_common import SMEM_BYTES, WARPGROUP_THREADS, load_atom
 
 PRODUCER_REGISTERS, CONSUMER_REGISTERS = 40, 232   # setmaxnreg targets (multiples of 8, sum fits 64K)
+EPI_TILE_N = 32         # epilogue slice: (rows, 32) columns at a time through shared memory
 TMA_WARPS = 1           # the producer warpgroup's warp 0 issues every load
 
 
@@ -125,10 +125,6 @@ class Sm90GemmBase:
     smem_words = 0   # Int32 words before the barriers (a specialization's flags between its threads)
 
     # --- host side: sizing, atoms, scheduler, launch --------------------------------------------------
-
-    def register_targets(self) -> tuple[int, int]:
-        """(producer, consumer) setmaxnreg targets: one producer and two consumer warpgroups by default."""
-        return PRODUCER_REGISTERS, CONSUMER_REGISTERS
 
     def tile_warpgroups(self) -> int:
         """Consumer warpgroups that work on one tile (and so read each stage, and run its epilogue):
@@ -293,15 +289,14 @@ class Sm90GemmBase:
 
     @cute.jit
     def dispatch_roles(self, warp, warpgroup_idx, producer_args, consumer_args):
-        """Hand the registers over (register_targets) and run the roles: warpgroup 0 gives registers back
-        and its warp 0 runs produce(*producer_args); the consumer warpgroups take them and run
-        consume(*consumer_args)."""
+        """Hand the registers over and run the roles: warpgroup 0 gives registers back and its warp 0
+        runs produce(*producer_args); the consumer warpgroups take them and run consume(*consumer_args)."""
         if warpgroup_idx == 0:
-            cute.arch.setmaxregister_decrease(self.register_targets()[0])
+            cute.arch.setmaxregister_decrease(PRODUCER_REGISTERS)
             if warp == 0:
                 self.produce(*producer_args)
         else:
-            cute.arch.setmaxregister_increase(self.register_targets()[1])
+            cute.arch.setmaxregister_increase(CONSUMER_REGISTERS)
             self.consume(*consumer_args)
 
     # --- producer ------------------------------------------------------------------------------------

@@ -65,6 +65,8 @@ Run: probe-hopper-gemm (kernelwiki probe run --probe probe-hopper-gemm) on an H2
 
 from __future__ import annotations
 
+from typing import Optional
+
 import cuda.bindings.driver as cuda
 import cutlass
 import cutlass.cute as cute
@@ -138,10 +140,21 @@ class HopperGemm(SplitKTiles, Sm90GemmBase):
         # three consumer warpgroups (192 rows): a stage is larger, so fewer D buffers leave room for a fourth
         self.stages, self.epi_stages = self.fit_stages(EPI_STAGES if self.warpgroups < 3 else 2, EPI_STAGES)
 
-    def register_targets(self) -> tuple[int, int]:
-        """setmaxnreg targets: the skeleton's for one or two consumer warpgroups; with three (512 threads)
-        the producer keeps THREE_CONSUMER_REGISTERS[0] and each consumer gets [1] (the sum fits 64K)."""
-        return THREE_CONSUMER_REGISTERS if self.warpgroups == 3 else super().register_targets()
+    @cute.jit
+    def dispatch_roles(self, warp, warpgroup_idx, producer_args, consumer_args):
+        """The skeleton's roles; with three consumer warpgroups (512 threads) the setmaxnreg targets are
+        THREE_CONSUMER_REGISTERS (the skeleton's 40 / 232 would not fit 64K registers)."""
+        if cutlass.const_expr(self.warpgroups != 3):
+            super().dispatch_roles(warp, warpgroup_idx, producer_args, consumer_args)
+        else:
+            producer_registers, consumer_registers = THREE_CONSUMER_REGISTERS
+            if warpgroup_idx == 0:
+                cute.arch.setmaxregister_decrease(producer_registers)
+                if warp == 0:
+                    self.produce(*producer_args)
+            else:
+                cute.arch.setmaxregister_increase(consumer_registers)
+                self.consume(*consumer_args)
 
     @staticmethod
     def can_implement(ab_dtype, d_dtype, m: int, n: int, k: int, tile_n: int = 256,
@@ -216,9 +229,11 @@ class HopperGemm(SplitKTiles, Sm90GemmBase):
     @cute.jit
     def __call__(self, mA: cute.Tensor, mB: cute.Tensor, mD: cute.Tensor, alpha: cutlass.Float32,
                  split_k: cutlass.Int32, max_active_clusters: cutlass.Constexpr, stream: cuda.CUstream,
-                 mBias: cute.Tensor | None = None, mC: cute.Tensor | None = None, beta: cutlass.Float32 | None = None,
-                 quant: cutlass.Float32 | None = None, mPartials: cute.Tensor | None = None,
-                 mCounters: cute.Tensor | None = None):
+                 mBias: Optional[cute.Tensor] = None, mC: Optional[cute.Tensor] = None,
+                 beta: Optional[cutlass.Float32] = None, quant: Optional[cutlass.Float32] = None,
+                 mPartials: Optional[cute.Tensor] = None, mCounters: Optional[cute.Tensor] = None):
+        # (typing.Optional, not `X | None`: the DSL's export to an object file unwraps only the former,
+        # and could not write the split and fused kernels' scalars otherwise, so they were never cached)
         # mA: (M, K, L) K- or M-major; mB: (N, K, L) K- or N-major; mD: (M, N, L) N-major, or M-major as
         # self.d_layout says (the TMA store atom follows mD's strides);
         # the fused epilogue's operands (None unless self.epilogue asks; stand-ins in a split kernel):

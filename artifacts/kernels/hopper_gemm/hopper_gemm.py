@@ -38,7 +38,7 @@ from . import autotune
 from .config import PINGPONG_TILE_M, GemmConfig, choose_config, split_workspace, swapped_config
 from .fused_epilogue import EpilogueSpec
 from .gemm_sm90 import D_M_MAJOR_DTYPES, D_MAJOR_MODE, MAJOR_MODE, HopperGemm
-from .jit import compile_for, kernel_for
+from .jit import compile_for, kernel_for, precompile
 from .sm90_common import batch_last, canonical, check_alignment, current_stream, cute_view
 
 
@@ -155,7 +155,9 @@ def compile_gemm(a, b, out_dtype=None, alpha: float = 1.0, tile_n: int | None = 
     else:
         swap_allowed = (swap_ab is None and dtypes[out_dtype] in D_M_MAJOR_DTYPES and not spec.fused
                         and split_k in (None, 1) and schedule == "cooperative")
-        chosen = choose_config(m, n, k, batch, sms, ab_dtype.width, allow_split=not spec.fused, allow_swap=swap_allowed)
+        # ping-pong takes the fused epilogue's widths (TILE_NS) and no split: the same candidates
+        chosen = choose_config(m, n, k, batch, sms, ab_dtype.width, allow_split=not spec.fused, allow_swap=swap_allowed,
+                               fused=spec.fused or schedule == "pingpong")
     swap = chosen.swap_ab
     if schedule == "pingpong":
         chosen = GemmConfig(PINGPONG_TILE_M, chosen.tile_n, chosen.cluster_mn, 1, schedule=schedule)
@@ -340,16 +342,36 @@ def time_sweep(a, b, out_dtype=None, alpha: float = 1.0) -> dict[GemmConfig, flo
     batch = a.shape[0] if a.dim() == 3 else 1
     sms = torch.cuda.get_device_properties(a.device).multi_processor_count
     bits = 8 if a.dtype == torch.float8_e4m3fn else 32 if a.dtype == torch.float32 else 16
-    configs = [choose_config(m, n, k, batch, sms, bits)]
-    configs += [c for c in autotune.sweep(m, n, k, batch, sms, bits) if c not in configs]
+    swap = (out_dtype or (torch.bfloat16 if a.dtype == torch.float8_e4m3fn else a.dtype)) in (torch.bfloat16, torch.float16)
+    configs = [choose_config(m, n, k, batch, sms, bits, allow_swap=swap)]
+    configs += [c for c in autotune.sweep(m, n, k, batch, sms, bits, allow_swap=swap) if c not in configs]
     runs = {}
     for config in configs:
         try:
             runs[config], _ = compile_gemm(a, b, out_dtype, alpha, tile_m=config.tile_m, tile_n=config.tile_n,
-                                           cluster_mn=config.cluster_mn, split_k=config.split_k, swap_ab=False)
+                                           cluster_mn=config.cluster_mn, split_k=config.split_k,
+                                           swap_ab=config.swap_ab)
         except ValueError:   # a configuration this problem cannot use (a split wider than its K tiles)
             continue
     return autotune.time_runs(runs)
+
+
+def precompile_for(problems: list[tuple[int, int, int]], tune: bool = False, workers: int | None = None) -> list[str]:
+    """Compile, in parallel processes (jit.precompile), the bf16 kernels that compile_gemm would pick for
+    each (m, n, k) problem on this GPU, and with tune=True every configuration time_sweep times too, so
+    that the calls that follow load them from the disk cache. Returns the workers' errors."""
+    import os
+
+    import torch
+
+    sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+    kernels = {}
+    for m, n, k in problems:
+        chosen = [choose_config(m, n, k, 1, sms, 16, allow_swap=True)]
+        for config in chosen + (autotune.sweep(m, n, k, 1, sms, 16) if tune else []):
+            key = (config.tile_m, config.tile_n, config.cluster_mn, min(config.split_k, 2), config.swap_ab)
+            kernels[key] = ("BFloat16", "BFloat16", "k", "k", GemmConfig(*key[:4]), "m" if config.swap_ab else "n")
+    return precompile(list(kernels.values()), workers or max(1, min(16, (os.cpu_count() or 2) - 1)))
 
 
 def gemm(a, b, out_dtype=None, alpha: float = 1.0, out=None, **settings):

@@ -3,12 +3,13 @@
 _compile builds HopperGemm (gemm_sm90.py) for fake tensors whose extents and strides are run-time
 values, so one compiled kernel serves every shape, stride and split_k of its configuration;
 kernel_for keeps it in memory and on disk (sm90_common.cached_kernel: a new process loads the object
-file instead of compiling); compile_for compiles with PTX and cubin kept, without a GPU (the compile
-tests and probes scan them).
+file instead of compiling); precompile fills the disk cache from several processes at once;
+compile_for compiles with PTX and cubin kept, without a GPU (the compile tests and probes scan them).
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import cutlass
@@ -86,3 +87,55 @@ def kernel_for(ab_dtype, d_dtype, a_major: str, b_major: str, config: GemmConfig
            f"sm_{props.major}{props.minor}", variant)
     return cached_kernel(key, lambda: _compile(ab_dtype, d_dtype, a_major, b_major, config, clusters, None, variant,
                                                d_major), KERNEL_SOURCES)
+
+
+def precompile(jobs: list[tuple], workers: int = 8, timeout_s: float = 300.0) -> list[str]:
+    """Compile kernels into the disk cache in `workers` processes at once, so that kernel_for later loads
+    them instead of compiling one after another: each job is (A/B type name, D type name, a_major,
+    b_major, GemmConfig, d_major), type names as cutlass spells them ("BFloat16"). Returns the errors
+    the workers printed (a job that failed is compiled again, in-process, when it is used)."""
+    import subprocess
+    import sys
+    import tempfile
+
+    shares = [jobs[i::workers] for i in range(max(1, min(workers, len(jobs))))]
+    with tempfile.TemporaryDirectory() as tmp:
+        procs = []
+        for i, share in enumerate(shares):
+            path = Path(tmp) / f"jobs{i}.json"
+            path.write_text(json.dumps([[ab, d, am, bm, [c.tile_m, c.tile_n, list(c.cluster_mn), c.split_k], dm]
+                                        for ab, d, am, bm, c, dm in share]))
+            procs.append(subprocess.Popen([sys.executable, "-m", "artifacts.kernels.hopper_gemm.jit", "--precompile",
+                                           str(path)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        errors = []
+        for proc in procs:
+            try:
+                output, _ = proc.communicate(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                output, _ = proc.communicate()
+                errors.append(f"a precompile worker ran past {timeout_s} s")
+            errors += [line for line in output.splitlines() if line.startswith("PRECOMPILE-ERROR")]
+    return errors
+
+
+def _precompile_worker(path: str) -> None:
+    """Compile each job of the JSON file `path` (precompile's format) into the disk cache."""
+    import torch
+
+    torch.zeros(1, device="cuda")   # a CUDA context before the cluster-occupancy query
+    for ab, d, a_major, b_major, (tile_m, tile_n, cluster, split), d_major in json.loads(Path(path).read_text()):
+        try:
+            kernel_for(getattr(cutlass, ab), getattr(cutlass, d), a_major, b_major,
+                       GemmConfig(tile_m, tile_n, tuple(cluster), split), (), d_major)
+        except Exception as err:   # noqa: BLE001  (reported; the job compiles again where it is used)
+            print(f"PRECOMPILE-ERROR {tile_m}x{tile_n} {cluster} s{split} D{d_major}: {type(err).__name__}: {err}"[:300],
+                  flush=True)
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(description="compile kernels into the disk cache (precompile's worker)")
+    parser.add_argument("--precompile", required=True, help="a JSON file of jobs")
+    _precompile_worker(parser.parse_args().precompile)
