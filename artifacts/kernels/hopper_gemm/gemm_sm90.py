@@ -145,7 +145,7 @@ class HopperGemm(SplitKTiles, Sm90GemmBase):
         """The skeleton's roles; with three consumer warpgroups (512 threads) the setmaxnreg targets are
         THREE_CONSUMER_REGISTERS (the skeleton's 40 / 232 would not fit 64K registers)."""
         if cutlass.const_expr(self.warpgroups != 3):
-            super().dispatch_roles(warp, warpgroup_idx, producer_args, consumer_args)
+            Sm90GemmBase.dispatch_roles(self, warp, warpgroup_idx, producer_args, consumer_args)
         else:
             producer_registers, consumer_registers = THREE_CONSUMER_REGISTERS
             if warpgroup_idx == 0:
