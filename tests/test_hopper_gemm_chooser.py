@@ -38,8 +38,8 @@ def test_the_candidates_size_swapped_tiles_to_the_rows_and_split_only_under_a_wa
         tiles = math.ceil(km / c.tile_m) * math.ceil(kn / c.tile_n)
         if c.swap_ab:   # the tokens in one to four column tiles, each a multiple of 16 wide
             assert c.tile_n % 16 == 0 and c.tile_n >= min(256, math.ceil(m / 4)) and c.tile_n <= max(16, -(-m // 16) * 16)
-        else:
-            assert c.tile_n in config.TILE_NS
+        else:   # the power-of-two widths, or one that fills whole waves
+            assert c.tile_n in config.TILE_NS or c.tile_n in config.wave_widths(math.ceil(m / c.tile_m), n, 132, 64, 256)
         if c.split_k > 1:
             assert tiles < 132 and 2 <= c.split_k <= min(config.MAX_SPLIT_K, k_tiles // 2)
             assert math.ceil(tiles / 132) * c.split_k <= 132   # the splits keep one wave

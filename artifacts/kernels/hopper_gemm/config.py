@@ -173,11 +173,25 @@ def split_choices(tiles: int, k_tiles: int, sms: int) -> tuple[int, ...]:
     return tuple(sorted({s for s in (fill, fill // 2) if s >= 2}))
 
 
+def wave_widths(rows: int, n: int, sms: int, narrowest: int, widest: int) -> set[int]:
+    """Tile widths (multiples of 16) that make `rows` row tiles x ceil(n / width) column tiles fill one or
+    two whole waves of `sms` as nearly as they can: 128 x 144 tiles put 384 x 6144 in 129 of 132 SMs,
+    where 128-wide ones need 144 (cuBLAS picks such widths: issue 34's table)."""
+    out = set()
+    for waves in (1, 2):
+        columns = waves * sms // max(1, rows)
+        if columns >= 1:
+            width = -(-math.ceil(n / columns) // TILE_N_STEP) * TILE_N_STEP
+            if narrowest <= width <= widest:
+                out.add(width)
+    return out
+
+
 def candidates(m: int, n: int, k: int, batch: int = 1, sms: int = 132, ab_bits: int = 16, allow_split: bool = True,
                allow_swap: bool = False, fused: bool = False) -> list[GemmConfig]:
     """Every configuration the chooser considers for an (L x) M x N x K problem (and tune=True times the
-    best-ranked of): unswapped tiles of 64, 128 or 192 rows by 64..256 columns, in a 1x1 or (two row
-    tiles or more) 2x1 cluster; swapped (allow_swap) tiles of 64 or 128 weight rows by a width sized to
+    best-ranked of): unswapped tiles of 64, 128 or 192 rows by 64, 128, 192 or 256 columns or a width
+    that fills whole waves (wave_widths), in a 1x1 or (two row tiles or more) 2x1 cluster; swapped (allow_swap) tiles of 64 or 128 weight rows by a width sized to
     the token rows (the tokens in 1..4 column tiles, rounded up to 16), in 1x1, 2x1 or (two token
     tiles or more) 1x2 clusters, the 1x2 pair sharing the weight tile; each also split over K where the
     work tiles fill under a wave (split_choices; allow_split). fused: the fused epilogue's widths only
@@ -196,8 +210,9 @@ def candidates(m: int, n: int, k: int, batch: int = 1, sms: int = 132, ab_bits: 
     for tile_m in TILE_MS:
         if (tile_m == 3 * WGMMA_M and m <= 2 * WGMMA_M) or (tile_m == WGMMA_M and m > 4 * WGMMA_M):
             continue   # a third of a 192-row tile or less used; 64-row tiles where 128 rows fill
-        for tile_n in TILE_NS:
-            if tile_m != 3 * WGMMA_M or tile_n <= MAX_TILE_N_192:
+        widest = MAX_TILE_N_192 if tile_m == 3 * WGMMA_M else MAX_TILE_N
+        for tile_n in sorted(set(TILE_NS) | wave_widths(math.ceil(m / tile_m) * batch, n, sms, 4 * 16, widest)):
+            if tile_n <= widest and not (fused and tile_n not in TILE_NS):
                 add(m, n, tile_m, tile_n, False)
     if allow_swap and not fused:
         widths = sorted({min(MAX_TILE_N, -(-math.ceil(m / parts) // TILE_N_STEP) * TILE_N_STEP) for parts in (1, 2, 3, 4)})
