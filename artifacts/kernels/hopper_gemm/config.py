@@ -68,7 +68,7 @@ class GemmConfig:
 
 COST_MODEL_FILE = Path(__file__).resolve().parent / "cost_model_h200.json"
 COST_TERMS = ("launch_us", "tile_us", "mma_us", "narrow_n", "load_us", "epilogue_us", "reduce_us", "hbm_us",
-              "rows192", "swap")
+              "reread", "rows192", "swap")
 """The cost model's terms, in microseconds unless said (fit.py fits them to the sweep's table):
 launch_us    a launch, whatever it does;   tile_us  a work tile's fixed cost (setup, barriers, the wait
              for its first stage);
@@ -77,7 +77,9 @@ narrow_n     columns of wgmma overhead per instruction (a narrow tile issues mor
 load_us      one K tile's loads per KiB a CTA receives (TMA into shared memory; multicast halves a share);
 epilogue_us  per 64 x 64 of tile area through the epilogue;
 reduce_us    per 64 x 64 of a split's FP32 partial, written and read back by split-K;
-hbm_us       per MiB of A, B and D moved once through HBM (the memory floor);
+hbm_us       per MiB moved through HBM (the memory floor): A, B and D once, and each re-read of an operand
+             tile by another CTA (one per column tile of A, row tile of B, less what multicast shares)
+             times `reread`, the share of re-reads the L2 does not catch;
 rows192      factor on a 192-row tile's wgmma (three consumer warpgroups share the issue slots);
 swap         factor on a swapped tile's wgmma."""
 
@@ -123,7 +125,9 @@ def predicted_us(config: GemmConfig, m: int, n: int, k: int, batch: int = 1, sms
     tile = c["tile_us"] + steps * max(mma, load) + c["epilogue_us"] * area
     if config.split_k > 1:
         tile += c["reduce_us"] * area * config.split_k
-    moved = ((m * k + n * k) * ab_bits / 8 + m * n * 2) * batch / 2 ** 20
+    a_reads = 1 + (math.ceil(kn / tile_n) / cn - 1) * c["reread"]   # the kernel's A, read once per column tile
+    b_reads = 1 + (math.ceil(km / tile_m) / cm - 1) * c["reread"]
+    moved = ((km * k * a_reads + kn * k * b_reads) * ab_bits / 8 + m * n * 2) * batch / 2 ** 20
     # the larger of the two, smoothly (a kernel near its memory floor still gains from faster tiles)
     return c["launch_us"] + ((waves * tile) ** SOFT_MAX + (c["hbm_us"] * moved) ** SOFT_MAX) ** (1 / SOFT_MAX)
 

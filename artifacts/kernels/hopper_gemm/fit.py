@@ -93,9 +93,9 @@ def _features(shapes: list[dict]):
             steps = math.ceil(math.ceil(k * 2 / K_TILE_BYTES) / c.split_k)
             tiles_m, tiles_n = -(-math.ceil(km / c.tile_m) // cm) * cm, -(-math.ceil(kn / c.tile_n) // cn) * cn
             waves = math.ceil(tiles_m * tiles_n * c.split_k // (cm * cn) / (SMS // (cm * cn)))
-            moved = ((m * k + n * k) * 2 + m * n * 2) / 2 ** 20
             rows.append((waves, steps, c.tile_m, c.tile_n, cm, cn, c.split_k, float(c.swap_ab),
-                         float(c.tile_m == 3 * WGMMA_M), moved, us))
+                         float(c.tile_m == 3 * WGMMA_M), km * k * 2 / 2 ** 20, kn * k * 2 / 2 ** 20, m * n * 2 / 2 ** 20,
+                         math.ceil(kn / c.tile_n) / cn - 1, math.ceil(km / c.tile_m) / cm - 1, us))
             index.append(i)
     return np.array(rows, dtype=float), np.array(index)
 
@@ -105,7 +105,8 @@ def _predict(theta, cols):
     import numpy as np
 
     t = dict(zip(COST_TERMS, np.exp(theta)))
-    waves, steps, tm, tn, cm, cn, split, swap, r192, moved = (cols[:, j] for j in range(10))
+    waves, steps, tm, tn, cm, cn, split, swap, r192, a_mb, b_mb, d_mb, a_extra, b_extra = (cols[:, j] for j in range(14))
+    moved = a_mb * (1 + a_extra * t["reread"]) + b_mb * (1 + b_extra * t["reread"]) + d_mb
     mma = t["mma_us"] * tm * (tn + t["narrow_n"]) / 4096
     mma = mma * np.where(r192 > 0, t["rows192"], 1.0) * np.where(swap > 0, t["swap"], 1.0)
     load = t["load_us"] * (tm / cn + tn / cm) * K_TILE_BYTES / 1024
@@ -120,7 +121,7 @@ def _residuals(theta, cols, index, best_log):
     import numpy as np
 
     log_pred = np.log(_predict(theta, cols))
-    measured = np.log(cols[:, 10])
+    measured = np.log(cols[:, -1])
     relative = measured - best_log[index]
     weight = np.exp(-relative / NEAR) + 0.05
     # the predicted gap of each configuration to the shape's fastest, against the measured gap
