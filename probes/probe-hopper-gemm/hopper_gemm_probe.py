@@ -573,6 +573,10 @@ def compile_kernel(arch: str) -> compile_mod.Emitted:
         emitted.facts.append("m1-operand-tma-rank:3d")
     # the schedules cases' ping-pong kernel (its ordered barriers: BAR.SYNC / BAR.ARV over 256 threads)
     extras += [hopper_gemm.compile_for(arch, tile_m=64, tile_n=256, cluster_mn=(2, 1), schedule="pingpong")]
+    # the tiles mid-M needs: a swapped 128 x 80 tile (two of them share the weight in a 1 x 2 cluster)
+    # split over K, and a 192-row tile (three consumer warpgroups)
+    extras += [hopper_gemm.compile_for(arch, tile_m=128, tile_n=80, cluster_mn=(1, 2), split_k=2, d_major="m"),
+               hopper_gemm.compile_for(arch, tile_m=192, tile_n=192, cluster_mn=(2, 1))]
     extras += [hopper_gemm.compile_for(arch, ab_dtype=AB_DTYPES["e4m3"], cluster_mn=(2, 1)),
                hopper_gemm.compile_for(arch, ab_dtype=AB_DTYPES["tf32"], d_dtype=_D_DTYPE["tf32"], cluster_mn=(2, 1))]
     for compiled in extras:
