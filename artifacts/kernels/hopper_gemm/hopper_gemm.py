@@ -333,8 +333,9 @@ def _overlap(x, y) -> bool:
 
 def time_sweep(a, b, out_dtype=None, alpha: float = 1.0) -> dict[GemmConfig, float]:
     """{configuration: ms per launch} of choose_config's pick and every configuration of autotune.sweep
-    that compile_gemm accepts for a @ b.T (what tune=True times), each into its own scratch output
-    (the caller's tensors are only read)."""
+    that compile_gemm accepts for a @ b.T (what tune=True times), each into its own scratch outputs
+    (the caller's tensors are only read), cycled over copies of a and b that together span
+    autotune.ROTATED_BYTES (as the probes time: the L2 cold for each launch)."""
     import torch
 
     m, k = a.shape[-2:]
@@ -345,12 +346,15 @@ def time_sweep(a, b, out_dtype=None, alpha: float = 1.0) -> dict[GemmConfig, flo
     swap = (out_dtype or (torch.bfloat16 if a.dtype == torch.float8_e4m3fn else a.dtype)) in (torch.bfloat16, torch.float16)
     configs = [choose_config(m, n, k, batch, sms, bits, allow_swap=swap)]
     configs += [c for c in autotune.sweep(m, n, k, batch, sms, bits, allow_swap=swap) if c not in configs]
+    set_bytes = a.numel() * a.element_size() + b.numel() * b.element_size()
+    copies = max(1, min(autotune.MAX_INPUT_SETS, math.ceil(autotune.ROTATED_BYTES / max(1, set_bytes))))
+    sets = [(a, b)] + [(a.clone(), b.clone()) for _ in range(copies - 1)]
     runs = {}
     for config in configs:
         try:
-            runs[config], _ = compile_gemm(a, b, out_dtype, alpha, tile_m=config.tile_m, tile_n=config.tile_n,
-                                           cluster_mn=config.cluster_mn, split_k=config.split_k,
-                                           swap_ab=config.swap_ab)
+            runs[config] = [compile_gemm(x, y, out_dtype, alpha, tile_m=config.tile_m, tile_n=config.tile_n,
+                                         cluster_mn=config.cluster_mn, split_k=config.split_k,
+                                         swap_ab=config.swap_ab)[0] for x, y in sets]
         except ValueError:   # a configuration this problem cannot use (a split wider than its K tiles)
             continue
     return autotune.time_runs(runs)
