@@ -52,8 +52,11 @@ def test_hopper_gemm_rejects_unsupported_tile_and_cluster():
         hopper_gemm.HopperGemm.can_implement(BF16, BF16, 256, 256, 256, tile_n=96, tile_m=64, schedule="pingpong")
     with pytest.raises(ValueError, match="tile_m=256 unsupported"):
         hopper_gemm.HopperGemm.can_implement(BF16, BF16, 256, 256, 256, tile_m=256)
-    with pytest.raises(ValueError, match="tile_m=192 with tile_n=256 .* up to tile_n=192"):
+    with pytest.raises(ValueError, match="tile_m=192 with tile_n=256, .* up to tile_n=192"):
         hopper_gemm.HopperGemm.can_implement(BF16, BF16, 256, 256, 256, tile_m=192, tile_n=256)
+    with pytest.raises(ValueError, match="tile_m=192 with tile_n=128, .* epilogue 'bias' .* the plain epilogue only"):
+        hopper_gemm.HopperGemm.can_implement(BF16, BF16, 256, 256, 256, tile_m=192, tile_n=128,
+                                             epilogue=EpilogueSpec(True))
     with pytest.raises(ValueError, match="split_k=17 unsupported"):
         hopper_gemm.HopperGemm.can_implement(BF16, BF16, 256, 256, 256, split_k=17)
     with pytest.raises(ValueError, match=r"cluster_mn=\(2, 2\) unsupported"):

@@ -212,8 +212,8 @@ def candidates(m: int, n: int, k: int, batch: int = 1, sms: int = 132, ab_bits: 
             out.extend(GemmConfig(tile_m, tile_n, (cm, cn), s, swap_ab=swap) for s in splits)
 
     for tile_m in TILE_MS:
-        if (tile_m == 3 * WGMMA_M and m <= 2 * WGMMA_M) or (tile_m == WGMMA_M and m > 4 * WGMMA_M):
-            continue   # a third of a 192-row tile or less used; 64-row tiles where 128 rows fill
+        if (tile_m == 3 * WGMMA_M and (m <= 2 * WGMMA_M or fused)) or (tile_m == WGMMA_M and m > 4 * WGMMA_M):
+            continue   # a third of a 192-row tile or less used (192 rows: the plain epilogue only); 64-row tiles where 128 rows fill
         widest = MAX_TILE_N_192 if tile_m == 3 * WGMMA_M else MAX_TILE_N
         for tile_n in sorted(set(TILE_NS) | wave_widths(math.ceil(m / tile_m) * batch, n, sms, 4 * 16, widest)):
             if tile_n <= widest and not (fused and tile_n not in TILE_NS):

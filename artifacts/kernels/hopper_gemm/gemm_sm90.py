@@ -201,10 +201,11 @@ class HopperGemm(SplitKTiles, Sm90GemmBase):
         if tile_n not in tile_ns:
             setting = " with ping-pong" if schedule == "pingpong" else " with a fused epilogue" if epilogue.fused else ""
             raise ValueError(f"tile_n={tile_n} unsupported{setting}; use one of {tile_ns}")
-        if tile_m == 3 * WGMMA_M and (schedule != "cooperative" or tile_n > MAX_TILE_N_192):
-            raise ValueError(f"tile_m={tile_m} with tile_n={tile_n} and schedule={schedule!r} unsupported: three "
-                             f"consumer warpgroups hold {THREE_CONSUMER_REGISTERS[1]} registers each, so the "
-                             f"accumulator fits up to tile_n={MAX_TILE_N_192}; cooperative only")
+        if tile_m == 3 * WGMMA_M and (schedule != "cooperative" or tile_n > MAX_TILE_N_192 or epilogue.fused):
+            raise ValueError(f"tile_m={tile_m} with tile_n={tile_n}, schedule={schedule!r} and epilogue "
+                             f"{epilogue.describe()!r} unsupported: three consumer warpgroups hold "
+                             f"{THREE_CONSUMER_REGISTERS[1]} registers each, so the accumulator fits up to "
+                             f"tile_n={MAX_TILE_N_192}; the cooperative schedule and the plain epilogue only")
         if tuple(cluster_mn) not in CLUSTERS:
             raise ValueError(f"cluster_mn={tuple(cluster_mn)} unsupported; use one of {CLUSTERS}")
         if not 1 <= split_k <= MAX_SPLIT_K:
