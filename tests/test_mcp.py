@@ -507,3 +507,75 @@ def test_a_batch_in_a_2025_03_26_session_is_answered_by_one_array():
         assert client.raw(b'{"jsonrpc": "2.0", "id": 14, "method": "tools/list"}')["id"] == 14
     finally:
         assert client.close() == 0
+
+
+# --- issue 38: nothing a client sends makes the server hang or hold a line in memory ---------------
+def _serve(*messages, raw: bytes = b"", version: str = "2025-11-25") -> tuple[bool, list, int]:
+    """Run the wire (with a tool that sleeps `seconds`) on the lines of `messages` after initialize, then
+    `raw`; (whether it ended within 20 s, what it sent, the peak of the memory it allocated)."""
+    import io
+    import tracemalloc
+
+    import anyio
+    from mcp import types
+    from mcp.server.lowlevel import Server
+
+    from kernelwiki.faces.mcp_wire import run_wire
+
+    async def call_tool(ctx, params):
+        await anyio.sleep(float(params.arguments["seconds"]))
+        return types.CallToolResult(content=[types.TextContent(type="text", text="done")])
+
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
+    lines = [init, {"jsonrpc": "2.0", "method": "notifications/initialized"}, *messages]
+    wire_in = io.BytesIO(b"".join(json.dumps(m).encode() + b"\n" for m in lines) + raw)
+    wire_out, ended = io.BytesIO(), []
+
+    async def main():
+        with anyio.move_on_after(20):
+            await run_wire(Server("t", on_call_tool=call_tool), wire_in, wire_out)
+            ended.append(True)
+
+    tracemalloc.start()
+    anyio.run(main)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return bool(ended), [json.loads(line) for line in wire_out.getvalue().splitlines()], peak
+
+
+def _sleep(request_id, seconds: float) -> dict:
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+            "params": {"name": "sleep", "arguments": {"seconds": seconds}}}
+
+
+def _cancel(request_id) -> dict:
+    return {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": request_id}}
+
+
+def test_a_cancelled_request_then_end_of_input_lets_the_server_exit():
+    """The SDK answers nothing for a cancelled request; the wire waited for that answer forever."""
+    ended, replies, _ = _serve(_sleep(2, 30), _cancel(2))
+    assert ended and [r["id"] for r in replies] == [1]
+
+
+def test_cancelling_one_request_of_a_batch_sends_the_other_answers():
+    ended, replies, _ = _serve([_sleep(2, 30), _sleep(3, 0)], _cancel(2), version="2025-03-26")
+    assert ended and [r["id"] for r in replies[-1]] == [3], replies
+
+
+def test_two_requests_with_one_id_are_each_answered():
+    ended, replies, _ = _serve(_sleep(2, 0.2), _sleep(2, 0.6))
+    assert ended and [r["id"] for r in replies] == [1, 2, 2] and "error" not in replies[2], replies
+
+
+@pytest.mark.parametrize("newline", [True, False])
+def test_an_overlong_line_is_answered_without_being_held(newline):
+    """A 100 MB line took 557 MB and 20 s; one without a newline grew without bound: -32600, rest skipped."""
+    from kernelwiki.faces.mcp_wire import MAX_LINE
+
+    huge = b'{"jsonrpc": "2.0", "id": 7, "method": "tools/list", "params": {"x": "' + b"a" * (4 * MAX_LINE) + b'"}}'
+    after = b'\n{"jsonrpc": "2.0", "id": 8, "method": "tools/list"}\n' if newline else b""
+    ended, replies, peak = _serve(raw=huge + after)
+    assert ended and replies[1]["id"] is None and "longer than" in replies[1]["error"]["message"]
+    assert [r["id"] for r in replies] == ([1, None, 8] if newline else [1, None]) and peak < 3 * MAX_LINE, peak

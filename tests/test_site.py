@@ -518,9 +518,9 @@ def test_record_pages_print_seeds_units_and_other_runs(site):
     import json
 
     # a probe with several runs kept (most probes keep only the runs their pages use)
-    newest = max((ROOT / "artifacts/evidence/probe-hopper-gemm-naive").glob("*-run*.json"))
+    newest = max((ROOT / "artifacts/evidence/probe-calibration").glob("*-run*.json"))
     seed = json.loads(newest.read_text())["seed"]
-    text = _plain((site / "records/probe-hopper-gemm-naive" / newest.stem / "index.html").read_text())
+    text = _plain((site / "records/probe-calibration" / newest.stem / "index.html").read_text())
     assert seed > 1e6 and str(seed) in text and f"{seed:.3g}" not in text   # the seed in full, never 1.35e+09
     assert re.search(r"copy\s*\|?\s*4\.28\d*\s*TB/s", text.replace("|", " ")) or "TB/s" in text
     assert "Other runs of this probe" in text
@@ -579,3 +579,71 @@ def test_screenshots_of_home_and_kernel_pages_for_the_notes(browser, server):
     print("page heights at 1440:", heights)
     (NOTES_SCREENSHOTS / "heights.txt").write_text("\n".join(f"{u} {h}" for u, h in heights.items()) + "\n")
     context.close()
+
+
+class _Aggregates(HTMLParser):
+    """Every 'geomean' in the site's generated parts (cards, strips, the home table) and the kw-agg
+    element, if any, that holds it."""
+
+    GENERATED = ("kw-card", "kw-strip", "kw-home-table")
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.stack: list[tuple[str, set[str], str | None]] = []
+        self.found: list[tuple[bool, str | None, str]] = []   # (inside generated, kw-agg baseline, text)
+        self.agg_text: dict[int, list[str]] = {}
+
+    def handle_starttag(self, tag: str, attrs) -> None:
+        values = dict(attrs)
+        classes = set((values.get("class") or "").split())
+        self.stack.append((tag, classes, values.get("data-baseline") if "kw-agg" in classes else None))
+        if "kw-agg" in classes:
+            self.agg_text[len(self.stack)] = []
+
+    def handle_endtag(self, tag: str) -> None:
+        while self.stack:
+            depth = len(self.stack)
+            popped = self.stack.pop()
+            if depth in self.agg_text:
+                words = " ".join(self.agg_text.pop(depth))
+                self.found.append((True, popped[2], words))
+            if popped[0] == tag:
+                break
+
+    def handle_data(self, data: str) -> None:
+        for depth in self.agg_text:
+            self.agg_text[depth].append(data)
+        if "geomean" not in data.lower():
+            return
+        generated = any(c in self.GENERATED for _, classes, _ in self.stack for c in classes)
+        inside = any(baseline is not None for _, _, baseline in self.stack)
+        if generated and not inside:
+            self.found.append((False, None, data))
+
+
+def test_no_aggregate_on_any_page_card_strip_or_home_row_mixes_baselines(site):
+    """Walks every built page: each geomean in a card, strip or home row sits in a kw-agg element
+    that names one baseline, and says 'vs' that baseline and no other; the old mixed form
+    ('geomean 1.76x FlashMLA, torch') is found and refused by the same walk."""
+    def problems(html_text: str) -> list[str]:
+        parser = _Aggregates()
+        parser.feed(html_text)
+        out = []
+        for inside, baseline, words in parser.found:
+            if not inside:
+                out.append(f"a geomean outside a one-baseline aggregate: {words.strip()[:120]!r}")
+            elif not baseline or f"vs {baseline}" not in " ".join(words.split()):
+                out.append(f"an aggregate that does not say which one baseline it is over: {words.strip()[:120]!r}")
+        return out
+
+    planted = ('<div class="kw-strip"><ul><li><b>probe-sparse-decode-sm90</b>: geomean <b>1.76×</b> FlashMLA, torch '
+               'over 12 cases</li></ul></div>')
+    assert problems(planted), "the walk must refuse the old mixed strip"
+    seen = 0
+    for page in sorted(site.rglob("*.html")):
+        text = page.read_text(encoding="utf-8")
+        if "kw-agg" in text:
+            seen += 1
+        found = problems(text)
+        assert not found, (str(page.relative_to(site)), found[:3])
+    assert seen >= 5   # the home page and the kernel pages hold aggregates

@@ -201,7 +201,7 @@ def test_search_sees_prose_without_cards_claims_tables_or_code():
             + render.claims_tables(_meta(None), "kernels/k.md", {"src-a": "sources/a.md"})
             + '<div class="language-python highlight"><pre><span></span><code>x = 1</code></pre></div><p>more</p>')
     assert _CODE_AND_TABLES.sub("", html).replace("\n", "") == "<p>prose</p><p>more</p>"
-    folded = render.code_tabs([("k.py", "artifacts/k.py")], 12)
+    folded = render.code_tabs([("k.py", "artifacts/k.py", "x = 1\n")])
     assert _CODE_AND_TABLES.sub("", "<p>a</p>" + folded + "<p>b</p>").replace("\n", "") == "<p>a</p><p>b</p>"
 
 
@@ -213,14 +213,45 @@ def test_summary_is_geomean_and_worst_case_never_the_best_and_labels_teaching_va
     record = _record(cases)
     sets = summary.set_summaries(SPEC, record)
     assert [s.name for s in sets] == ["s", "held-out"]
-    whole = summary.overall(sets)
+    [whole] = summary.overall(sets)
     assert whole.geomean == pytest.approx(1.0) and whole.worst.case == "a" and len(whole.cases) == 3
     teaching = ProbeSpec("probe-gemm-naive", Path("."), {"id": "probe-gemm-naive", "kind": "kernel",
                                                          "title": "The teaching GEMM", "pages": [], "cases": []})
     assert summary.is_variant(teaching) and not summary.is_variant(SPEC)
-    assert summary.overall(summary.set_summaries(teaching, record)) is None  # a variant is never the kernel
+    assert all(a.variant for a in summary.overall(summary.set_summaries(teaching, record)))  # never the kernel
     row = summary.set_summaries(SPEC, _record([_case("t", 0.6, set="teaching variant (one stage)")]))[0]
     assert row.variant
+
+
+def _against(case: dict, baseline: str) -> dict:
+    case["headline"]["baseline"] = baseline
+    return case
+
+
+def test_a_mixed_aggregate_is_refused_and_each_baseline_gets_its_own_geomean():
+    """The sparse decode's old strip said "geomean 1.76x FlashMLA, torch": ours at 0.58-0.86x
+    FlashMLA wherever FlashMLA ran, lifted by cases where only torch ran (8-14x). A geomean over
+    cases of two baselines is refused; the summary gives one per baseline, each with its worst case."""
+    from kernelwiki.docsite import summary
+
+    flash = [_against(_case(f"b{b}-h128", r, shape=f"b{b}-h128"), "FlashMLA") for b, r in ((1, 0.58), (64, 0.86))]
+    torch_only = [_against(_case(f"b{b}-h16", r), "torch") for b, r in ((1, 8.0), (64, 14.0))]
+    sets = summary.set_summaries(SPEC, _record(flash + torch_only))
+    mixed = tuple(c for s in sets for c in s.cases)
+    with pytest.raises(ValueError, match="never mixed"):
+        summary.Aggregate("probe-gemm", "all sets", "FlashMLA", False, mixed)
+    by = {a.baseline: a for a in summary.overall(sets)}
+    assert set(by) == {"FlashMLA", "torch"}
+    assert by["FlashMLA"].geomean == pytest.approx((0.58 * 0.86) ** 0.5) and by["FlashMLA"].worst.case == "b1-h128"
+    assert 'data-baseline="FlashMLA"' in by["FlashMLA"].html() and "torch" not in by["FlashMLA"].html()
+    # a case whose headline is itself a geomean over shapes is never averaged with other cases
+    held = _against(_case("held-out-bf16", 0.91, set="held-out"), "FlashMLA")
+    held["metrics"] = {"headline_statistic": "geomean over the held-out shapes", "shapes": 24}
+    nested = summary.set_summaries(SPEC, _record([held]))[0].cases + mixed[:2]
+    with pytest.raises(ValueError, match="averages the geomean case"):
+        summary.Aggregate("probe-gemm", "all sets", "FlashMLA", False, nested)
+    alone = [a for a in summary.per_baseline("probe-gemm", "all sets", False, list(nested)) if a.cases[0].aggregate]
+    assert len(alone) == 1 and "over 24 shapes" in alone[0].html()
 
 
 def test_home_rows_show_geomean_worst_and_the_variant_label():
@@ -230,8 +261,13 @@ def test_home_rows_show_geomean_worst_and_the_variant_label():
                                                      "title": "The teaching GEMM", "pages": [], "cases": []})
     rows = headline_rows({"p": SPEC, "q": spec}, {"probe-gemm": [_record([_case("a", 0.5), _case("b", 2.0)])],
                                                    "probe-gemm-naive": [_record([_case("n", 0.6)])]}, {}, {})
-    assert "**1×** over 2 cases" in rows[0] and "0.5× <span" in rows[0] and ">a</span>" in rows[0] and "2×" not in rows[0]
+    assert "geomean <b>1×</b> vs cuBLAS over 2 cases" in rows[0] and "worst <b>0.5×</b> <code>a</code>" in rows[0]
+    assert "2×" not in rows[0]
     assert "teaching variant, not the kernel" in rows[1]
+    # one row per baseline, never one geomean over two
+    two = headline_rows({"p": SPEC}, {"probe-gemm": [_record([_case("a", 0.5), _against(_case("b", 2.0), "quack")])]},
+                        {}, {})
+    assert len(two) == 2 and "| cuBLAS |" in two[0] and "| quack |" in two[1]
 
 
 def test_claims_table_groups_by_set_sorts_numerically_and_labels_candidates():
@@ -372,3 +408,24 @@ def test_times_per_launch_are_one_chart_with_every_case_even_without_a_baseline(
     assert [(c.kind, c.ylabel) for c in found] == [("bars", "µs (lower is better)")]
     assert [b[:2] for b in found[0].panels[""][""]] == [("events-only", 10.3), ("graph", 2.1)]
     assert ">ours<" not in charts._draw(found[0]).replace(" ", "")   # one series: no ours/baseline key
+
+
+def test_the_card_names_a_geomeans_shape_count_not_its_shapeless_value_and_a_pages_own_headline():
+    """kernel-hopper-gemm's card said "97.34 TFLOP/s": a geomean over 24 held-out shapes, no shape.
+    A geomean claim shows its ratio over N shapes; an absolute figure shows its shape; a page's
+    `headline` (ping-pong over cooperative) is what its card leads with."""
+    held = {"id": "measured.k.held-out-bf16", "value": 97.3385, "unit": "TFLOP/s", "evidence": "measured",
+            "record": "artifacts/evidence/p/r.json", "case": "held-out-bf16", "ratio": 0.91,
+            "baseline": {"name": "strongest of cuBLAS and quack, per shape", "value": 106.96},
+            "conditions": "set=held-out, count=24, headline_statistic=geomean over the held-out shapes"}
+    card = render.evidence_card({"status": "verified", "claims": [held]}, "kernels/k.md")
+    assert "97.34" not in card and "geomean 0.91× vs strongest of cuBLAS and quack, per shape over 24 shapes" in card
+    cublas = {"id": "m.pp", "value": 689.1, "unit": "TFLOP/s", "evidence": "measured", "record": "artifacts/evidence/p/r.json",
+              "case": "schedules-4096", "shape": "4096x4096x4096", "ratio": 0.87, "baseline": {"name": "cuBLAS", "value": 791.8}}
+    versus = {**cublas, "id": "m.pp.vs-ours-cooperative", "ratio": 0.882, "baseline": {"name": "ours-cooperative", "value": 781.3}}
+    card = render.evidence_card({"claims": [cublas, versus], "headline": versus["id"]}, "techniques/p.md")
+    assert "689.1 TFLOP/s — 0.882× ours-cooperative" in card and "4096x4096x4096" in card and "0.87×" not in card
+    from kernelwiki.docsite.strip import claims_strip
+
+    strip = claims_strip([cublas, versus], "techniques/p.md", versus["id"])
+    assert strip.index("ours-cooperative") < strip.index("cuBLAS")

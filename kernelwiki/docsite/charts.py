@@ -29,6 +29,7 @@ from typing import Any
 from kernelwiki.harness.env import short_gpu_name
 from kernelwiki.harness.peaks import peak_for
 from kernelwiki.model.files import UnsafeFile, read_regular, replace_file
+from kernelwiki.model.safe_links import svg_problems
 from kernelwiki.probing.specs import ProbeSpec
 from kernelwiki.storage.records import Record, latest
 
@@ -291,7 +292,9 @@ def draw(chart: Chart, cache: Path, scheme: str = "light") -> str:
     usable = _usable(cache)
     if usable:
         try:
-            return read_regular(cached, MAX_SVG_BYTES).decode("utf-8")
+            data = read_regular(cached, MAX_SVG_BYTES)
+            if not svg_problems(data):   # the cache is untrusted: a planted script is never published
+                return data.decode("utf-8")
         except (UnsafeFile, UnicodeDecodeError):
             pass  # absent, a link, a FIFO or garbage: drawn again and replaced
     svg = _draw(chart, scheme)

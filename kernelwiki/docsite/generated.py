@@ -23,28 +23,28 @@ def page_uri(entry: Entry) -> str:
 
 def headline_rows(probes: dict[str, ProbeSpec], records: dict[str, list[Record]],
                   ids: dict[str, Entry], titles: dict[str, str]) -> list[str]:
-    """Per kernel probe, its latest run over every case set: the geomean and the worst case of ours
-    over the strongest baseline (never the best case), teaching variants labelled as such."""
+    """Per kernel probe, its latest run over the cases of the kernel page it links (the cases that
+    page's strip summarises, so the two agree): one row per baseline, with the geomean and the
+    worst case of ours over that baseline (never the best case, never two baselines in one
+    geomean), teaching variants labelled as such."""
     uri = "index.md"
     rows = []
-    for spec, record, sets in summary.kernel_runs(probes, records):
-        whole = summary.overall(sets) or summary.SetSummary(spec.id, "all sets", True,
-                                                            tuple(c for s in sets for c in s.cases))
+    for spec in probes.values():
         pages = [p for p in spec.pages if p in ids]
         page = next((p for p in pages if ids[p].get("type") == "kernel"), pages[0] if pages else None)
+        found = summary.kernel_runs({spec.id: spec}, records, page)
+        if not found:
+            continue
+        _, record, sets = found[0]
         name = (f"[{cell(titles.get(page) or ids[page].get('title'))}]({rel_link(uri, page_uri(ids[page]))}#measurements)"
                 if page else cell(spec.id))
         if summary.is_variant(spec):
             name += " — *teaching variant, not the kernel*"
-        worst = whole.worst
         env = record.data.get("environment") or {}
-        bases = whole.baselines
-        shown = ", ".join(bases[:2]) + (f" +{len(bases) - 2}" if len(bases) > 2 else "")
-        rows.append(f"| {name} | **{fmt_ratio(whole.geomean)}** over {len(whole.cases)} cases in "
-                    f"{sum(1 for s in sets if s.variant == whole.variant)} sets | {fmt_ratio(worst.ratio)} "
-                    f"<span class=\"kw-note\">{text(worst.case)}</span> | {cell(shown)} | "
-                    f"{cell(short_gpu_name(env.get('gpu')))} [{cell(record.started[:10])}]"
-                    f"({rel_link(uri, record_uri(record.path))}) |")
+        when = (f"{cell(short_gpu_name(env.get('gpu')))} [{cell(record.started[:10])}]"
+                f"({rel_link(uri, record_uri(record.path))})")
+        for aggregate in summary.overall(sets):
+            rows.append(f"| {name} | {cell(aggregate.baseline)} | {aggregate.html().replace('|', '&#124;')} | {when} |")
     return rows
 
 
@@ -59,12 +59,13 @@ def home(entries: list[Entry], records: dict[str, list[Record]], probes: dict[st
                                         if page_uri(e).startswith(section + "/"))
         for section, title in SECTION_TITLES.items() if section != "sources")
     headlines = headline_rows(probes, records, ids, titles)
-    headline_table = ("## Headline measurements\n\nEach kernel probe's latest run over all its case sets "
-                      "(the held-out ones included): the geometric mean and the worst case of ours ÷ the "
-                      "strongest baseline timed in the same process, per case. Above 1× is faster than "
-                      "the baseline.\n\n<div class=\"kw-home-table\" markdown>\n\n"
-                      "| kernel | geomean | worst case | strongest baseline | GPU, date |\n"
-                      "|---|---|---|---|---|\n" + "\n".join(headlines) + "\n\n</div>\n") if headlines else ""
+    headline_table = ("## Headline measurements\n\nEach kernel probe's latest run over the cases its kernel page "
+                      "shows (the held-out ones included): per baseline, the geometric mean and the worst case "
+                      "of ours ÷ that baseline, timed in the same process, case by case (a case's baseline is "
+                      "the strongest one that ran in it; cases of different baselines are never averaged "
+                      "together). Above 1× is faster than the baseline.\n\n<div class=\"kw-home-table\" markdown>\n\n"
+                      "| kernel | baseline | ours ÷ baseline | GPU, date |\n"
+                      "|---|---|---|---|\n" + "\n".join(headlines) + "\n\n</div>\n") if headlines else ""
     return f"""---
 title: kernelwiki
 ---

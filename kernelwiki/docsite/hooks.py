@@ -6,6 +6,7 @@ Markdown as mkdocs reads it, from the frontmatter, the probe specs and the run r
 
 from __future__ import annotations
 
+import html
 import re
 from pathlib import Path
 from urllib.parse import quote
@@ -21,7 +22,7 @@ from kernelwiki.commands.upstream import repo_name
 from kernelwiki.model import yamlio
 from kernelwiki.model.claims import page_claims
 from kernelwiki.model.fences import map_prose
-from kernelwiki.docsite import charts, generated, links, render, searchrank, strip, summary
+from kernelwiki.docsite import charts, generated, links, render, sanitize, searchrank, strip, summary
 from kernelwiki.docsite import records as records_page
 
 GENERATED_BLOCK = re.compile(r"(^## Claims and measurements\n\s*)?"
@@ -40,6 +41,7 @@ _state: dict = {}
 @event_priority(100)  # before the tags plugin reads tags_allowed
 def on_config(config):
     repo = Repo.find(Path(config.config_file_path).resolve().parent)
+    _refuse_unpublishable_files(repo)
     wiki = Wiki.load(repo)
     _refuse_unreadable_pages(wiki)
     ids = wiki.by_id()
@@ -62,7 +64,7 @@ def on_config(config):
             from material.plugins.tags.structure.tag import Tag
 
             plugin.config.tags_allowed = {Tag(tag) for tag in wiki.vocab.tags}
-    config.mdx_configs.setdefault("pymdownx.snippets", {})["base_path"] = [str(repo.root)]
+    _state["abbreviations"] = (Path(__file__).parent / "abbreviations.md").read_text(encoding="utf-8")
     config.extra_css.append("assets/kernelwiki.css")
     titles = {i: heading(repo.root / e.rel) or str(e.get("title")) for i, e in ids.items()}
     _state["titles"] = titles
@@ -70,13 +72,26 @@ def on_config(config):
                                     titles)
     nav: list = [{"Home": "index.md"}]
     for section in SECTIONS:
-        pages = [{titles[e.id]: generated.page_uri(e)} for e in entries
+        pages = [{html.escape(titles[e.id]): generated.page_uri(e)} for e in entries
                  if generated.page_uri(e).startswith(section + "/")]
         if pages:
             nav.append({generated.SECTION_TITLES[section]: _grouped(pages)})
     nav.append({"Evidence": [{title: uri} for uri, title in EVIDENCE_PAGES.items()]})
     config.nav = nav
     return config
+
+
+def _refuse_unpublishable_files(repo: Repo) -> None:
+    """Nothing under wiki/ is published but pages and checked images: mkdocs copies every file it
+    finds there and walks into linked folders, so a link would publish any file of the builder."""
+    from mkdocs.exceptions import PluginError
+
+    from kernelwiki.model.safe_links import wiki_file_problems
+
+    problems = wiki_file_problems(repo.wiki)
+    if problems:
+        raise PluginError(f"{len(problems)} file(s) under wiki/ cannot be published; first: wiki/{problems[0][0]}: "
+                          f"{problems[0][1]} (run `kernelwiki validate`)")
 
 
 def _refuse_unreadable_pages(wiki: Wiki) -> None:
@@ -153,12 +168,25 @@ def on_files(files: Files, config) -> Files:
 
 
 def on_page_markdown(markdown: str, page, config, files) -> str:
+    """Every page with its abbreviations (tooltips) appended; a wiki page with its card, tables,
+    charts, cross-links and code."""
+    return _page_markdown(markdown, page) + "\n" + _state["abbreviations"]
+
+
+def on_page_content(content: str, page, config, files) -> str:
+    """The page's HTML rebuilt from an allow-list (docsite.sanitize): whatever a page, spec or
+    record holds, no script, handler, script URL or other host's image reaches the site."""
+    return sanitize.clean_html(content)
+
+
+def _page_markdown(markdown: str, page) -> str:
     meta, uri = page.meta, page.file.src_uri
     if uri in ("index.md", *EVIDENCE_PAGES) or not meta.get("id"):
         return markdown
     markdown = map_prose(markdown, lambda prose: GENERATED_BLOCK.sub(_generated_block, prose))
     # mkdocs prefers the frontmatter title over the nav's; the nav shows the page's own heading.
-    meta["title"] = _state["titles"].get(meta["id"], meta.get("title"))
+    # The theme puts it into <title> unescaped.
+    meta["title"] = html.escape(str(_state["titles"].get(meta["id"], meta.get("title"))))
     title, body = _split_title(markdown)
     claims = page_claims(meta)
     body = render.claim_spans(body, {str(c.get("id")) for c in claims}, uri)
@@ -173,7 +201,7 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
     # A kernel page sums up its kernel probes' runs; another page (hw-wgmma, also backed by the GEMM
     # probe) shows its own measured claims.
     runs = summary.kernel_runs(_state["probes"], _state["records"], meta["id"]) if meta.get("type") == "kernel" else []
-    headline = strip.kernel_strip(runs, uri) if runs else strip.claims_strip(claims, uri)
+    headline = strip.kernel_strip(runs, uri) if runs else strip.claims_strip(claims, uri, meta.get("headline"))
     parts = [title, card, "\n", first, "\n" + headline + "\n" if headline else "", rest.rstrip() + "\n"]
     figures = _state["charts"].get(meta["id"]) or []
     if figures:
@@ -247,14 +275,15 @@ def _own_files_order(directory: Path):
 def _code_section(meta: dict) -> str:
     directory = meta.get("artifact_dir")
     root = _state["repo"].root
-    if not isinstance(directory, str) or not (root / directory).is_dir():
+    # Never a folder outside (an absolute path, `..`) nor through a link: rglob would walk it and publish it.
+    if not sanitize.below(root, directory) or not (root / directory).is_dir():
         return ""
     own = sorted((p for p in (root / directory).rglob("*")
-                  if p.is_file() and "__pycache__" not in p.parts and p.suffix in render.CODE_LANGUAGES),
+                  if "__pycache__" not in p.parts and p.suffix in render.CODE_LANGUAGES),
                  key=_own_files_order(root / directory))
+    shown = [(p.relative_to(root / directory).as_posix(), p.relative_to(root).as_posix()) for p in own]
     out = [f"\n\n## Code\n\nFrom {render.code(directory)} in this repository.\n"]
-    out.append(render.code_tabs([(p.relative_to(root / directory).as_posix(), p.relative_to(root).as_posix())
-                                 for p in own], _line_count(own)))
+    out.append(render.code_tabs(_shown(shown)))
     provenance = root / directory / "PROVENANCE.yaml"
     if provenance.is_file():
         data, _ = yamlio.load(provenance.read_text(encoding="utf-8"))
@@ -288,20 +317,16 @@ def _probe_section(meta: dict) -> str:
         files = [(spec.entry.name, spec.entry.relative_to(root).as_posix()),
                  ("probe.yaml", (spec.directory / "probe.yaml").relative_to(root).as_posix())]
         out.append(f"### {spec.id}\n\n{render.prose(spec.data.get('description', spec.data.get('title', '')))}\n")
-        out.append(render.code_tabs(files, _line_count([spec.entry, spec.directory / "probe.yaml"]), "probe"))
+        out.append(render.code_tabs(_shown(files), "probe"))
     return "\n".join(out) + "\n"
 
 
-def _line_count(paths: list[Path]) -> int:
-    """Lines of the files shown in a folded code block (its summary says how long it is)."""
-    total = 0
-    for path in paths:
-        try:
-            with path.open("rb") as handle:
-                total += sum(1 for _ in handle)
-        except OSError:
-            pass
-    return total
+def _shown(files: list[tuple[str, str]]) -> list[tuple[str, str, str]]:
+    """(tab label, path, text) of each file that can be shown: a link, a FIFO, a file too large or
+    not UTF-8 is left out (validate reports links and unreadable artifact files)."""
+    root = _state["repo"].root
+    shown = [(label, path, sanitize.shown_file(root, path)) for label, path in files]
+    return [(label, path, text) for label, path, text in shown if text is not None]
 
 
 _CODE_AND_TABLES = re.compile(r'<details class="kw-fold[^"]*"[^>]*>.*?</details>'

@@ -266,7 +266,8 @@ def cmd_audit(args) -> int:
         print(problem)
     share = f"{100 * result.unclaimed / result.total:.1f}%" if result.total else "0%"
     print(f"{result.total} performance numbers in prose: {result.spans} in claim spans, "
-          f"{result.unclaimed} marked unclaimed ({share}), {result.bare} bare", file=sys.stderr)
+          f"{result.unclaimed} marked unclaimed ({share}), {result.bare} bare; {result.verdicts} verdict "
+          f"sentences, {result.no_verdict} marked no-verdict", file=sys.stderr)
     return 1 if result.problems else 0
 
 

@@ -20,13 +20,14 @@ Bucket
     correct for any shape, so a bucket costs speed only.
 Cost
     The first call of a bucket compiles every configuration not yet compiled on this machine (up to
-    TUNE_CANDIDATES + 1, each a few seconds; cached on disk, split-K kernels in memory only: the DSL
-    cannot export their signature) and times each for a few milliseconds. Tuning runs
+    TUNE_CANDIDATES, each a few seconds, then cached on disk) and times each for a few milliseconds.
+    Tuning runs
     eagerly: under CUDA-graph capture a bucket must already be tuned (RuntimeError otherwise).
 The file
     {"version": 1, "entries": {bucket: {"tile_m", "tile_n", "cluster_mn", "split_k"[, "swap_ab"]}}}, written
     atomically. An entry the kernel does not implement, or a file that is not that shape, is ignored
-    (with a warning) and the bucket is tuned again: nothing in it is run or imported.
+    (with a warning) and the bucket is tuned again: nothing in it is run or imported. tuning_file reads
+    it as untrusted input (no link followed, no FIFO waited on, its size and depth bounded).
 Constraints: the plain epilogue (no bias, activation, residual, e4m3 out) and the cooperative
     schedule; bf16, fp16, tf32 and e4m3 inputs as compile_gemm accepts them.
 """
@@ -34,15 +35,11 @@ Constraints: the plain epilogue (no bias, activation, residual, e4m3 out) and th
 from __future__ import annotations
 
 import functools
-import json
 import math
-import os
-import tempfile
-import warnings
 from pathlib import Path
-
 from typing import Callable
 
+from . import tuning_file
 from .config import CLUSTERS, MAX_SPLIT_K, TILE_MS, TILE_WIDTHS, GemmConfig, ranked
 from .jit import KERNEL_SOURCES
 from .sm90_common import cache_dir, sources_hash
@@ -103,31 +100,9 @@ def cache_path() -> Path:
 
 
 def read_cache(path: Path) -> dict[str, GemmConfig]:
-    """The usable entries of the tuning file (none if it is missing); a malformed file or entry is
-    ignored with a warning naming it."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return {}
-    except (OSError, UnicodeDecodeError) as err:
-        warnings.warn(f"{path}: tuning cache unreadable ({type(err).__name__}: {err}); tuning again")
-        return {}
-    try:
-        data = json.loads(text)
-    except ValueError as err:
-        warnings.warn(f"{path}: tuning cache is not JSON ({err}); tuning again")
-        return {}
-    if not isinstance(data, dict) or data.get("version") != CACHE_VERSION or not isinstance(data.get("entries"), dict):
-        warnings.warn(f"{path}: tuning cache is not version {CACHE_VERSION} of the format; tuning again")
-        return {}
-    out = {}
-    for key, entry in data["entries"].items():
-        config = entry_config(entry)
-        if config is None:
-            warnings.warn(f"{path}: entries[{key!r}]: not a configuration the kernel implements; ignored")
-            continue
-        out[key] = config
-    return out
+    """The usable entries of the tuning file (none if it is missing); a malformed file, or all the
+    malformed entries together, is one warning (tuning_file: read as untrusted input)."""
+    return tuning_file.read(path, CACHE_VERSION, entry_config)
 
 
 def write_cache(path: Path, key: str, config: GemmConfig) -> None:
@@ -135,13 +110,7 @@ def write_cache(path: Path, key: str, config: GemmConfig) -> None:
     be written costs a tuning next time, nothing else."""
     entries = {k: _entry(c) for k, c in read_cache(path).items()}
     entries[key] = _entry(config)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp", encoding="utf-8") as tmp:
-            json.dump({"version": CACHE_VERSION, "entries": entries}, tmp, indent=1, sort_keys=True)
-        os.replace(tmp.name, path)
-    except OSError as err:
-        warnings.warn(f"{path}: cannot store the tuning ({type(err).__name__}: {err})")
+    tuning_file.write(path, CACHE_VERSION, entries)
 
 
 def _entry(config: GemmConfig) -> dict:
