@@ -46,7 +46,7 @@ from .sm90_common import cache_dir, sources_hash
 
 CACHE_VERSION = 1
 CACHE_FILE = "hopper_gemm_tuning.json"
-TUNE_CANDIDATES = 16   # configurations timed per bucket: the cost model's best-ranked
+TUNE_CANDIDATES = 8    # configurations timed per bucket: the cost model's best-ranked
 GRAPH_TARGET_MS = 2.0    # one candidate's graph runs about this long ...
 MAX_LAUNCHES = 40        # ... with at most this many launches
 ROTATED_BYTES = 150 * 2 ** 20   # the input sets tuning cycles through span this (3x the H200's L2): cold L2
