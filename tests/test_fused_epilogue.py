@@ -87,10 +87,10 @@ def test_spec_refuses_an_unknown_activation():
 
 
 def test_choose_config_never_splits_for_a_fused_epilogue():
-    assert hopper_gemm.choose_config(1, 4096, 4096).split_k == 4
-    fused = hopper_gemm.choose_config(1, 4096, 4096, allow_split=False)
-    assert fused.split_k == 1 and fused.tile_n == 64   # the width that puts the most CTAs to work
-    assert hopper_gemm.choose_config(128, 1024, 8192, allow_split=False).split_k == 1
+    for m, n, k in ((1, 4096, 4096), (128, 1024, 8192), (160, 4096, 14336)):
+        fused = hopper_gemm.choose_config(m, n, k, allow_swap=True, fused=True)
+        assert fused.split_k == 1 and not fused.swap_ab and fused.tile_n in (64, 128, 192, 256)
+        assert hopper_gemm.choose_config(m, n, k, allow_split=False).split_k == 1
 
 
 def test_host_refusals_name_the_value():

@@ -10,7 +10,7 @@ cutlass = pytest.importorskip("cutlass")
 import cutlass.cute as cute  # noqa: E402
 
 from artifacts.kernels.fp8_blockscale_gemm import fp8_blockscale_gemm as fp8  # noqa: E402
-from artifacts.kernels.hopper_gemm import hopper_gemm, pipeline_checks  # noqa: E402
+from artifacts.kernels.hopper_gemm import hopper_gemm, jit, pipeline_checks  # noqa: E402
 from artifacts.kernels.hopper_gemm.sm90_common import fake_tensor  # noqa: E402
 
 
@@ -83,7 +83,7 @@ def test_the_counts_as_built_pass():
     _compile_hopper(ForgetsTheMulticastPeers(cluster_mn=(1, 1)))
 
 
-@pytest.mark.parametrize("module", [hopper_gemm, fp8], ids=["hopper_gemm", "fp8_blockscale_gemm"])
+@pytest.mark.parametrize("module", [jit, fp8], ids=["hopper_gemm", "fp8_blockscale_gemm"])
 def test_the_disk_cache_key_reads_the_skeleton(module):
     """The compiled-kernel cache is keyed by the kernel's source files: each must exist (a missing one
     fails every cached compile) and the skeleton's must be among them (a change there is a new kernel)."""

@@ -7,7 +7,8 @@ import re
 import pytest
 
 cutlass = pytest.importorskip("cutlass")
-from artifacts.kernels.hopper_gemm import hopper_gemm
+from artifacts.kernels.hopper_gemm import hopper_gemm, sm90_common
+from artifacts.kernels.hopper_gemm.fused_epilogue import EpilogueSpec
 from artifacts.kernels.hopper_gemm.variants import naive
 
 BF16 = cutlass.BFloat16
@@ -41,37 +42,29 @@ def test_partial_tiles_are_accepted():
 
 
 def test_hopper_gemm_rejects_unsupported_tile_and_cluster():
-    with pytest.raises(ValueError, match="tile_n=96 unsupported"):
-        hopper_gemm.HopperGemm.can_implement(BF16, BF16, 256, 256, 256, tile_n=96)
+    with pytest.raises(ValueError, match="tile_n=88 unsupported"):       # widths are multiples of 16
+        hopper_gemm.HopperGemm.can_implement(BF16, BF16, 256, 256, 256, tile_n=88)
+    with pytest.raises(ValueError, match="tile_n=272 unsupported"):
+        hopper_gemm.HopperGemm.can_implement(BF16, BF16, 256, 256, 256, tile_n=272)
+    with pytest.raises(ValueError, match="tile_n=80 unsupported with a fused epilogue"):
+        hopper_gemm.HopperGemm.can_implement(BF16, BF16, 256, 256, 256, tile_n=80, epilogue=EpilogueSpec(True))
+    with pytest.raises(ValueError, match="tile_n=96 unsupported with ping-pong"):
+        hopper_gemm.HopperGemm.can_implement(BF16, BF16, 256, 256, 256, tile_n=96, tile_m=64, schedule="pingpong")
     with pytest.raises(ValueError, match="tile_m=256 unsupported"):
         hopper_gemm.HopperGemm.can_implement(BF16, BF16, 256, 256, 256, tile_m=256)
+    with pytest.raises(ValueError, match="tile_m=192 with tile_n=256, .* up to tile_n=192"):
+        hopper_gemm.HopperGemm.can_implement(BF16, BF16, 256, 256, 256, tile_m=192, tile_n=256)
+    with pytest.raises(ValueError, match="tile_m=192 with tile_n=128, .* epilogue 'bias' .* the plain epilogue only"):
+        hopper_gemm.HopperGemm.can_implement(BF16, BF16, 256, 256, 256, tile_m=192, tile_n=128,
+                                             epilogue=EpilogueSpec(True))
     with pytest.raises(ValueError, match="split_k=17 unsupported"):
         hopper_gemm.HopperGemm.can_implement(BF16, BF16, 256, 256, 256, split_k=17)
-    with pytest.raises(ValueError, match=r"split_k=2 with cluster_mn=\(2, 1\) unsupported"):
-        hopper_gemm.HopperGemm.can_implement(BF16, BF16, 256, 256, 256, split_k=2, cluster_mn=(2, 1))
     with pytest.raises(ValueError, match=r"cluster_mn=\(2, 2\) unsupported"):
         hopper_gemm.HopperGemm.can_implement(BF16, BF16, 256, 256, 256, cluster_mn=(2, 2))
-
-
-@pytest.mark.parametrize("m, n, k, expected", [
-    (1, 4096, 4096, (64, 256, (1, 1), 4)),           # decode, long K: K split over the idle SMs
-    (1, 14336, 4096, (64, 128, (1, 1), 1)),          # 112 column tiles already fill the GPU
-    (64, 8192, 8192, (64, 256, (1, 1), 4)),
-    (16, 7168, 2048, (64, 64, (1, 1), 1)),           # short K: no split, the most CTAs
-    (256, 4096, 4096, (128, 64, (2, 1), 1)),
-    (4096, 4096, 4096, (128, 256, (2, 1), 1)),
-    (8192, 8192, 8192, (128, 256, (2, 1), 1)),
-    (320, 8192, 3584, (128, 192, (1, 1), 1)),        # three row tiles do not pair: no 2x1 cluster
-    (4100, 4096, 4096, (128, 256, (1, 1), 1)),       # 33 row tiles: neither
-])
-def test_choose_config(m, n, k, expected):
-    config = hopper_gemm.choose_config(m, n, k, sms=132)
-    assert (config.tile_m, config.tile_n, config.cluster_mn, config.split_k) == expected
-
-
-def test_choose_config_never_splits_beyond_the_k_tiles():
-    config = hopper_gemm.choose_config(1, 64, 64, sms=132)   # one K tile
-    assert config.split_k == 1
+    for tile_n in (80, 112, 208):   # what the swapped problem sizes to its rows, split and clustered alike
+        hopper_gemm.HopperGemm.can_implement(BF16, BF16, 4096, 160, 4096, tile_n=tile_n, cluster_mn=(1, 2), split_k=2,
+                                             d_major="m")
+    hopper_gemm.HopperGemm.can_implement(BF16, BF16, 768, 6144, 4096, tile_m=192, tile_n=192, split_k=2)
 
 
 def test_m1_keeps_two_dimensional_tma():
@@ -88,7 +81,7 @@ def test_stage_count_fills_shared_memory():
     for ab in (BF16, cutlass.Float8E4M3FN):
         op = hopper_gemm.HopperGemm(ab, tile_n=256)
         assert op.tile_mnk[2] * ab.width == 1024  # 128 bytes of K per stage row
-        assert op.stages >= 4 and op.stages * (128 + 256) * 128 <= hopper_gemm.SMEM_BYTES
+        assert op.stages >= 4 and op.stages * (128 + 256) * 128 <= sm90_common.SMEM_BYTES
 
 
 def test_naive_can_implement():
@@ -122,7 +115,6 @@ def test_compiles_to_tensor_core_sass_without_spills(compile_for, kwargs, sass):
 def test_host_checks_name_the_value():
     """Host-side checks on CPU tensors (torch only, no GPU): views the kernel would misread are refused."""
     torch = pytest.importorskip("torch")
-    from artifacts.kernels.hopper_gemm import sm90_common
 
     x = torch.empty(32, 64, dtype=torch.bfloat16)
     view, major = hopper_gemm._as_mkl("a", x[:1], "M")           # one row: K-major, canonical strides

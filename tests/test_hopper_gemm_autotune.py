@@ -9,41 +9,48 @@ import json
 import pytest
 
 autotune = pytest.importorskip("artifacts.kernels.hopper_gemm.autotune")
-from artifacts.kernels.hopper_gemm.hopper_gemm import GemmConfig  # noqa: E402
+from artifacts.kernels.hopper_gemm.config import GemmConfig  # noqa: E402
 
 
-def test_the_sweep_forces_every_tile_and_cluster_and_splits_only_small_outputs():
-    big = autotune.sweep(4096, 4096, 4096)
-    assert len(big) == 16 and all(c.split_k == 1 for c in big)
-    decode = autotune.sweep(1, 4096, 4096)
-    assert not any(c.cluster_mn == (2, 1) for c in decode)          # one row tile: no 2x1 cluster
-    splits = {(c.tile_m, c.tile_n, c.split_k) for c in decode if c.split_k > 1}
-    assert (64, 256, 8) in splits and all(c.cluster_mn == (1, 1) for c in decode if c.split_k > 1)
-    assert all(c.split_k <= 2 for c in autotune.sweep(1, 4096, 128) if c.split_k > 1)   # 2 K tiles
+def test_the_sweep_is_the_cost_models_best_ranked_and_starts_with_choose_config():
+    from artifacts.kernels.hopper_gemm import config
+
+    for m, n, k in ((1, 4096, 4096), (160, 4096, 14336), (4096, 4096, 4096)):
+        found = autotune.sweep(m, n, k)
+        assert len(found) == min(autotune.TUNE_CANDIDATES, len(config.candidates(m, n, k, allow_swap=True)))
+        assert found[0] == config.choose_config(m, n, k, allow_swap=True)
+        assert set(found) <= set(config.candidates(m, n, k, allow_swap=True))
+    assert any(c.swap_ab for c in autotune.sweep(1, 4096, 4096))                  # swap-AB is tuned too
+    assert not any(c.swap_ab for c in autotune.sweep(1, 4096, 4096, allow_swap=False))
     assert not any(c.split_k > 1 for c in autotune.sweep(64, 4096, 4096, batch=8))   # batches fill the SMs
 
 
-def test_a_bucket_rounds_m_up_to_a_power_of_two_and_keeps_the_rest_exact():
+def test_a_bucket_rounds_m_up_to_16_then_to_a_power_of_two_and_keeps_the_rest_exact():
     key = autotune.bucket_key("NVIDIA H200", 132, "torch.bfloat16", "torch.bfloat16", "k", "k", 1, 100, 4096, 7168)
-    assert key == "NVIDIA H200|132|torch.bfloat16|torch.bfloat16|kk|L1|M128|N4096|K7168"
-    same = autotune.bucket_key("NVIDIA H200", 132, "torch.bfloat16", "torch.bfloat16", "k", "k", 1, 65, 4096, 7168)
+    assert key == "NVIDIA H200|132|torch.bfloat16|torch.bfloat16|kk|L1|M112|N4096|K7168"
+    same = autotune.bucket_key("NVIDIA H200", 132, "torch.bfloat16", "torch.bfloat16", "k", "k", 1, 97, 4096, 7168)
     assert same == key
-    assert "|M1|" in autotune.bucket_key("g", 1, "a", "d", "k", "k", 1, 1, 8, 8)
+    assert "|M16|" in autotune.bucket_key("g", 1, "a", "d", "k", "k", 1, 1, 8, 8)
     assert "|M64|" in autotune.bucket_key("g", 1, "a", "d", "k", "k", 1, 64, 8, 8)
+    assert "|M1024|" in autotune.bucket_key("g", 1, "a", "d", "k", "k", 1, 1017, 8, 8)
+    assert "|M2048|" in autotune.bucket_key("g", 1, "a", "d", "k", "k", 1, 1025, 8, 8)
 
 
 def test_the_cache_round_trips_and_keeps_other_entries(tmp_path):
     path = tmp_path / "t.json"
     autotune.write_cache(path, "a", GemmConfig(64, 256, (1, 1), 4))
     autotune.write_cache(path, "b", GemmConfig(128, 192, (2, 1), 1))
-    assert autotune.read_cache(path) == {"a": GemmConfig(64, 256, (1, 1), 4), "b": GemmConfig(128, 192, (2, 1), 1)}
+    autotune.write_cache(path, "c", GemmConfig(128, 80, (1, 2), 2, swap_ab=True))
+    assert autotune.read_cache(path) == {"a": GemmConfig(64, 256, (1, 1), 4), "b": GemmConfig(128, 192, (2, 1), 1),
+                                         "c": GemmConfig(128, 80, (1, 2), 2, swap_ab=True)}
     assert not list(tmp_path.glob("*.tmp"))   # written atomically: no leftovers
 
 
 @pytest.mark.parametrize("entry", [
     {"tile_m": 96, "tile_n": 256, "cluster_mn": [1, 1], "split_k": 1},          # no such tile
     {"tile_m": 128, "tile_n": 256, "cluster_mn": [4, 1], "split_k": 1},         # no such cluster
-    {"tile_m": 128, "tile_n": 256, "cluster_mn": [2, 1], "split_k": 4},         # split-K refuses clusters
+    {"tile_m": 128, "tile_n": 88, "cluster_mn": [2, 1], "split_k": 4},          # widths are multiples of 16
+    {"tile_m": 128, "tile_n": 80, "cluster_mn": [1, 2], "split_k": 2, "swap_ab": "yes"},   # a string is no bool
     {"tile_m": 128, "tile_n": 256, "cluster_mn": [1, 1], "split_k": 99},
     {"tile_m": True, "tile_n": 256, "cluster_mn": [1, 1], "split_k": 1},        # a bool is no tile
     {"tile_m": 128.0, "tile_n": 256, "cluster_mn": [1, 1], "split_k": 1},

@@ -16,7 +16,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("cutlass")
 if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
     pytest.skip("needs an sm_90 GPU", allow_module_level=True)
-from artifacts.kernels.hopper_gemm import hopper_gemm
+from artifacts.kernels.hopper_gemm import config, hopper_gemm
 
 pytestmark = pytest.mark.gpu
 # relative Frobenius error allowed, by output type: the output's rounding dominates (bf16 ~4e-3,
@@ -101,8 +101,8 @@ def _repeats_exactly(run, d, times: int):
 
 def test_split_k_is_deterministic():
     a, b = _operands(torch.bfloat16, (), 16, 4096, 14336)
-    run, d = hopper_gemm.compile_gemm(a, b, swap_ab=False)   # the default swaps this decode shape, unsplit
-    assert run.config.split_k > 1
+    run, d = hopper_gemm.compile_gemm(a, b, swap_ab=False, split_k=4)
+    assert run.config.split_k == 4
     _repeats_exactly(run, d, 3)
     _check(a, b, d)
 
@@ -577,11 +577,11 @@ def test_swap_ab_graph_capture_on_a_side_stream():
 
 def test_swap_ab_default_follows_the_rule_unless_switched_off(monkeypatch):
     a, b = _operands(torch.bfloat16, (), 1, 6144, 4096)
-    monkeypatch.setattr(hopper_gemm, "SWAP_AB_AUTO", False)
+    monkeypatch.setattr(config, "SWAP_AB_AUTO", False)
     assert not hopper_gemm.compile_gemm(a, b)[0].config.swap_ab
-    monkeypatch.setattr(hopper_gemm, "SWAP_AB_AUTO", True)
+    monkeypatch.setattr(config, "SWAP_AB_AUTO", True)
     run, d = _run_poisoned(a, b)
-    assert run.config.swap_ab and run.config.split_k == 1
+    assert run.config.swap_ab
     _check(a, b, d)
     assert not hopper_gemm.compile_gemm(a, b, swap_ab=False)[0].config.swap_ab
     bias = torch.randn(6144, device="cuda").bfloat16()
@@ -594,8 +594,6 @@ def test_swap_ab_refusals_name_the_value():
         hopper_gemm.gemm(a, b, out_dtype=torch.float32, **SWAP)
     with pytest.raises(ValueError, match=r"swap_ab=True with a fused epilogue \(bias\) unsupported"):
         hopper_gemm.gemm(a, b, bias=torch.zeros(264, dtype=torch.bfloat16, device="cuda"), **SWAP)
-    with pytest.raises(ValueError, match="swap_ab=True with split_k=2 unsupported"):
-        hopper_gemm.gemm(a, b, split_k=2, **SWAP)
     with pytest.raises(ValueError, match="swap_ab=True with schedule='pingpong' unsupported"):
         hopper_gemm.gemm(a, b, schedule="pingpong", **SWAP)
     a2, b2 = _operands(torch.bfloat16, (), 13, 260, 512)
@@ -604,6 +602,64 @@ def test_swap_ab_refusals_name_the_value():
         hopper_gemm.gemm(a2, b2, **SWAP)
     with pytest.raises(ValueError, match=r"N=13: the contiguous dimension of B"):   # a M-major: 13 rows, 26 bytes
         hopper_gemm.gemm(a.t().contiguous().t(), b, **SWAP)
+
+
+# --- the tiles mid-M needs (issue 34): swapped tiles sized to the rows, split with swap and clusters,
+# 192-row tiles, any width a multiple of 16 ----------------------------------------------------------------
+
+@pytest.mark.parametrize("m, n, k, tile_m, tile_n, cluster, split_k", [
+    (160, 4096, 14336, 128, 80, (1, 2), 2),     # cuBLAS's 128x80 1x2 split: two token tiles share the weight tile
+    (200, 4096, 14336, 128, 112, (1, 2), 2),    # 104 rounded up to 16
+    (96, 6144, 4096, 64, 96, (1, 1), 1),
+    (160, 6144, 4096, 128, 80, (2, 1), 1),
+    (200, 2112, 7168, 128, 208, (2, 1), 3),     # 17 weight tiles: the 2x1 partner of the last is outside D
+    (40, 520, 1000, 64, 48, (1, 1), 5),
+    (333, 776, 1000, 64, 176, (1, 2), 2),       # two token tiles, ragged
+])
+def test_swap_ab_tiles_sized_to_the_rows(m, n, k, tile_m, tile_n, cluster, split_k):
+    a, b = _operands(torch.bfloat16, (), m, n, k, seed=m + n)
+    run, d = _run_poisoned(a, b, tile_m=tile_m, tile_n=tile_n, cluster_mn=cluster, split_k=split_k, swap_ab=True)
+    assert run.config.swap_ab and (run.config.tile_n, run.config.split_k) == (tile_n, split_k)
+    _check(a, b, d)
+    if split_k > 1:
+        _repeats_exactly(run, d, 2)
+
+
+@pytest.mark.parametrize("tile_m, tile_n, cluster, split_k", [
+    (128, 128, (2, 1), 3),    # 3 row tiles: the last pair's second CTA is past D and reduces nothing
+    (128, 128, (1, 2), 2),    # 7 column tiles: the same along N
+    (64, 192, (2, 1), 4),
+    (192, 128, (1, 1), 2),
+    (128, 80, (2, 1), 2),     # a width of 16-wide epilogue slices, N-major
+])
+def test_split_k_with_clusters_and_odd_tile_counts(tile_m, tile_n, cluster, split_k):
+    a, b = _operands(torch.bfloat16, (), 333, 776, 4096, seed=tile_n)
+    run, d = _run_poisoned(a, b, tile_m=tile_m, tile_n=tile_n, cluster_mn=cluster, split_k=split_k, swap_ab=False)
+    _check(a, b, d)
+    first = _repeats_exactly(run, d, 2)
+    _replay_on_a_side_stream(run, d)            # the counters were reset by every launch before
+    assert torch.equal(d, first)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32, torch.float8_e4m3fn])
+@pytest.mark.parametrize("tile_n, cluster", [(192, (2, 1)), (128, (1, 1)), (160, (1, 2))])
+def test_192_row_tiles(dtype, tile_n, cluster):
+    a, b = _operands(dtype, (), 1000, 2104, 1000, seed=tile_n)
+    run, d = _run_poisoned(a, b, alpha=0.5, tile_m=192, tile_n=tile_n, cluster_mn=cluster, swap_ab=False)
+    assert run.config.tile_m == 192
+    _check(a.float(), b.float(), d, 0.5)
+
+
+@pytest.mark.parametrize("m, n, k", [(96, 4096, 14336), (160, 4096, 14336), (200, 4096, 14336), (96, 6144, 4096),
+                                     (160, 6144, 4096), (384, 14336, 4096), (768, 6144, 4096), (129, 3072, 8192),
+                                     (257, 2112, 7168), (1025, 4096, 4096)])
+def test_the_chooser_on_mid_m_shapes(m, n, k):
+    """Whatever choose_config picks where the tiles mid-M needs compete (swapped or not, split or not)."""
+    a, b = _operands(torch.bfloat16, (), m, n, k, seed=k)
+    run, d = _run_poisoned(a, b)
+    assert run.config == hopper_gemm.choose_config(m, n, k, 1, torch.cuda.get_device_properties(0).multi_processor_count,
+                                                   16, allow_swap=True)
+    _check(a, b, d)
 
 
 # --- tune=True (autotune.py) ---------------------------------------------------------------------------
@@ -629,7 +685,7 @@ def test_tune_measures_a_configuration_runs_it_and_keeps_it(small_sweep, monkeyp
     run, d = hopper_gemm.compile_gemm(a, b, tune=True)
     run()
     _check(a, b, d)
-    candidates = configs + [hopper_gemm.choose_config(m, n, k, a.shape[0] if lead else 1)]
+    candidates = configs + [hopper_gemm.choose_config(m, n, k, a.shape[0] if lead else 1, allow_swap=True)]
     assert (run.config.tile_m, run.config.tile_n, run.config.split_k) in {
         (c.tile_m, c.tile_n, c.split_k) for c in candidates}
     assert autotune.read_cache(autotune.cache_path())   # stored
@@ -637,7 +693,7 @@ def test_tune_measures_a_configuration_runs_it_and_keeps_it(small_sweep, monkeyp
     def untimed(*args, **kwargs):
         raise AssertionError("a tuned bucket was timed again")
     autotune._TUNED.clear()                             # a new process: the file answers, nothing is timed
-    monkeypatch.setattr(autotune, "time_sweep", untimed)
+    monkeypatch.setattr(hopper_gemm, "time_sweep", untimed)
     run2, d2 = hopper_gemm.compile_gemm(a, b, tune=True)
     assert run2.config == run.config
     run2()

@@ -77,7 +77,7 @@ def test_the_first_pass_keeps_the_fastest_configurations(held_out):
 
 
 def test_a_label_says_when_the_configuration_is_swapped(held_out):
-    from artifacts.kernels.hopper_gemm.hopper_gemm import GemmConfig
+    from artifacts.kernels.hopper_gemm.config import GemmConfig
 
     assert held_out.label(GemmConfig(64, 16, (1, 1), 1, swap_ab=True)) == "64x16 1x1 s1 swap"
     assert held_out.label(GemmConfig(128, 256, (2, 1), 1)) == "128x256 2x1 s1"

@@ -3,7 +3,7 @@
 import pytest
 
 pytest.importorskip("cutlass")
-from artifacts.kernels.hopper_gemm import hopper_gemm, nvmmh  # noqa: E402
+from artifacts.kernels.hopper_gemm import config, hopper_gemm, nvmmh  # noqa: E402
 
 
 @pytest.mark.parametrize("given, expected", [
@@ -11,7 +11,7 @@ from artifacts.kernels.hopper_gemm import hopper_gemm, nvmmh  # noqa: E402
     ((4096, 4096, 128, 128, 2, 1, 1), hopper_gemm.GemmConfig(128, 128, (2, 1), 1)),
     ((64, 4096, 128, 128, 2, 1, 1), hopper_gemm.GemmConfig(128, 128, (1, 1), 1)),   # one row tile: no 2x1
     ((3, 28672, 64, 120, 1, 4, 1), hopper_gemm.GemmConfig(64, 128, (1, 2), 1)),     # nearest width, 1x2
-    ((8, 512, 64, 256, 1, 1, 40), hopper_gemm.GemmConfig(64, 256, (1, 1), hopper_gemm.MAX_SPLIT_K)),
+    ((8, 512, 64, 256, 1, 1, 40), hopper_gemm.GemmConfig(64, 256, (1, 1), config.MAX_SPLIT_K)),
 ])
 def test_mapping_onto_our_configurations(given, expected):
     config = nvmmh.mapped(*given)

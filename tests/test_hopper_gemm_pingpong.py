@@ -10,7 +10,7 @@ import re
 import pytest
 
 cutlass = pytest.importorskip("cutlass")
-from artifacts.kernels.hopper_gemm import gemm_base, hopper_gemm, pipeline_checks  # noqa: E402
+from artifacts.kernels.hopper_gemm import config, gemm_base, hopper_gemm, pipeline_checks  # noqa: E402
 from kernelwiki.harness import compile as compile_mod  # noqa: E402
 
 BF16, FP16 = cutlass.BFloat16, cutlass.Float16
@@ -64,7 +64,7 @@ def test_pingpong_shape_of_the_work():
     assert (cooperative.tile_warpgroups(), cooperative.ab_consumer_arrivals()) == (2, 16)
 
 
-@pytest.mark.parametrize("tile_n", hopper_gemm.TILE_NS)
+@pytest.mark.parametrize("tile_n", config.TILE_NS)
 @pytest.mark.parametrize("cluster_mn", [(1, 1), (2, 1)], ids=["1x1", "2x1"])
 @pytest.mark.parametrize("dtype", [BF16, FP16], ids=["bf16", "fp16"])
 def test_pingpong_compiles_with_ordered_barriers_and_no_spills(tile_n, cluster_mn, dtype):

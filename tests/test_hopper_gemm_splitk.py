@@ -6,6 +6,7 @@ gate, by less than 10x."""
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -13,15 +14,17 @@ import pytest
 from conftest import ROOT, load_probe_script
 
 cutlass = pytest.importorskip("cutlass")
-from artifacts.kernels.hopper_gemm import hopper_gemm  # noqa: E402
+from artifacts.kernels.hopper_gemm import config, hopper_gemm  # noqa: E402
 from artifacts.kernels.hopper_gemm.fused_epilogue import EpilogueSpec  # noqa: E402
-from artifacts.kernels.hopper_gemm.hopper_gemm import GemmConfig, HopperGemm  # noqa: E402
+from artifacts.kernels.hopper_gemm.config import GemmConfig  # noqa: E402
+from artifacts.kernels.hopper_gemm.gemm_sm90 import HopperGemm  # noqa: E402
 from kernelwiki.harness import compile as compile_mod  # noqa: E402
 from kernelwiki.harness import gates  # noqa: E402
 
 BF16 = cutlass.BFloat16
-# the reduction's memory-model pieces: the count (acq_rel RMW), the fences, the L2 reads of the partials
-REDUCTION_PTX = ("atom.global.acq_rel.add.u32", "fence.acq_rel.gpu", "ld.global.cg.b32")
+# the reduction's memory-model pieces: the count (acq_rel RMW), the fences, the 128-bit stores and loads
+# of the partials (fragment order: one vector of four FP32 values per access)
+REDUCTION_PTX = ("atom.global.acq_rel.add.u32", "fence.acq_rel.gpu", "st.global.v4.b32", "ld.global.v4.b32")
 
 
 @pytest.mark.parametrize("m, n, batch, config, expected", [
@@ -33,12 +36,15 @@ def test_split_workspace_holds_whole_tiles_and_one_counter_per_tile(m, n, batch,
     assert hopper_gemm.split_workspace(m, n, batch, config) == expected
 
 
-def test_split_k_accepts_a_fused_epilogue_and_refuses_clusters_and_pingpong():
+def test_split_k_accepts_a_fused_epilogue_clusters_and_swap_and_refuses_pingpong():
     # the last split applies act(sum) once, so a fused epilogue with a split is exact
     HopperGemm.can_implement(BF16, BF16, 16, 4096, 4096, tile_m=64, cluster_mn=(1, 1), split_k=4,
                              epilogue=EpilogueSpec(True, "gelu_tanh", True))
-    with pytest.raises(ValueError, match=r"split_k=2 with cluster_mn=\(2, 1\) unsupported"):
-        HopperGemm.can_implement(BF16, BF16, 256, 256, 256, split_k=2, cluster_mn=(2, 1))
+    # a cluster's partner past D's last tile reduces nothing (reduce_partials), and the workspace is in
+    # fragment order whatever D's major mode: clusters and the swapped (M-major) store split too
+    for cluster in ((2, 1), (1, 2)):
+        HopperGemm.can_implement(BF16, BF16, 256, 256, 256, split_k=2, cluster_mn=cluster)
+    HopperGemm.can_implement(BF16, BF16, 4096, 160, 14336, tile_n=80, cluster_mn=(1, 2), split_k=2, d_major="m")
     with pytest.raises(ValueError, match="schedule='pingpong' with split_k=2"):
         HopperGemm.can_implement(BF16, BF16, 256, 256, 256, tile_m=64, split_k=2, schedule="pingpong")
     with pytest.raises(ValueError, match="reduce_splits with schedule='pingpong'"):
@@ -70,6 +76,8 @@ def test_the_split_kernel_compiles_the_reduction_and_the_plain_one_does_not(sett
         assert instruction in split, instruction
     assert split.count("atom.global") == 1            # one count per (tile, split), by one thread
     assert split.count("fence.acq_rel.gpu") == 2      # release before the count, acquire after it
+    assert not re.search(r"ld\.global(\.cg)?\.b32", split)   # no scalar loads of partials
+    assert split.count("st.global.b32") == 1          # and no scalar stores: the counter's reset only
     plain = _ptx(**settings)
     assert not any(instruction in plain for instruction in REDUCTION_PTX)
 
@@ -93,7 +101,7 @@ def test_decode_probe_control_fails_the_gate_within_10x():
     probe = load_probe_script("probe-decode-gemm", "decode_gemm_probe")
     m, n, k = probe.CONTROL_SHAPE
     split_k, (tile_m, tile_n) = probe.CONTROL_SPLIT_K, probe.CONTROL_TILE
-    tile_k = hopper_gemm.K_TILE_BYTES // 2
+    tile_k = config.K_TILE_BYTES // 2
     k_tiles = math.ceil(k / tile_k)
     per_split = math.ceil(k_tiles / split_k)
     last_first = (split_k - 1) * per_split * tile_k

@@ -1,16 +1,17 @@
 """Swap-AB in our Hopper GEMM without a GPU: the M-major D store (what can_implement refuses, that it
 compiles for sm_90a with the transposed stmatrix while the default keeps the plain one), the
 narrow tile widths, the operand views compile_gemm hands the kernel when it swaps, what swap_ab
-refuses, and choose_config's swap rule (off by default)."""
+refuses, and choose_config's swap choice (on by default, SWAP_AB_AUTO)."""
 
 from __future__ import annotations
 
+import math
 import re
 
 import pytest
 
 cutlass = pytest.importorskip("cutlass")
-from artifacts.kernels.hopper_gemm import hopper_gemm  # noqa: E402
+from artifacts.kernels.hopper_gemm import config, hopper_gemm  # noqa: E402
 from artifacts.kernels.hopper_gemm.fused_epilogue import EpilogueSpec  # noqa: E402
 from kernelwiki.harness import compile as compile_mod  # noqa: E402
 
@@ -22,7 +23,6 @@ STMATRIX_PLAIN = re.compile(r"\bSTSM\.16\.M88\.4\b")
 @pytest.mark.parametrize("kwargs, message", [
     (dict(d_dtype=FP32), r"D dtype Float32 with d_major='m' unsupported.*use one of"),
     (dict(epilogue=EpilogueSpec(bias=True)), r"d_major='m' with a fused epilogue \(bias\) unsupported"),
-    (dict(split_k=2, cluster_mn=(1, 1)), r"d_major='m' with split_k=2 unsupported"),
     (dict(schedule="pingpong", tile_m=64), r"d_major='m' with schedule='pingpong' unsupported"),
     (dict(m=260), r"M=260: columns of D must be a multiple of 16 bytes for TMA \(M a multiple of 8"),
 ])
@@ -67,7 +67,9 @@ def _sass(**kwargs) -> str:
     dict(tile_m=128, tile_n=64, cluster_mn=(2, 1), b_major="mn"),
     dict(tile_m=128, tile_n=16, cluster_mn=(1, 1), ab_dtype=cutlass.Float8E4M3FN),
     dict(tile_m=128, tile_n=256, cluster_mn=(1, 2)),
-], ids=["64x16", "64x32-fp16", "128x64-2x1-b-mn", "128x16-fp8", "128x256-1x2"])
+    dict(tile_m=128, tile_n=80, cluster_mn=(1, 2), split_k=2),      # sized to 160 token rows, split, clustered
+    dict(tile_m=128, tile_n=208, cluster_mn=(2, 1)),                # 200 token rows in one tile: 16-wide slices
+], ids=["64x16", "64x32-fp16", "128x64-2x1-b-mn", "128x16-fp8", "128x256-1x2", "128x80-1x2-split", "128x208-2x1"])
 def test_m_major_store_compiles_with_the_transposed_stmatrix(kwargs):
     sass = _sass(d_major="m", **kwargs)
     assert STMATRIX_TRANSPOSED.search(sass) and not STMATRIX_PLAIN.search(sass)
@@ -108,58 +110,36 @@ def test_swapped_operands_are_b_a_and_out_transposed_m_major(lead, m):
 @pytest.mark.parametrize("settings, message", [
     (dict(out_dtype="torch.float32", d_dtype=FP32), r"swap_ab=True with out dtype torch.float32 unsupported"),
     (dict(spec=EpilogueSpec(activation="silu")), r"swap_ab=True with a fused epilogue \(silu\) unsupported"),
-    (dict(split_k=4), r"swap_ab=True with split_k=4 unsupported; use split_k=1"),
     (dict(schedule="pingpong"), r"swap_ab=True with schedule='pingpong' unsupported"),
 ])
 def test_swap_ab_refuses_what_it_cannot_run(settings, message):
-    args = {"out_dtype": "torch.bfloat16", "d_dtype": BF16, "spec": EpilogueSpec(), "split_k": None,
-            "schedule": "cooperative", **settings}
+    args = {"out_dtype": "torch.bfloat16", "d_dtype": BF16, "spec": EpilogueSpec(), "schedule": "cooperative",
+            **settings}
     with pytest.raises(ValueError, match=message):
         hopper_gemm._check_swap_settings(**args)
-    hopper_gemm._check_swap_settings("torch.float16", FP16, EpilogueSpec(), 1, "cooperative")
+    hopper_gemm._check_swap_settings("torch.float16", FP16, EpilogueSpec(), "cooperative")
 
 
-@pytest.mark.parametrize("m, n, k, expected", [
-    (1, 6144, 4096, (64, 16, (1, 1), 1)),        # 48 tiles of 128 rows would leave SMs idle: 64-row ones
-    (13, 4096, 14336, (64, 16, (1, 1), 1)),
-    (32, 6144, 4096, (64, 32, (1, 1), 1)),
-    (33, 6144, 4096, (64, 64, (1, 1), 1)),
-    (8, 32768, 4096, (128, 16, (1, 1), 1)),      # 256 tiles of 128 rows already fill the SMs
-])
-def test_swapped_config_narrowest_tile_that_holds_m(m, n, k, expected):
-    config = hopper_gemm.swapped_config(m, n, k)
-    assert (config.tile_m, config.tile_n, config.cluster_mn, config.split_k) == expected and config.swap_ab
-    assert config.describe().endswith(", swap-AB")
+def test_swapped_config_sizes_the_tile_to_the_token_rows():
+    for m, n, k in ((1, 6144, 4096), (13, 4096, 14336), (33, 6144, 4096), (160, 4096, 14336), (200, 2112, 7168)):
+        chosen = hopper_gemm.swapped_config(m, n, k)
+        tiles = math.ceil(m / chosen.tile_n)
+        assert chosen.swap_ab and chosen.tile_n % 16 == 0 and 1 <= tiles <= 4
+        assert chosen.tile_n == min(256, -(-math.ceil(m / tiles) // 16) * 16)   # the least padding for its tiles
+        assert chosen.describe().endswith(", swap-AB")
 
 
-def test_swapped_config_above_64_rows_is_the_swapped_shapes_choice_without_split():
-    config = hopper_gemm.swapped_config(100, 2112, 1000)
-    unswapped = hopper_gemm.choose_config(2112, 100, 1000, allow_split=False)
-    assert config == hopper_gemm.GemmConfig(unswapped.tile_m, unswapped.tile_n, unswapped.cluster_mn, 1,
-                                            swap_ab=True)
-
-
-@pytest.mark.parametrize("m, n, k, swaps", [
-    (1, 6144, 4096, True),      # 96 swapped CTAs
-    (32, 4096, 14336, True),    # 64 swapped CTAs: a third of the SMs and more
-    (64, 4096, 14336, True),    # the 64-row side is full, but unswapped it needs a split-K sum
-    (16, 7168, 2048, True),
-    (1, 2048, 16384, False),    # 32 swapped CTAs: under a third of the SMs; the unswapped split fills them
-    (8, 1024, 4096, False),     # 16
-    (65, 6144, 4096, False),    # more tokens than one 64-row wgmma
-    (100, 6144, 4096, False),
-])
-def test_swap_rule_counts_padding_and_ctas(m, n, k, swaps):
-    assert hopper_gemm.choose_config(m, n, k, allow_swap=True).swap_ab is swaps
-
-
-def test_swap_rule_is_on_by_default_for_decode_shapes_only():
-    assert hopper_gemm.SWAP_AB_AUTO is True
-    for m in (1, 4, 16, 32, 64):
+def test_swap_rule_is_on_by_default_and_switched_off_by_its_flag(monkeypatch):
+    assert config.SWAP_AB_AUTO is True
+    for m in (1, 4, 16, 32):
         assert hopper_gemm.choose_config(m, 6144, 4096, allow_swap=True).swap_ab
-    for m in (65, 300):
-        for n, k in ((6144, 4096), (4096, 14336), (264, 136)):
-            chosen = hopper_gemm.choose_config(m, n, k, allow_swap=True)
-            assert not chosen.swap_ab and chosen == hopper_gemm._unswapped_config(m, n, k, 1, 132, 16, True)
+    for m, n, k in ((1, 6144, 4096), (160, 4096, 14336), (300, 264, 136)):
+        assert not hopper_gemm.choose_config(m, n, k).swap_ab          # the caller's settings forbid it
+    monkeypatch.setattr(config, "SWAP_AB_AUTO", False)
+    hopper_gemm.choose_config.cache_clear()
+    try:
+        assert not hopper_gemm.choose_config(1, 6144, 4096, allow_swap=True).swap_ab
+    finally:
+        hopper_gemm.choose_config.cache_clear()
 
 

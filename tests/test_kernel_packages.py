@@ -71,7 +71,47 @@ def test_the_kernel_cache_keys_name_files_that_exist():
     (a path written with the old folder name only failed on the GPU, at the first compile)."""
     pytest.importorskip("cutlass")
     from artifacts.kernels.fp8_blockscale_gemm import fp8_blockscale_gemm
-    from artifacts.kernels.hopper_gemm import hopper_gemm
+    from artifacts.kernels.hopper_gemm import jit
 
-    for module in (hopper_gemm, fp8_blockscale_gemm):
+    for module in (jit, fp8_blockscale_gemm):
         assert module.KERNEL_SOURCES and all(path.is_file() for path in module.KERNEL_SOURCES), module.KERNEL_SOURCES
+
+
+def _package_imports(path) -> set[str]:
+    """The modules of its own kernel package that a module imports, anywhere in the file (relative
+    imports: `from .x import y`, `from . import x`, `from ..pkg import x` resolved to dotted names)."""
+    import ast
+
+    package = path.relative_to(ROOT).with_suffix("").parts[:-1]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = package[:len(package) - node.level + 1]
+            if node.module:
+                found.add(".".join((*base, *node.module.split("."))))
+            else:
+                found.update(".".join((*base, alias.name)) for alias in node.names)
+    return found
+
+
+def test_no_import_cycle_inside_the_kernel_packages():
+    """A module of a kernel package never imports, even inside a function, one that imports it back
+    (hopper_gemm's autotune.py and hopper_gemm.py once did: configuration and chooser now live in
+    config.py, which both import)."""
+    modules = {".".join(p.relative_to(ROOT).with_suffix("").parts): p for p in KERNELS.rglob("*.py")
+               if "__pycache__" not in p.parts and p.name != "__init__.py"}
+    graph = {name: {m for m in _package_imports(path) if m in modules} for name, path in modules.items()}
+    state: dict[str, int] = {}
+
+    def visit(name: str, trail: list[str]) -> None:
+        state[name] = 1
+        for nxt in sorted(graph[name]):
+            assert state.get(nxt) != 1, f"import cycle: {' -> '.join(trail[trail.index(nxt):] + [nxt])}"
+            if nxt not in state:
+                visit(nxt, trail + [nxt])
+        state[name] = 2
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name, [name])
+    assert "artifacts.kernels.hopper_gemm.config" in graph["artifacts.kernels.hopper_gemm.autotune"]

@@ -61,10 +61,10 @@ def _variants(x, w, chosen_split: int) -> dict:
     """{name: (run, (M, N) output)} of our kernel on x, w: its default choice ("ours": swap-AB where
     swap_ab_pays), and the problem as given ("unswapped": choose_config's split, then forced to no
     split and to twice it); a forced swap where the default does not swap."""
-    from artifacts.kernels.hopper_gemm import hopper_gemm
+    from artifacts.kernels.hopper_gemm import config, hopper_gemm
 
     out = {"ours": hopper_gemm.compile_gemm(x, w), "unswapped": hopper_gemm.compile_gemm(x, w, swap_ab=False)}
-    for split in sorted({1, min(hopper_gemm.MAX_SPLIT_K, 2 * chosen_split)} - {chosen_split}):
+    for split in sorted({1, min(config.MAX_SPLIT_K, 2 * chosen_split)} - {chosen_split}):
         out[f"unswapped split_k={split}"] = hopper_gemm.compile_gemm(x, w, split_k=split, swap_ab=False)
     if not out["ours"][0].config.swap_ab:
         out["swap-ab"] = hopper_gemm.compile_gemm(x, w, swap_ab=True)

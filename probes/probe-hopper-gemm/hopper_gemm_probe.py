@@ -34,6 +34,7 @@ TF32_MASK = -8192   # clears the 13 low mantissa bits: fp32 values exactly repre
 E4M3_MAX = 448.0
 PROBE = Probe(__file__)
 LLM_ROWS: list[dict] = []   # the llm-shapes cases run so far in this process, for llm-shapes-summary
+PRECOMPILED: set[str] = set()   # the sets whose kernels precompile_for has compiled in this process
 STRONGEST = "strongest of cuBLAS and quack, per shape"
 
 
@@ -231,6 +232,9 @@ def run_case(case: dict, ctx: Context) -> dict:
         return run_schedules(params, ctx)
     dtype = params["dtype"]
     m, n, k = _shape(params)
+    if params.get("set") == "llm-shapes" and "llm-shapes" not in PRECOMPILED:   # the set's kernels at once,
+        PRECOMPILED.add("llm-shapes")                                          # in parallel processes
+        hopper_gemm.precompile_for(sorted(held_out.tuning_set(PROBE.spec["cases"])))
     a, b, scale_a, scale_b, reference = _case_operands(params, dtype, m, n, k, ctx.seed)
     settings = _settings(params)
     run, d = hopper_gemm.compile_gemm(a, b, alpha=scale_a * scale_b, **settings)
@@ -383,7 +387,8 @@ def _held_out_launches(x, w, configs: dict, with_quack: bool) -> tuple[dict, dic
     out = {}
     for name, config in configs.items():
         forced = {} if config is None else {"tile_m": config.tile_m, "tile_n": config.tile_n,
-                                            "cluster_mn": config.cluster_mn, "split_k": config.split_k}
+                                            "cluster_mn": config.cluster_mn, "split_k": config.split_k,
+                                            "swap_ab": config.swap_ab}
         out[name] = hopper_gemm.compile_gemm(x, w, **forced)
     launches = {name: run for name, (run, _) in out.items()}
     launches.update(_cublas("bf16", x, w, 1.0, 1.0, torch.empty(x.shape[0], w.shape[0], dtype=x.dtype, device="cuda")))
@@ -401,8 +406,8 @@ def _held_out_shape(shape: dict, index: int, nvmmh_config, ctx: Context) -> dict
 
     m, n, k = shape["m"], shape["n"], shape["k"]
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    # what the default runs: swap-AB where the rule takes it (the sweep's configurations are unswapped)
-    chosen = hopper_gemm.choose_config(m, n, k, 1, sms, 16, allow_swap=hopper_gemm.SWAP_AB_AUTO)
+    # what the default runs (swap-AB where the cost model prefers it); the sweep is tune=True's candidates
+    chosen = hopper_gemm.choose_config(m, n, k, 1, sms, 16, allow_swap=True)
     configs = {"ours": None}
     configs.update({held_out.label(c): c for c in autotune.sweep(m, n, k, 1, sms, 16) if c != chosen})
     nvmmh_name = None
@@ -426,7 +431,7 @@ def _held_out_shape(shape: dict, index: int, nvmmh_config, ctx: Context) -> dict
         launches.pop("quack", None)
     del reference, cublas_out
     # the first pass is tune=True's own: its fastest is what gemm(tune=True) would run
-    first_pass = autotune.time_sweep(a, b)
+    first_pass = hopper_gemm.time_sweep(a, b)
     tuned = min(first_pass, key=first_pass.__getitem__)
     tuned_name = "ours" if tuned == chosen else held_out.label(tuned)
     if "ours" in incorrect or nvmmh_name in incorrect or tuned_name in incorrect:
@@ -469,6 +474,9 @@ def run_held_out(params: dict, ctx: Context) -> dict:
     drawn = held_out.draw(ctx.seed, int(params["count"]), PROBE.spec["cases"])
     asked = nvmmh.configs([(s["m"], s["n"], s["k"]) for s in drawn], "bf16")
     rows, started = [], time.monotonic()
+    # every kernel the shapes' choices and tune=True's candidates need, compiled in parallel processes
+    precompile_errors = hopper_gemm.precompile_for([(s["m"], s["n"], s["k"]) for s in drawn], tune=True)
+    precompiled_at = time.monotonic()
     for i, shape in enumerate(drawn):
         if time.monotonic() - started > held_out.TIME_BUDGET_S:   # the shapes left are recorded as not timed
             break
@@ -484,6 +492,8 @@ def run_held_out(params: dict, ctx: Context) -> dict:
                "nvmmh": "asked" if asked else
                "unavailable (nvidia-matmul-heuristics not installed, or its child gave no complete answer)",
                **held_out.summary(timed, ("choose_config", "nvmmh", "tuned", "oracle")),
+               **held_out.class_summary(timed, ("choose_config", "tuned")),
+               "precompile_s": round(precompiled_at - started, 1), "precompile_errors": len(precompile_errors),
                "sweep_incorrect": "; ".join(f"{r['m']}x{r['n']}x{r['k']}: {', '.join(r['incorrect'])}"
                                             for r in rows if r["incorrect"]) or None,
                "per_shape": "; ".join(held_out.compact(r) for r in timed)}
@@ -563,6 +573,10 @@ def compile_kernel(arch: str) -> compile_mod.Emitted:
         emitted.facts.append("m1-operand-tma-rank:3d")
     # the schedules cases' ping-pong kernel (its ordered barriers: BAR.SYNC / BAR.ARV over 256 threads)
     extras += [hopper_gemm.compile_for(arch, tile_m=64, tile_n=256, cluster_mn=(2, 1), schedule="pingpong")]
+    # the tiles mid-M needs: a swapped 128 x 80 tile (two of them share the weight in a 1 x 2 cluster)
+    # split over K, and a 192-row tile (three consumer warpgroups)
+    extras += [hopper_gemm.compile_for(arch, tile_m=128, tile_n=80, cluster_mn=(1, 2), split_k=2, d_major="m"),
+               hopper_gemm.compile_for(arch, tile_m=192, tile_n=192, cluster_mn=(2, 1))]
     extras += [hopper_gemm.compile_for(arch, ab_dtype=AB_DTYPES["e4m3"], cluster_mn=(2, 1)),
                hopper_gemm.compile_for(arch, ab_dtype=AB_DTYPES["tf32"], d_dtype=_D_DTYPE["tf32"], cluster_mn=(2, 1))]
     for compiled in extras:

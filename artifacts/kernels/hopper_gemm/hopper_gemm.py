@@ -1,61 +1,27 @@
-"""A warp-specialized, persistent wgmma GEMM for Hopper (sm_90a) in CuTe DSL.
+"""Our Hopper GEMM for torch tensors: `gemm(a, b)` and `compile_gemm(a, b)` (the host interface).
 
-What it does
-    D[l, m, n] = alpha * sum_k A[l, m, k] * B[l, n, k]  (A: (L,) M x K, B: (L,) N x K, each K-major or,
-    for 16-bit types, M-/N-major, i.e. transposed in memory; D: (L,) M x N with N contiguous),
-    bf16/fp16, tf32 (fp32 in memory) or fp8 e4m3 inputs, fp32 accumulation in registers, D in
-    bf16/fp16/fp32 (alpha carries the per-tensor scales of fp8: scale_a * scale_b; 1.0 otherwise), or
-    e4m3 through the fused epilogue's quantize-on-store; optionally D = act(alpha * A B^T + bias) +
-    beta * C fused in the epilogue (fused_epilogue.py).
-    TF32 goes through our own op (tf32_mma.py): the DSL does not expose one.
-    One CTA per SM, clusters of cluster_mn CTAs, tile_m = 64 x (consumer warpgroups on one tile):
-      warpgroup 0  producer: gives registers back (setmaxnreg down), and its warp 0 TMA-loads A and
-                   B K-tiles into a `stages`-deep shared-memory ring; B is multicast to the CTAs of
-                   the cluster that share it (cluster_m > 1), A to those along N (cluster_n > 1);
-      warpgroups 1.. consumers (setmaxnreg up), one or two. Cooperative (the default): each owns 64
-                   rows of every tile. Ping-pong (schedule="pingpong"; bf16/fp16, tile_m 64, no
-                   split-K): two warpgroups on alternate 64-row tiles, whose ordered named barriers
-                   (gemm_base.WarpgroupOrder) let one run its epilogue while the other issues its
-                   mainloop. Per K-tile fence / wgmma / commit, then `wait_group 1` keeps one K-tile
-                   of wgmma in flight while the previous stage goes back to the producer;
-      epilogue     the consumers convert the accumulator, write it to shared memory with stmatrix
-                   (epi_tile slices, a small ring), and one warp TMA-stores each slice; a fused
-                   epilogue (fused_epilogue.py: bias, GELU/SiLU, residual) works on each slice's
-                   FP32 values before the conversion.
-    A static persistent scheduler walks the output tiles (m, n, l x split_k) cluster by cluster, so
-    the producer starts the next tile's loads while the consumers finish the current one.
-    Everything but the mainloop is gemm_base.Sm90GemmBase's, shared with the FP8 GEMM; pipeline_checks
-    checks the ring's arrive counts and transaction bytes while the kernel is traced.
+    d = alpha * a @ b.T (batched: d[l] = alpha * a[l] @ b[l].T), a: ([L,] M, K), b: ([L,] N, K) in bf16,
+    fp16, fp32 (TF32 math) or float8_e4m3fn, optionally with a fused epilogue (bias, GELU-tanh / SiLU,
+    residual, e4m3 quantize-on-store). compile_gemm checks the tensors (types, devices, strides, overlap,
+    alignment: a ValueError naming the value for anything the kernel cannot read), picks the
+    configuration (config.choose_config, or tune=True: autotune.py measures it), fetches the compiled
+    kernel (jit.kernel_for: one compile per configuration, cached on disk) and returns a launch that
+    reads the stream current at each call (CUDA-graph capture works on any stream).
 
-Shapes are dynamic: M, N, K, L and every stride are run-time values of one compiled kernel, so a new
-    shape costs a launch, not a compile (and a size-1 mode stays a real mode of the TMA descriptor:
-    with static shapes CuTe folds a static M = 1 away and emits a 1-D TMA for a 2-D box, which is
-    what crashed M = 1 before).
-Split-K (split_k > 1), for problems with fewer output tiles than SMs: the K tiles are divided into
-    split_k contiguous ranges, one work tile each, reduced inside the same launch (its own compiled
-    kernel, reduce_splits): every split stores its FP32 partial to a workspace and counts itself on
-    the output tile's counter; the last to arrive sums the split_k partials in the fixed order
-    0 .. split_k - 1 (the same bits every run) and runs the epilogue into D, fused or not, and resets
-    the counter. Nothing waits on another CTA, so any CTA order completes (HopperGemm.reduce_partials).
-Swap-AB (compile_gemm(swap_ab=True)), for a few token rows against a weight: the kernel runs on (b, a)
-    and computes D^T, so the weight's rows fill the 64-row side of the wgmma and the tokens its narrow
-    N side (16, 32 or 64 wide tiles); the epilogue stores D^T M-major (an M-major shared-memory slice
-    written by the transposed stmatrix, then a TMA store through M-major strides), which is the
-    user's (M, N) output with N contiguous: no transpose, no padding of the tokens.
-choose_config(m, n, k, l) picks tile_m, tile_n, the cluster and split_k from the waves of tiles on
-    the SMs, and swap-AB for decode shapes (swap_ab_pays); compile_gemm / gemm use it unless told
-    otherwise (swap_ab=False keeps the problem as given).
-
-Constraints (can_implement): A and B of the same type, bf16, fp16, tf32 or e4m3 (tf32 and fp8 only
-    K-major: wgmma transposes 16-bit operands only); the contiguous dimension of A, B and D and every
-    other stride 16-byte aligned, base pointers 16-byte aligned (TMA); any M, N, K >= 1 otherwise:
-    partial tiles are handled by TMA (loads outside the tensor read zeros, stores outside it are
-    dropped). tile_m in {64, 128}; tile_n in {16, 32, 64, 128, 192, 256} (ping-pong: from 64);
-    cluster_mn in {(1,1), (2,1), (1,2)};
-    split_k in 1..16, with cluster_mn (1,1) only when above 1 (not re-tested since a scratch harness
-    bug) and the cooperative schedule; `out` must not overlap a or b, nor itself (no stride 0). D M-major
-    (d_major='m', what swap-AB runs): bf16/fp16 D, cooperative, no split-K, no fused epilogue, M a
-    multiple of 16 bytes.
+The package, by job (read in this order):
+    config.py          GemmConfig and the rule that picks one (choose_config, swapped_config)
+    gemm_sm90.py       the kernel: HopperGemm, a warp-specialized persistent wgmma GEMM (its docstring
+                       explains the design: roles, ring, schedules, split-K, swap-AB, constraints)
+    gemm_base.py       the skeleton it shares with the FP8 block-scaled GEMM (TMA atoms, scheduler walk,
+                       mbarrier ring, producer loop, stmatrix + TMA-store epilogue)
+    tile_scheduler.py  which K tiles each work tile covers, and the in-kernel split-K reduction
+    fused_epilogue.py  the fused epilogue's math per accumulator slice (epilogue_reference.py: the same in torch)
+    jit.py             compiling with dynamic shapes, the in-memory and on-disk kernel cache
+    autotune.py        tune=True: time the candidates once per shape bucket, keep the fastest on disk
+    nvmmh.py           NVIDIA's matmul heuristics' pick, for comparison
+    sm90_common.py, pipeline_checks.py, tf32_mma.py: views, fake tensors and the cache; barrier counts
+                       checked at compile time; our TF32 warpgroup MMA
+    variants/naive.py  a one-stage teaching version
 
 Compile only (any machine): python -m artifacts.kernels.hopper_gemm.hopper_gemm --arch sm_90a
 Run: probe-hopper-gemm (kernelwiki probe run --probe probe-hopper-gemm) on an H200.
@@ -65,682 +31,16 @@ from __future__ import annotations
 
 import argparse
 import math
-from dataclasses import dataclass, replace
-from pathlib import Path
 
-import cuda.bindings.driver as cuda
 import cutlass
-import cutlass.cute as cute
-import cutlass.pipeline as pipeline
-import cutlass.utils as utils
-import cutlass.utils.hopper_helpers as sm90_utils
-from cutlass.cute.nvgpu import warpgroup
-from cutlass.tensor_utils import LayoutEnum
-from . import fused_epilogue
+
+from . import autotune
+from .config import PINGPONG_TILE_M, GemmConfig, choose_config, split_workspace, swapped_config
 from .fused_epilogue import EpilogueSpec
-from .gemm_base import EPI_TILE_N, SCHEDULES, NamedBarrier, Sm90GemmBase, WarpgroupOrder
-from .sm90_common import (DUMP_DIR, SMEM_BYTES, WARPGROUP_THREADS, batch_last, cached_kernel, canonical,
-                         check_alignment, current_stream, cute_view, fake_tensor, max_active_clusters)
-from .tf32_mma import make_tiled_mma_tf32
+from .gemm_sm90 import D_M_MAJOR_DTYPES, D_MAJOR_MODE, MAJOR_MODE, HopperGemm
+from .jit import compile_for, kernel_for, precompile
+from .sm90_common import batch_last, canonical, check_alignment, current_stream, cute_view
 
-WGMMA_M = 64            # rows of one warpgroup's wgmma
-K_TILE_BYTES = 128      # one 128-byte swizzle row of K per stage: 64 bf16/fp16, 32 tf32 or 128 fp8 elements
-EPI_STAGES = 4
-AB_DTYPES = (cutlass.BFloat16, cutlass.Float16, cutlass.TFloat32, cutlass.Float8E4M3FN)
-D_DTYPES = (cutlass.BFloat16, cutlass.Float16, cutlass.Float32, cutlass.Float8E4M3FN)   # e4m3: quantize-on-store
-TILE_MS = (64, 128)
-TILE_NS = (64, 128, 192, 256)   # what choose_config picks from without swap-AB
-# narrow tiles for the swapped decode problem's small side (a few token rows as the kernel's N): less
-# padded shared memory per stage; the epilogue slice is then the whole tile width
-NARROW_TILE_NS = (16, 32)
-CLUSTERS = ((1, 1), (2, 1), (1, 2))
-MAX_SPLIT_K = 16
-PINGPONG_TILE_M = WGMMA_M   # a ping-pong warpgroup owns a whole tile: one 64-row wgmma per K block
-PINGPONG_AB_DTYPES = (cutlass.BFloat16, cutlass.Float16)
-MAJOR_MODE = {"k": 1, "mn": 0}   # which mode of a (rows, K, L) view is contiguous
-D_MAJOR_MODE = {"n": 1, "m": 0}  # which mode of D's (M, N, L) view is contiguous
-D_M_MAJOR_DTYPES = (cutlass.BFloat16, cutlass.Float16)   # stmatrix's transposed form moves 16-bit values
-# swap_ab=None picks swap-AB by choose_config's rule (swap_ab_pays) where this is True: switched on after
-# probe-decode-gemm's H200 run 20261201T193723Z, where the in-kernel swap beat the unswapped choice at
-# every M from 1 to 64 on both weights (and the split-K sum the unswapped choice needs cost the most)
-SWAP_AB_AUTO = True
-SWAP_MIN_SM_SHARE = 3
-"""Swap only where the swapped tiles (64 weight rows each, no split-K) put at least 1 / this of the SMs to
-work: each CTA then streams its own slice of the weight, and too few cannot pull the HBM's bandwidth
-(measured: 64 CTAs on 132 SMs streamed a 4096 x 14336 weight at about cuBLAS's rate)."""
-
-
-@dataclass(frozen=True)
-class GemmConfig:
-    """The settings of one launch. tile_m, tile_n, cluster_mn and swizzle are compile-time (one compiled
-    kernel each), and whether split_k is above 1 (the kernel that reduces its splits); split_k itself,
-    like the shapes and strides, is a run-time value. swap_ab: the kernel runs on (b, a) into out^T, so
-    tile_m, tile_n and cluster_mn are of that swapped problem (tile_m over the user's N, tile_n over M)."""
-    tile_m: int = 128
-    tile_n: int = 256
-    cluster_mn: tuple[int, int] = (2, 1)
-    split_k: int = 1
-    swizzle: int = 1
-    schedule: str = "cooperative"
-    swap_ab: bool = False
-
-    def describe(self) -> str:
-        schedule = ", ping-pong" if self.schedule == "pingpong" else ""
-        swap = ", swap-AB" if self.swap_ab else ""
-        return (f"tile {self.tile_m}x{self.tile_n}, cluster {self.cluster_mn[0]}x{self.cluster_mn[1]}, "
-                f"split-k {self.split_k}{schedule}{swap}")
-
-
-class HopperGemm(Sm90GemmBase):
-    """The mainloop of gemm_base's skeleton for one alpha-scaled product: per K tile, the consumers'
-    wgmmas accumulate into registers with one K tile in flight; work tiles are (m, n, batch x split)."""
-
-    def __init__(self, ab_dtype=cutlass.BFloat16, d_dtype=cutlass.BFloat16, tile_n: int = 256,
-                 cluster_mn: tuple[int, int] = (2, 1), swizzle: int = 1, skip_last_k_tile: bool = False,
-                 tile_m: int = 128, schedule: str = "cooperative", epilogue: EpilogueSpec = EpilogueSpec(),
-                 d_major: str = "n", reduce_splits: bool = False, skip_last_slice: bool = False):
-        self.ab_dtype, self.d_dtype, self.acc_dtype = ab_dtype, d_dtype, cutlass.Float32
-        if d_major not in D_MAJOR_MODE or (d_major == "m" and d_dtype not in D_M_MAJOR_DTYPES):
-            raise ValueError(f"d_major={d_major!r} with D dtype {d_dtype} unsupported: use 'n', or 'm' with D in "
-                             f"{D_M_MAJOR_DTYPES}")
-        self.d_layout = LayoutEnum.COL_MAJOR if d_major == "m" else LayoutEnum.ROW_MAJOR
-        if schedule not in SCHEDULES or (schedule == "pingpong" and (tile_m != PINGPONG_TILE_M or
-                                                                     ab_dtype not in PINGPONG_AB_DTYPES)):
-            raise ValueError(f"schedule={schedule!r} with tile_m={tile_m} and A/B dtype {ab_dtype} unsupported: "
-                             f"use one of {SCHEDULES}; 'pingpong' needs tile_m={PINGPONG_TILE_M} and A/B dtype "
-                             f"in {PINGPONG_AB_DTYPES}")
-        self.schedule = schedule
-        # ping-pong: two consumer warpgroups, each on its own 64-row tile
-        self.warpgroups = 2 if schedule == "pingpong" else tile_m // WGMMA_M
-        self.threads = WARPGROUP_THREADS * (1 + self.warpgroups)
-        self.tile_mnk = (tile_m, tile_n, K_TILE_BYTES * 8 // ab_dtype.width)
-        self.cluster_mn = tuple(cluster_mn)
-        self.swizzle = swizzle
-        # the negative controls: output tile (0, 0) never loads or uses the last K tile of its last
-        # K range (one K tile of one tile wrong: an error of a few times the gate, not a hundred)
-        if skip_last_k_tile and self.cluster_mn != (1, 1):
-            raise ValueError(f"skip_last_k_tile with cluster_mn={self.cluster_mn}: the partner CTA would wait "
-                             f"for the skipped K tile's multicast forever; use cluster_mn=(1, 1)")
-        self.skip_last_k_tile = skip_last_k_tile
-        # split-K reduced inside the kernel (reduce_partials): its own compiled kernel, with a workspace
-        # of partials and counters and one shared-memory word; skip_last_slice is its negative control
-        # (the last split of output tile (0, 0) sums split_k - 1 slices: an off-by-one loop bound)
-        if reduce_splits and schedule != "cooperative":
-            raise ValueError(f"reduce_splits with schedule={schedule!r}: split-K runs the cooperative schedule")
-        if skip_last_slice and not reduce_splits:
-            raise ValueError("skip_last_slice without reduce_splits: it breaks the in-kernel split-K reduction")
-        self.reduce_splits, self.skip_last_slice = reduce_splits, skip_last_slice
-        self.smem_words = 1 if reduce_splits else 0   # "am I the last split of this tile", for every consumer
-        self.epilogue = epilogue   # what the epilogue fuses (fused_epilogue.py); default: alpha * acc only
-        self.epi_tile = (tile_m, min(EPI_TILE_N, tile_n))
-        self.stages, self.epi_stages = self.fit_stages(EPI_STAGES, EPI_STAGES)
-
-    @staticmethod
-    def can_implement(ab_dtype, d_dtype, m: int, n: int, k: int, tile_n: int = 256,
-                      cluster_mn: tuple[int, int] = (2, 1), a_major: str = "k", b_major: str = "k",
-                      tile_m: int = 128, split_k: int = 1, batch: int = 1, schedule: str = "cooperative",
-                      epilogue: EpilogueSpec = EpilogueSpec(), d_major: str = "n") -> None:
-        """Raise ValueError naming the offending value and the supported set. d_major: which dimension
-        of D is contiguous, 'n' or 'm' (what swap-AB writes: D^T of the user's product)."""
-        if schedule not in SCHEDULES:
-            raise ValueError(f"schedule={schedule!r} unsupported; use one of {SCHEDULES}")
-        if d_major not in D_MAJOR_MODE:
-            raise ValueError(f"d_major={d_major!r} unsupported; use one of {tuple(D_MAJOR_MODE)}")
-        if d_major == "m":
-            # what the M-major store was built and compile-checked for
-            if d_dtype not in D_M_MAJOR_DTYPES:
-                raise ValueError(f"D dtype {d_dtype} with d_major='m' unsupported: the transposed stmatrix stores "
-                                 f"16-bit values; use one of {D_M_MAJOR_DTYPES}")
-            if epilogue.fused:
-                raise ValueError(f"d_major='m' with a fused epilogue ({epilogue.describe()}) unsupported: bias and "
-                                 f"residual are indexed for an N-major D")
-            if split_k != 1:
-                raise ValueError(f"d_major='m' with split_k={split_k} unsupported: the split-K workspace is N-major; "
-                                 f"use split_k=1")
-            if schedule != "cooperative":
-                raise ValueError(f"d_major='m' with schedule={schedule!r} unsupported; use schedule='cooperative'")
-        if schedule == "pingpong":
-            # what the ping-pong path was built and compile-checked for; the rest is not implemented
-            if ab_dtype not in PINGPONG_AB_DTYPES:
-                raise ValueError(f"schedule='pingpong' with A/B dtype {ab_dtype} unsupported; use one of "
-                                 f"{PINGPONG_AB_DTYPES} (or schedule='cooperative')")
-            if tile_m != PINGPONG_TILE_M:
-                raise ValueError(f"schedule='pingpong' with tile_m={tile_m} unsupported: each warpgroup owns a "
-                                 f"{PINGPONG_TILE_M}-row tile; use tile_m={PINGPONG_TILE_M}")
-            if split_k != 1:
-                raise ValueError(f"schedule='pingpong' with split_k={split_k} unsupported; use split_k=1 "
-                                 f"(or schedule='cooperative')")
-        if d_dtype == cutlass.Float8E4M3FN and not epilogue.quantize:
-            raise ValueError(f"D dtype {d_dtype} needs the quantizing epilogue (EpilogueSpec(quantize=True)): the "
-                             f"values are scaled by 1 / D's scale before the conversion")
-        if ab_dtype not in AB_DTYPES:
-            raise ValueError(f"A/B dtype {ab_dtype} unsupported; use one of {AB_DTYPES}")
-        if d_dtype not in D_DTYPES:
-            raise ValueError(f"D dtype {d_dtype} unsupported; use one of {D_DTYPES}")
-        if tile_m not in TILE_MS:
-            raise ValueError(f"tile_m={tile_m} unsupported; use one of {TILE_MS}")
-        tile_ns = TILE_NS if schedule == "pingpong" else NARROW_TILE_NS + TILE_NS
-        if tile_n not in tile_ns:
-            raise ValueError(f"tile_n={tile_n} unsupported{' with ping-pong' if schedule == 'pingpong' else ''}; "
-                             f"use one of {tile_ns}")
-        if tuple(cluster_mn) not in CLUSTERS:
-            raise ValueError(f"cluster_mn={tuple(cluster_mn)} unsupported; use one of {CLUSTERS}")
-        if not 1 <= split_k <= MAX_SPLIT_K:
-            raise ValueError(f"split_k={split_k} unsupported; use 1..{MAX_SPLIT_K}")
-        if split_k > 1 and tuple(cluster_mn) != (1, 1):
-            # not verified on the GPU: illegal memory accesses were seen with it in scratch runs, which
-            # also replayed CUDA graphs after the split-K workspace had been freed (a harness bug, the
-            # likely cause); refused until re-tested. choose_config never combines them.
-            raise ValueError(f"split_k={split_k} with cluster_mn={tuple(cluster_mn)} unsupported; split-K runs "
-                             f"with cluster_mn=(1, 1)")
-        if min(m, n, k, batch) < 1:
-            raise ValueError(f"M, N, K and the batch must be positive; got M={m}, N={n}, K={k}, L={batch}")
-        for name, major, mn in (("A", a_major, m), ("B", b_major, n)):
-            if major not in ("k", "mn"):
-                raise ValueError(f"{name} major mode {major!r} unsupported; use 'k' or 'mn'")
-            if major == "mn" and ab_dtype.width != 16:
-                raise ValueError(f"{name} is MN-major but {ab_dtype} is {ab_dtype.width}-bit: wgmma transposes "
-                                 f"16-bit operands only; store {name} with K contiguous")
-            contiguous, size = ("K", k) if major == "k" else ("M" if name == "A" else "N", mn)
-            if size * ab_dtype.width % 128:
-                raise ValueError(f"{contiguous}={size}: the contiguous dimension of {name} must be a multiple of "
-                                 f"16 bytes for TMA ({128 // ab_dtype.width} elements of {ab_dtype})")
-        contiguous, size, lines = ("M", m, "columns") if d_major == "m" else ("N", n, "rows")
-        if size * d_dtype.width % 128:
-            raise ValueError(f"{contiguous}={size}: {lines} of D must be a multiple of 16 bytes for TMA "
-                             f"({contiguous} a multiple of {128 // d_dtype.width} for {d_dtype})")
-
-    @cute.jit
-    def __call__(self, mA: cute.Tensor, mB: cute.Tensor, mD: cute.Tensor, alpha: cutlass.Float32,
-                 split_k: cutlass.Int32, max_active_clusters: cutlass.Constexpr, stream: cuda.CUstream,
-                 mBias: cute.Tensor | None = None, mC: cute.Tensor | None = None, beta: cutlass.Float32 | None = None,
-                 quant: cutlass.Float32 | None = None, mPartials: cute.Tensor | None = None,
-                 mCounters: cute.Tensor | None = None):
-        # mA: (M, K, L) K- or M-major; mB: (N, K, L) K- or N-major; mD: (M, N, L) N-major, or M-major as
-        # self.d_layout says (the TMA store atom follows mD's strides);
-        # the fused epilogue's operands (None unless self.epilogue asks; stand-ins in a split kernel):
-        # mBias (N,), mC (M, N, L) N-major, beta, quant (1 / D's per-tensor scale, for an e4m3 D);
-        # reduce_splits: mPartials, FP32 (split_workspace's partials), and mCounters, Int32 (its counters)
-        a_layout, b_layout = LayoutEnum.from_tensor(mA), LayoutEnum.from_tensor(mB)   # ROW_MAJOR = K-major
-        # the warpgroups on one tile stacked along M, each issuing 64 x tile_n wgmmas
-        if cutlass.const_expr(self.ab_dtype == cutlass.TFloat32):
-            tiled_mma = make_tiled_mma_tf32((self.tile_warpgroups(), 1, 1), (WGMMA_M, self.tile_mnk[1]))
-        else:
-            tiled_mma = sm90_utils.make_trivial_tiled_mma(self.ab_dtype, self.ab_dtype, a_layout.sm90_mma_major_mode(),
-                                                          b_layout.sm90_mma_major_mode(), self.acc_dtype,
-                                                          (self.tile_warpgroups(), 1, 1),
-                                                          tiler_mn=(WGMMA_M, self.tile_mnk[1]))
-        sA_layout = sm90_utils.make_smem_layout_a(a_layout, self.tile_mnk, self.ab_dtype, self.stages)
-        sB_layout = sm90_utils.make_smem_layout_b(b_layout, self.tile_mnk, self.ab_dtype, self.stages)
-        sD_layout = sm90_utils.make_smem_layout_epi(self.d_dtype, self.d_layout, self.epi_tile, self.epi_stages)
-        tma_a, gA_tma, tma_b, gB_tma = self.make_ab_atoms(mA, mB, sA_layout, sB_layout)
-        tma_d, gD_tma = self.make_d_atom(mD, sD_layout)
-        # work tiles (m, n, batch x split_k + split): every split of every output tile
-        work_l = mD.shape[2] * split_k if cutlass.const_expr(self.reduce_splits) else None
-        scheduler_params, grid = self.make_scheduler_params(mD, max_active_clusters, work_l)
-        self.shared_storage = self.make_shared_storage(sA_layout, sB_layout, sD_layout)
-        self.launch(self.kernel(tiled_mma, tma_a, gA_tma, tma_b, gB_tma, tma_d, gD_tma, sA_layout, sB_layout, sD_layout,
-                                scheduler_params, alpha, split_k, mBias, mC, beta, quant, mPartials, mCounters),
-                    grid, stream)
-
-    @cute.kernel
-    def kernel(self, tiled_mma: cute.TiledMma, tma_a: cute.CopyAtom, gA_tma: cute.Tensor, tma_b: cute.CopyAtom,
-               gB_tma: cute.Tensor, tma_d: cute.CopyAtom, gD_tma: cute.Tensor, sA_layout: cute.ComposedLayout,
-               sB_layout: cute.ComposedLayout, sD_layout: cute.ComposedLayout,
-               scheduler_params: utils.PersistentTileSchedulerParams, alpha: cutlass.Float32,
-               split_k: cutlass.Int32, mBias: cute.Tensor | None, mC: cute.Tensor | None,
-               beta: cutlass.Float32 | None, quant: cutlass.Float32 | None, mPartials: cute.Tensor | None,
-               mCounters: cute.Tensor | None):
-        tidx, warp, warpgroup_idx = self.thread_roles((tma_a, tma_b, tma_d))
-        cta_coord, a_mask, b_mask = self.cluster_position()
-
-        storage = cutlass.memory.SmemAllocator().allocate(self.shared_storage)
-        sA = storage.sA.get_tensor(sA_layout.outer, swizzle=sA_layout.inner)   # (tile_m, tile_k, stages)
-        sB = storage.sB.get_tensor(sB_layout.outer, swizzle=sB_layout.inner)   # (tile_n, tile_k, stages)
-        sD = storage.sD.get_tensor(sD_layout.outer, swizzle=sD_layout.inner)   # (epi_tile, epi_stages)
-
-        stage_bytes = cute.size_in_bytes(self.ab_dtype, cute.slice_(sA_layout, (None, None, 0))) + \
-            cute.size_in_bytes(self.ab_dtype, cute.slice_(sB_layout, (None, None, 0)))
-        ab_pipeline = self.make_ab_pipeline(storage, stage_bytes, tiled_mma)
-        pipeline.pipeline_init_arrive(cluster_shape_mn=self.cluster_mn, is_relaxed=True)
-
-        ab_loads, k_tiles = self.partition_ab(tma_a, gA_tma, sA, a_mask, tma_b, gB_tma, sB, b_mask, cta_coord)
-        gD = self.tile_d(gD_tma)   # (tile_m, tile_n, tiles_m, tiles_n, L)
-        # split-K: range s of the K tiles is [s * per_split, min(k_tiles, (s + 1) * per_split))
-        per_split = (k_tiles + split_k - 1) // split_k
-        split_inputs = None
-        if cutlass.const_expr(self.reduce_splits):
-            split_inputs = (mPartials, mCounters, storage.words.get_tensor(cute.make_layout(1)))
-
-        pipeline.pipeline_init_wait(cluster_shape_mn=self.cluster_mn)
-        self.dispatch_roles(warp, warpgroup_idx, (ab_pipeline, scheduler_params, ab_loads, (), (k_tiles, per_split, split_k)),
-                            (ab_pipeline, scheduler_params, tiled_mma, sA, sB, sD, gD, tma_d, tidx,
-                             warp, k_tiles, per_split, split_k, alpha, (mBias, mC, beta, quant, gD_tma.shape),
-                             split_inputs))
-
-    @cute.jit
-    def _k_range(self, tile_m, tile_n, tile_l, k_tiles, per_split, split_k):
-        """(batch index, first K tile, number of K tiles) of work tile (tile_m, tile_n, l), l = batch * split_k + s."""
-        batch = tile_l // split_k
-        first = (tile_l % split_k) * per_split
-        count = cutlass.max(0, cutlass.min(k_tiles - first, per_split))
-        if cutlass.const_expr(self.skip_last_k_tile):
-            # 1 for tile (0, 0) of the first batch in its last K range, else 0 (integer arithmetic:
-            # the same branch-free count in the producer and the consumers)
-            first_tile = 1 - cutlass.min(1, tile_m + tile_n + batch)
-            last_range = 1 - cutlass.min(1, split_k - 1 - tile_l % split_k)
-            count = count - first_tile * last_range
-        return batch, first, count
-
-    @cute.jit
-    def produce_tile(self, ab_pipeline, state, ab_loads, extra_loads, tile_m, tile_n, tile_l, k_tiles, per_split,
-                     split_k):
-        """This work tile's K range (its split) from its batch of A and B."""
-        batch, first, count = self._k_range(tile_m, tile_n, tile_l, k_tiles, per_split, split_k)
-        return self.load_k_tiles(ab_pipeline, state, ab_loads, extra_loads, tile_m, tile_n, batch, batch, first, count)
-
-    @cute.jit
-    def consume(self, ab_pipeline, scheduler_params, tiled_mma, sA, sB, sD, gD, tma_d, tidx, warp,
-                k_tiles, per_split, split_k, alpha, epi_inputs, split_inputs):
-        """The consumer warpgroups, by the schedule (split-K reduced in the kernel: cooperative only)."""
-        if cutlass.const_expr(self.schedule == "pingpong"):
-            self.consume_pingpong(ab_pipeline, scheduler_params, tiled_mma, sA, sB, sD, gD, tma_d, tidx, warp,
-                                  k_tiles, per_split, split_k, alpha, epi_inputs)
-        else:
-            self.consume_cooperative(ab_pipeline, scheduler_params, tiled_mma, sA, sB, sD, gD, tma_d, tidx, warp,
-                                     k_tiles, per_split, split_k, alpha, epi_inputs, split_inputs)
-
-    def consumer_registers(self, tiled_mma, sA, sB, sD, gD, mma_tidx):
-        """What a consumer thread (index mma_tidx among the threads on its tile) holds for every tile:
-        (thr_mma, tCrA, tCrB, rAcc, epilogue, tRS_rAcc, rSlice, rSlice_out, epi_context): its MMA slice,
-        the shared-memory descriptors of A and B per K block and stage, the accumulator (MMA, MMA_M,
-        MMA_N), make_epilogue's stmatrix + TMA-store pieces, the accumulator as the stmatrix copy sees
-        it, one slice's FP32 and D-typed registers, and the fused epilogue's per-tile context."""
-        thr_mma = tiled_mma.get_slice(mma_tidx)
-        tCrA = tiled_mma.make_fragment_A(thr_mma.partition_A(sA))
-        tCrB = tiled_mma.make_fragment_B(thr_mma.partition_B(sB))
-        gD_tile0 = gD[(None, None, 0, 0, 0)]
-        rAcc = cute.make_rmem_tensor(thr_mma.partition_C(gD_tile0).shape, self.acc_dtype)
-        # registers -> shared memory with stmatrix, then a TMA store per (tile_m, 32) slice
-        epilogue = self.make_epilogue(tiled_mma, sD, mma_tidx)
-        r2s, _, slice_shape, _, _ = epilogue
-        tRS_rAcc = r2s.retile(rAcc)
-        rSlice = cute.make_rmem_tensor(slice_shape, self.acc_dtype)
-        rSlice_out = cute.make_rmem_tensor(slice_shape, self.d_dtype)
-        epi_context = fused_epilogue.slice_context(self.epilogue, r2s, mma_tidx, self.epi_tile, self.tile_mnk[1])
-        return thr_mma, tCrA, tCrB, rAcc, epilogue, tRS_rAcc, rSlice, rSlice_out, epi_context
-
-    @cute.jit
-    def mainloop(self, ab_pipeline, read, release, tiled_mma, rAcc, tCrA, tCrB, count, mma_order=None):
-        """One tile's `count` K tiles into rAcc, one K tile of wgmmas in flight while the stage before it
-        goes back to the producer; with mma_order (ping-pong), the other warpgroup's turn to issue
-        starts once the last wgmma is issued. Returns (read, release), advanced past the tile."""
-        k_blocks = cute.size(tCrA, mode=[2])
-        rAcc.fill(0.0)
-        tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
-        warpgroup.fence()
-        for kt in cutlass.range(count, unroll=1):
-            ab_pipeline.consumer_wait(read)
-            for kb in cutlass.range_constexpr(k_blocks):
-                cute.gemm(tiled_mma, rAcc, tCrA[(None, None, kb, read.index)], tCrB[(None, None, kb, read.index)],
-                          rAcc)
-            warpgroup.commit_group()
-            read.advance()
-            if kt > 0:
-                # the previous K tile's wgmmas are done once at most one group is in flight
-                warpgroup.wait_group(1)
-                ab_pipeline.consumer_release(release)
-                release.advance()
-        if cutlass.const_expr(mma_order is not None):
-            mma_order.hand_over()
-        warpgroup.wait_group(0)
-        if count > 0:
-            ab_pipeline.consumer_release(release)
-            release.advance()
-        return read, release
-
-    @cute.jit
-    def consume_cooperative(self, ab_pipeline, scheduler_params, tiled_mma, sA, sB, sD, gD, tma_d, tidx, warp,
-                            k_tiles, per_split, split_k, alpha, epi_inputs, split_inputs):
-        """Every consumer warpgroup on each tile (64 rows each), the epilogue together; with
-        reduce_splits, only the last split of an output tile to arrive runs it (reduce_partials)."""
-        consumer_tidx = tidx - WARPGROUP_THREADS   # the thread's index among the consumer warpgroups
-        thr_mma, tCrA, tCrB, rAcc, epilogue, tRS_rAcc, rSlice, rSlice_out, epi_context = self.consumer_registers(
-            tiled_mma, sA, sB, sD, gD, consumer_tidx)
-        store_pipeline = epilogue[4]
-        slices = self.tile_mnk[1] // self.epi_tile[1]
-
-        scheduler = self.make_scheduler(scheduler_params)
-        work = scheduler.initial_work_tile_info()
-        read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
-        release = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
-        stored = cutlass.Int32(0)   # reduce_splits: tiles this CTA has stored (the others' epilogues skipped)
-        while work.is_valid_tile:
-            tile_m, tile_n, tile_l = work.tile_idx
-            _, _, count = self._k_range(tile_m, tile_n, tile_l, k_tiles, per_split, split_k)
-            read, release = self.mainloop(ab_pipeline, read, release, tiled_mma, rAcc, tCrA, tCrB, count)
-            if cutlass.const_expr(self.reduce_splits):
-                batch = tile_l // split_k
-                last = self.reduce_partials(split_inputs, thr_mma, rAcc, epilogue[3], consumer_tidx, gD, tile_m, tile_n,
-                                            batch, tile_l % split_k, split_k, epi_inputs[4][0])
-                if last != 0:
-                    # D buffers in flight across stored tiles: this one's first goes where the last left off
-                    self.store_tile(epilogue, tRS_rAcc, rSlice, rSlice_out, alpha, epi_context, epi_inputs, tma_d, sD,
-                                    gD, (tile_m, tile_n, batch), stored * slices, warp)
-                    stored += 1
-            else:
-                # epi_stages slices in flight across tiles: this tile's first goes where the last one's left off
-                done_before = scheduler.num_tiles_executed * slices
-                self.store_tile(epilogue, tRS_rAcc, rSlice, rSlice_out, alpha, epi_context, epi_inputs, tma_d, sD, gD,
-                                work.tile_idx, done_before, warp)
-            scheduler.advance_to_next_work()
-            work = scheduler.get_current_work()
-        store_pipeline.producer_tail()
-
-    def partial_slice(self, mPartials: cute.Tensor, tile, split, split_k) -> cute.Tensor:
-        """Split `split`'s FP32 partial of output tile `tile` (its index in split_workspace's order): a
-        whole (tile_m, tile_n) row-major block, so the rows past D's M exist and need no bounds."""
-        tile_elems = self.tile_mnk[0] * self.tile_mnk[1]
-        offset = (cutlass.Int64(tile) * split_k + split) * tile_elems
-        return cute.make_tensor(mPartials.iterator + offset,
-                                cute.make_layout((self.tile_mnk[0], self.tile_mnk[1]), stride=(self.tile_mnk[1], 1)))
-
-    @cute.jit
-    def reduce_partials(self, split_inputs, thr_mma, rAcc, epilogue_barrier, consumer_tidx, gD, tile_m, tile_n, batch,
-                        split, split_k, rows):
-        """Split-K inside the kernel, deterministic, nothing waiting on another CTA. Each split stores its
-        partial (rAcc, the rows inside D's `rows`) to its slice, fences (release, gpu scope) and, once
-        every consumer thread has (the named barrier), one thread adds 1 to the tile's counter (acq_rel)
-        and publishes through shared memory whether it was the last of split_k. The last reads
-        the slices in the fixed order 0 .. split_k - 1 (after an acquire fence, with ld.global.cg: from
-        L2, not a stale L1) into rAcc, resets the counter to 0 for the next launch (every split has
-        arrived) and returns 1: its caller runs the epilogue. The others return 0."""
-        mPartials, mCounters, flag = split_inputs
-        tiles_m, tiles_n = cute.size(gD, mode=[2]), cute.size(gD, mode=[3])
-        tile = (batch * tiles_n + tile_n) * tiles_m + tile_m
-        tCcD = thr_mma.partition_C(cute.make_identity_tensor((self.tile_mnk[0], self.tile_mnk[1])))
-        rows_here = rows - tile_m * self.tile_mnk[0]   # D's rows in this tile (its M may end inside it)
-        tCgP = thr_mma.partition_C(self.partial_slice(mPartials, tile, split, split_k))
-        for i in cutlass.range_constexpr(cute.size(rAcc)):
-            if tCcD[i][0] < rows_here:
-                tCgP[i] = rAcc[i]
-        cute.arch.fence_acq_rel_gpu()        # release: this thread's partial before the count
-        epilogue_barrier.arrive_and_wait()   # every consumer thread's partial and fence
-        if consumer_tidx == 0:
-            arrived = cute.arch.atomic_add(mCounters.iterator + tile, cutlass.Int32(1), sem="acq_rel", scope="gpu")
-            last = cutlass.Int32(0)
-            if arrived == split_k - 1:
-                last = cutlass.Int32(1)
-                mCounters[tile] = cutlass.Int32(0)
-            flag[0] = last
-        epilogue_barrier.arrive_and_wait()
-        last = flag[0]   # rewritten only after the next tile's first barrier, which every thread passes after this
-        if last != 0:
-            cute.arch.fence_acq_rel_gpu()    # acquire: the other splits' partials after their count
-            slices = split_k
-            if cutlass.const_expr(self.skip_last_slice):   # the negative control: tile (0, 0) of batch 0
-                slices = split_k - (1 - cutlass.min(1, tile_m + tile_n + batch))
-            tCgS = thr_mma.partition_C(self.partial_slice(mPartials, tile, 0, split_k))
-            for i in cutlass.range_constexpr(cute.size(rAcc)):
-                if tCcD[i][0] < rows_here:
-                    rAcc[i] = cute.arch.load(tCgS.iterator + cute.crd2idx(i, tCgS.layout), cutlass.Float32, cop="cg")
-            for s in cutlass.range(1, slices, unroll=1):
-                tCgS = thr_mma.partition_C(self.partial_slice(mPartials, tile, s, split_k))
-                for i in cutlass.range_constexpr(cute.size(rAcc)):
-                    if tCcD[i][0] < rows_here:
-                        rAcc[i] = rAcc[i] + cute.arch.load(tCgS.iterator + cute.crd2idx(i, tCgS.layout),
-                                                           cutlass.Float32, cop="cg")
-        return last
-
-    @cute.jit
-    def store_tile(self, epilogue, tRS_rAcc, rSlice, rSlice_out, alpha, epi_context, epi_inputs, tma_d, sD, gD,
-                   tile_idx, first_buffer, warp, store_warp=WARPGROUP_THREADS // 32):
-        """One tile's accumulator out, in (tile_m, 32) slices: each slice's FP32 values through the
-        epilogue's math (fused_epilogue.slice_values), converted, stmatrix'd into D buffer
-        (first_buffer + s) % epi_stages and TMA-stored by `store_warp` (store_slice)."""
-        tile_m, tile_n, tile_l = tile_idx
-        mBias, mC, beta, quant, shape_d = epi_inputs
-        bSG_sD, bSG_gD = self.partition_d(tma_d, sD, gD, tile_m, tile_n, tile_l)
-        slices = self.tile_mnk[1] // self.epi_tile[1]
-        for s in cutlass.range_constexpr(slices):
-            for v in cutlass.range_constexpr(cute.size(rSlice)):
-                rSlice[v] = tRS_rAcc[s * cute.size(rSlice) + v]
-            values = fused_epilogue.slice_values(
-                self.epilogue, rSlice, alpha, epi_context, (mBias, mC, beta, quant, shape_d[0], shape_d[1], tile_l),
-                tile_m * self.tile_mnk[0], tile_n * self.tile_mnk[1], s * self.epi_tile[1])
-            rSlice_out.store(values.to(self.d_dtype))
-            self.store_slice(epilogue, rSlice_out, (first_buffer + s) % self.epi_stages, tma_d, bSG_sD, bSG_gD, s,
-                             warp, store_warp)
-
-    @cute.jit
-    def consume_pingpong(self, ab_pipeline, scheduler_params, tiled_mma, sA, sB, sD, gD, tma_d, tidx, warp,
-                         k_tiles, per_split, split_k, alpha, epi_inputs):
-        """Two warpgroups, each on every other tile of the walk (warpgroup 0 on the walk's tiles 0, 2, ..,
-        warpgroup 1 on 1, 3, ..), whole (tile_m = 64 rows): the MMA order barrier lets one issue its
-        mainloop while the other runs its epilogue, the epilogue order barrier keeps the two epilogues
-        (which share the D buffers) one after the other. Each warpgroup steps its ring state past the
-        other's tiles by their K-tile counts, since the producer fills the ring in walk order."""
-        wg = cute.arch.make_warp_uniform(tidx // WARPGROUP_THREADS) - 1   # 0 or 1 among the consumers
-        wg_tidx = tidx % WARPGROUP_THREADS
-        _, tCrA, tCrB, rAcc, epilogue, tRS_rAcc, rSlice, rSlice_out, epi_context = self.consumer_registers(
-            tiled_mma, sA, sB, sD, gD, wg_tidx)
-        store_pipeline = epilogue[4]
-        store_warp = (1 + wg) * (WARPGROUP_THREADS // 32)   # this warpgroup's first warp stores its slices
-        mma_order = WarpgroupOrder(int(NamedBarrier.MMA_ORDER), wg)
-        epilogue_order = WarpgroupOrder(int(NamedBarrier.EPILOGUE_ORDER), wg)
-
-        scheduler = self.make_scheduler(scheduler_params)
-        work = scheduler.initial_work_tile_info()
-        read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
-        release = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
-        if wg == 1:   # the walk's first tile is warpgroup 0's
-            read, release = self._skip_tile(work, read, release, k_tiles, per_split, split_k)
-            scheduler.advance_to_next_work()
-            work = scheduler.get_current_work()
-        turns = cutlass.Int32(0)
-        while work.is_valid_tile:
-            tile_m, tile_n, tile_l = work.tile_idx
-            _, _, count = self._k_range(tile_m, tile_n, tile_l, k_tiles, per_split, split_k)
-            mma_order.wait(turns)
-            read, release = self.mainloop(ab_pipeline, read, release, tiled_mma, rAcc, tCrA, tCrB, count, mma_order)
-
-            epilogue_order.wait(turns)
-            # every tile starts at buffer 0: the previous epilogue (either warpgroup's) drained them all
-            self.store_tile(epilogue, tRS_rAcc, rSlice, rSlice_out, alpha, epi_context, epi_inputs, tma_d, sD, gD,
-                            work.tile_idx, 0, warp, store_warp)
-            # the other warpgroup writes the same D buffers next: its turn starts once every store has
-            # read them (the wait is the store warp's: a bulk group belongs to the thread that issued it)
-            store_pipeline.producer_tail()
-            epilogue_order.hand_over()
-            turns += 1
-
-            scheduler.advance_to_next_work()   # the walk's next tile is the other warpgroup's
-            work = scheduler.get_current_work()
-            if work.is_valid_tile:
-                read, release = self._skip_tile(work, read, release, k_tiles, per_split, split_k)
-                scheduler.advance_to_next_work()
-                work = scheduler.get_current_work()
-
-    @cute.jit
-    def _skip_tile(self, work, read, release, k_tiles, per_split, split_k):
-        """(read, release) stepped past the stages of work tile `work`, which the other warpgroup consumes."""
-        tile_m, tile_n, tile_l = work.tile_idx
-        _, _, count = self._k_range(tile_m, tile_n, tile_l, k_tiles, per_split, split_k)
-        read.advance(count)
-        release.advance(count)
-        return read, release
-
-# ----------------------------------------------------------------------------------------------------
-# Choosing a configuration
-# ----------------------------------------------------------------------------------------------------
-
-# Relative time of one output tile per unit of area, by tile width: narrow tiles reload A more often
-# per output column and spend more of their time in the epilogue. Fitted to H200 timings of forced
-# configurations (scratch runs, 2026-12-01): at 1024x4096x4096 a 64-wide tile took 1.56x the time of
-# the 256-wide one at equal area, and 128x192 lost to 128x64 at 1024x2112x7168.
-TILE_N_COST = {64: 1.8, 128: 1.12, 192: 1.1, 256: 1.0}
-SPLIT_MIN_K_TILES = 64   # below this many K tiles the split-K sum costs more than the SMs it fills
-SPLIT_K_TILES_PER_RANGE = 16
-
-
-def choose_config(m: int, n: int, k: int, batch: int = 1, sms: int = 132, ab_bits: int = 16,
-                  allow_split: bool = True, allow_swap: bool = False) -> GemmConfig:
-    """The configuration for an (L x) M x N x K problem on a GPU with `sms` SMs: the unswapped one
-    (_unswapped_config), or with allow_swap the swapped one (swapped_config) where swap_ab_pays."""
-    unswapped = _unswapped_config(m, n, k, batch, sms, ab_bits, allow_split)
-    if allow_swap and swap_ab_pays(m, n, batch, sms, unswapped):
-        return swapped_config(m, n, k, batch, sms, ab_bits)
-    return unswapped
-
-
-def swapped_config(m: int, n: int, k: int, batch: int = 1, sms: int = 132, ab_bits: int = 16) -> GemmConfig:
-    """The configuration of the swapped problem (the kernel's M is n, its N is m; never split).
-    M <= 64: the narrowest tile width that holds the M rows (16, 32 or 64: the least padding of the
-    wgmma's N side and of B's stage), 128-row tiles over N when they alone fill the SMs, else 64-row
-    ones (twice the CTAs streaming the weight). M > 64: choose_config's pick for the swapped shape."""
-    if m > WGMMA_M:
-        return replace(_unswapped_config(n, m, k, batch, sms, ab_bits, allow_split=False), swap_ab=True)
-    tile_n = min(w for w in NARROW_TILE_NS + TILE_NS if w >= m)
-    tile_m = 128 if math.ceil(n / 128) * batch >= sms else WGMMA_M
-    return GemmConfig(tile_m, tile_n, (1, 1), 1, swap_ab=True)
-
-
-def swap_ab_pays(m: int, n: int, batch: int, sms: int, unswapped: GemmConfig) -> bool:
-    """Whether swap-AB should beat the unswapped configuration, from counts and no timing: the tokens
-    (M <= 64) fit one 64-row wgmma unswapped, where they leave the K loop to few column tiles (and a
-    split-K sum to fill the SMs); swapped, they are the narrow N side (16, 32 or 64 wide) and the
-    weight's rows fill the 64-row side, N / 64 CTAs each streaming its own slice of the weight with
-    no split. Swap where those CTAs are at least 1 / SWAP_MIN_SM_SHARE of the SMs."""
-    if m > WGMMA_M or unswapped.tile_m != WGMMA_M:
-        return False
-    swapped = swapped_config(m, n, 1, batch, sms)
-    swapped_ctas = math.ceil(n / swapped.tile_m) * math.ceil(m / swapped.tile_n) * batch
-    return SWAP_MIN_SM_SHARE * swapped_ctas >= sms
-
-
-def _unswapped_config(m: int, n: int, k: int, batch: int, sms: int, ab_bits: int, allow_split: bool) -> GemmConfig:
-    """The configuration of the problem as given.
-
-    M <= 64 (decode): one 64-row tile streams B. The widest tile (256, then 128) whose column tiles
-    fill three quarters of the SMs; otherwise, for long K, 256-wide tiles with K split over the idle
-    SMs (at least 16 K tiles per range); otherwise the width that puts the most CTAs to work.
-    M > 64: 128-row tiles, the width minimizing waves x tile cost, a 2x1 cluster (B multicast) when
-    the row tiles pair up (an even count), split-K when the tiles fill less than half of the SMs and K
-    is long.
-    allow_split=False (a fused epilogue, which needs the whole sum): never split K."""
-    k_tiles = math.ceil(k * ab_bits / 8 / K_TILE_BYTES)
-    if m <= 64:
-        def tiles_for(width: int) -> int:
-            return math.ceil(n / width) * batch
-        for width in (256, 128):
-            if tiles_for(width) >= 0.75 * sms:
-                return GemmConfig(64, width, (1, 1), 1)
-        if allow_split and k_tiles >= SPLIT_MIN_K_TILES:
-            split = max(1, min(MAX_SPLIT_K, sms // tiles_for(256), k_tiles // SPLIT_K_TILES_PER_RANGE))
-            return GemmConfig(64, 256, (1, 1), split)
-        width = max(TILE_NS, key=lambda w: (min(tiles_for(w), sms), w))
-        return GemmConfig(64, width, (1, 1), 1)
-    tile_m = 128
-
-    def waves(tile_n: int) -> float:
-        tiles = math.ceil(m / tile_m) * math.ceil(n / tile_n) * batch
-        return math.ceil(tiles / sms) * tile_n * TILE_N_COST[tile_n]
-
-    tile_n = min(TILE_NS, key=lambda t: (waves(t), -t))
-    tiles_m = math.ceil(m / tile_m)
-    tiles = tiles_m * math.ceil(n / tile_n) * batch
-    split_k = 1
-    if allow_split and tiles * 2 <= sms and k_tiles >= SPLIT_MIN_K_TILES:
-        split_k = max(1, min(MAX_SPLIT_K, sms // tiles, k_tiles // SPLIT_K_TILES_PER_RANGE))
-    # a 2x1 cluster pairs row tiles: over an odd count the last pair's second CTA computes a tile
-    # wholly outside D (1 / (tiles_m + 1) of the SMs' work wasted: a quarter at three row tiles)
-    cluster = (2, 1) if tiles_m >= 2 and tiles_m % 2 == 0 and split_k == 1 else (1, 1)
-    return GemmConfig(tile_m, tile_n, cluster, split_k)
-
-
-# ----------------------------------------------------------------------------------------------------
-# Compiling: fake tensors with dynamic shapes, one compile per configuration, cached on disk
-# ----------------------------------------------------------------------------------------------------
-
-def _compile(ab_dtype, d_dtype, a_major: str, b_major: str, config: GemmConfig, clusters: int, arch: str | None,
-             variant: tuple = (), d_major: str = "n"):
-    """One kernel: config's tiles, cluster, swizzle and schedule, D's major mode; split_k > 1 compiles
-    the kernel that reduces its splits inside (any split_k at run time), split_k = 1 the one without."""
-    from cutlass.runtime import make_fake_stream
-
-    reduce_splits = config.split_k > 1
-    op = HopperGemm(ab_dtype, d_dtype, config.tile_n, config.cluster_mn, config.swizzle, tile_m=config.tile_m,
-                    schedule=config.schedule, d_major=d_major, reduce_splits=reduce_splits, **dict(variant))
-    options = f"--gpu-arch {arch} --keep-ptx --keep-cubin --dump-dir {DUMP_DIR}" if arch else ""
-    split_operands = (fake_tensor(cutlass.Float32, 0, rank=1), fake_tensor(cutlass.Int32, 0, rank=1)) \
-        if reduce_splits else ()
-    return cute.compile(op, fake_tensor(ab_dtype, MAJOR_MODE[a_major]), fake_tensor(ab_dtype, MAJOR_MODE[b_major]),
-                        fake_tensor(d_dtype, D_MAJOR_MODE[d_major]), cutlass.Float32(1.0), cutlass.Int32(1), clusters,
-                        make_fake_stream(), *_fake_epilogue_operands(op.epilogue, d_dtype, reduce_splits),
-                        *split_operands, options=options)
-
-
-def _fake_epilogue_operands(spec: EpilogueSpec, d_dtype, split: bool = False) -> tuple:
-    """(mBias, mC, beta, quant) as a fused kernel is compiled for them: bias (N,) and the residual
-    (M, N, L), N contiguous, both of D's type (bf16 for an e4m3 D), all four passed whatever the spec
-    uses (stand-ins for the unused ones: one signature per fused kernel, no None slots in the exported
-    object); none for the plain epilogue (its signature is unchanged) unless it splits K (`split`: the
-    split-K operands come after these four)."""
-    if not (spec.fused or split):
-        return ()
-    operand = fused_epilogue.operand_dtype(d_dtype)
-    return fake_tensor(operand, 0, rank=1), fake_tensor(operand, 1), cutlass.Float32(1.0), cutlass.Float32(1.0)
-
-
-def split_workspace(m: int, n: int, batch: int, config: GemmConfig) -> tuple[int, int]:
-    """(FP32 partials, Int32 counters) the in-kernel split-K reads and writes, in elements: one whole
-    (tile_m, tile_n) block per split of each output tile, in the order (batch, tile_n, tile_m, split),
-    and one counter per output tile; (0, 0) without a split."""
-    if config.split_k <= 1:
-        return 0, 0
-    tiles = math.ceil(m / config.tile_m) * math.ceil(n / config.tile_n) * batch
-    return tiles * config.split_k * config.tile_m * config.tile_n, tiles
-
-
-def compile_for(arch: str = "sm_90a", m: int = 1024, n: int = 1024, k: int = 1024, ab_dtype=cutlass.BFloat16,
-                d_dtype=cutlass.BFloat16, tile_n: int = 256, cluster_mn=(2, 1), sms: int = 132, a_major: str = "k",
-                b_major: str = "k", tile_m: int = 128, schedule: str = "cooperative", split_k: int = 1,
-                d_major: str = "n", **variant):
-    """Compile with fake tensors (no GPU needed), keeping PTX and cubin. Shapes are dynamic; m, n, k
-    only go through can_implement; split_k > 1 compiles the in-kernel split-K reduction (the kernel
-    serves every split_k); d_major='m': D stored M-major (the swap-AB kernel)."""
-    HopperGemm.can_implement(ab_dtype, d_dtype, m, n, k, tile_n, cluster_mn, a_major, b_major, tile_m, split_k,
-                             schedule=schedule, epilogue=variant.get("epilogue", EpilogueSpec()), d_major=d_major)
-    config = GemmConfig(tile_m, tile_n, tuple(cluster_mn), split_k, schedule=schedule)
-    return _compile(ab_dtype, d_dtype, a_major, b_major, config, sms // (cluster_mn[0] * cluster_mn[1]), arch,
-                    tuple(sorted(variant.items())), d_major)
-
-
-KERNEL_SOURCES = [Path(__file__).resolve().parent / name
-                  for name in ("hopper_gemm.py", "gemm_base.py", "pipeline_checks.py", "sm90_common.py", "tf32_mma.py",
-                               "fused_epilogue.py")]
-
-
-def kernel_for(ab_dtype, d_dtype, a_major: str, b_major: str, config: GemmConfig, variant: tuple = (),
-               d_major: str = "n"):
-    """The compiled kernel for one configuration (shapes and split_k are run-time values: one kernel
-    without a split, one with the in-kernel reduction for every split_k > 1), through the shared cache:
-    in memory, on disk, or compiled now."""
-    import torch
-
-    props = torch.cuda.get_device_properties(torch.cuda.current_device())
-    clusters = max_active_clusters(config.cluster_mn)
-    config = GemmConfig(config.tile_m, config.tile_n, config.cluster_mn, min(config.split_k, 2), config.swizzle,
-                        config.schedule)
-    key = ("hopper_gemm", str(ab_dtype), str(d_dtype), a_major, b_major, d_major, config, clusters,
-           f"sm_{props.major}{props.minor}", variant)
-    return cached_kernel(key, lambda: _compile(ab_dtype, d_dtype, a_major, b_major, config, clusters, None, variant,
-                                               d_major), KERNEL_SOURCES)
-
-
-# ----------------------------------------------------------------------------------------------------
-# The torch-facing API
-# ----------------------------------------------------------------------------------------------------
 
 def _dtypes() -> dict:
     import torch
@@ -793,7 +93,7 @@ def compile_gemm(a, b, out_dtype=None, alpha: float = 1.0, tile_n: int | None = 
     then the swapped kernel's (tile_m over N, tile_n over M); batch, alpha, views and both operands'
     majors mean what they mean unswapped. It needs a 16-bit out, no fused epilogue, split_k 1 and the
     cooperative schedule (ValueError otherwise). swap_ab=None: choose_config's rule (swap_ab_pays)
-    where SWAP_AB_AUTO is on and the settings allow it; unswapped otherwise.
+    where config.SWAP_AB_AUTO is on and the settings allow it; unswapped otherwise.
 
     tune=True: the configuration is measured instead of chosen by rule (autotune.py: the first call of
     a shape bucket times every unswapped configuration on these tensors and caches the fastest on
@@ -848,16 +148,16 @@ def compile_gemm(a, b, out_dtype=None, alpha: float = 1.0, tile_n: int | None = 
     props = torch.cuda.get_device_properties(a.device)
     sms = props.multi_processor_count
     if tune:
-        from .autotune import tuned_config
-
-        chosen = tuned_config(a, b, out_dtype, a_major, b_major, alpha)
+        chosen = autotune.tuned_config(a, b, out_dtype, a_major, b_major, lambda: time_sweep(a, b, out_dtype, alpha))
     elif swap_ab:
-        _check_swap_settings(out_dtype, dtypes[out_dtype], spec, split_k, schedule)
+        _check_swap_settings(out_dtype, dtypes[out_dtype], spec, schedule)
         chosen = swapped_config(m, n, k, batch, sms, ab_dtype.width)
     else:
-        swap_allowed = (swap_ab is None and SWAP_AB_AUTO and dtypes[out_dtype] in D_M_MAJOR_DTYPES and not spec.fused
+        swap_allowed = (swap_ab is None and dtypes[out_dtype] in D_M_MAJOR_DTYPES and not spec.fused
                         and split_k in (None, 1) and schedule == "cooperative")
-        chosen = choose_config(m, n, k, batch, sms, ab_dtype.width, allow_split=not spec.fused, allow_swap=swap_allowed)
+        # ping-pong takes the fused epilogue's widths (TILE_NS) and no split: the same candidates
+        chosen = choose_config(m, n, k, batch, sms, ab_dtype.width, allow_split=not spec.fused, allow_swap=swap_allowed,
+                               fused=spec.fused or schedule == "pingpong")
     swap = chosen.swap_ab
     if schedule == "pingpong":
         chosen = GemmConfig(PINGPONG_TILE_M, chosen.tile_n, chosen.cluster_mn, 1, schedule=schedule)
@@ -866,7 +166,8 @@ def compile_gemm(a, b, out_dtype=None, alpha: float = 1.0, tile_n: int | None = 
                         chosen.split_k if split_k is None else split_k, swizzle, schedule, swap)
     (kernel_a, ka_major), (kernel_b, kb_major), vd, d_major = kernel_operands((va, a_major), (vb, b_major), out, swap)
     km, kn = (n, m) if swap else (m, n)
-    if cluster_mn is None and (math.ceil(km / config.tile_m) < 2 or config.split_k > 1):
+    if cluster_mn is None and (math.ceil(km / config.tile_m) < config.cluster_mn[0] or
+                               math.ceil(kn / config.tile_n) < config.cluster_mn[1] or (split_k or 1) > 1):
         # the chosen cluster may not suit a forced tile or split
         config = GemmConfig(config.tile_m, config.tile_n, (1, 1), config.split_k, swizzle, schedule, swap)
     try:
@@ -883,7 +184,7 @@ def compile_gemm(a, b, out_dtype=None, alpha: float = 1.0, tile_n: int | None = 
 
     # split-K, reduced inside the kernel: every split's FP32 partial into the workspace, the last split
     # of each output tile to arrive (its counter says) sums them in split order into out
-    partial_elems, counter_elems = split_workspace(m, n, batch, config)
+    partial_elems, counter_elems = split_workspace(km, kn, batch, config)
     workspace, split_args = (), ()
     if partial_elems >= 2 ** 31:
         raise ValueError(f"split_k={config.split_k} at {batch}x{m}x{n}: the split-K workspace would hold {partial_elems} "
@@ -935,7 +236,7 @@ def kernel_operands(a_view, b_view, out, swap: bool):
     return a_view, b_view, batch_last(canonical(out, -1)), "n"
 
 
-def _check_swap_settings(out_dtype, d_dtype, spec: EpilogueSpec, split_k: int | None, schedule: str) -> None:
+def _check_swap_settings(out_dtype, d_dtype, spec: EpilogueSpec, schedule: str) -> None:
     """ValueError naming the setting that swap_ab=True cannot run with (its M-major store's limits);
     out_dtype is the user's (torch) name of the kernel's D type d_dtype."""
     if d_dtype not in D_M_MAJOR_DTYPES:
@@ -943,8 +244,6 @@ def _check_swap_settings(out_dtype, d_dtype, spec: EpilogueSpec, split_k: int | 
                          f"values; use torch.bfloat16 or torch.float16 (or swap_ab=False)")
     if spec.fused:
         raise ValueError(f"swap_ab=True with a fused epilogue ({spec.describe()}) unsupported; use swap_ab=False")
-    if split_k not in (None, 1):
-        raise ValueError(f"swap_ab=True with split_k={split_k} unsupported; use split_k=1 (or swap_ab=False)")
     if schedule != "cooperative":
         raise ValueError(f"swap_ab=True with schedule={schedule!r} unsupported; use schedule='cooperative'")
 
@@ -1030,6 +329,53 @@ def _overlap(x, y) -> bool:
         return start, start + (sum((n - 1) * s for n, s in zip(t.shape, t.stride())) + 1) * t.element_size()
     (x0, x1), (y0, y1) = span(x), span(y)
     return x0 < y1 and y0 < x1
+
+
+def time_sweep(a, b, out_dtype=None, alpha: float = 1.0) -> dict[GemmConfig, float]:
+    """{configuration: ms per launch} of choose_config's pick and every configuration of autotune.sweep
+    that compile_gemm accepts for a @ b.T (what tune=True times), each into its own scratch outputs
+    (the caller's tensors are only read), cycled over copies of a and b that together span
+    autotune.ROTATED_BYTES (as the probes time: the L2 cold for each launch)."""
+    import torch
+
+    m, k = a.shape[-2:]
+    n = b.shape[-2]
+    batch = a.shape[0] if a.dim() == 3 else 1
+    sms = torch.cuda.get_device_properties(a.device).multi_processor_count
+    bits = 8 if a.dtype == torch.float8_e4m3fn else 32 if a.dtype == torch.float32 else 16
+    swap = (out_dtype or (torch.bfloat16 if a.dtype == torch.float8_e4m3fn else a.dtype)) in (torch.bfloat16, torch.float16)
+    configs = [choose_config(m, n, k, batch, sms, bits, allow_swap=swap)]
+    configs += [c for c in autotune.sweep(m, n, k, batch, sms, bits, allow_swap=swap) if c not in configs]
+    set_bytes = a.numel() * a.element_size() + b.numel() * b.element_size()
+    copies = max(1, min(autotune.MAX_INPUT_SETS, math.ceil(autotune.ROTATED_BYTES / max(1, set_bytes))))
+    sets = [(a, b)] + [(a.clone(), b.clone()) for _ in range(copies - 1)]
+    runs = {}
+    for config in configs:
+        try:
+            runs[config] = [compile_gemm(x, y, out_dtype, alpha, tile_m=config.tile_m, tile_n=config.tile_n,
+                                         cluster_mn=config.cluster_mn, split_k=config.split_k,
+                                         swap_ab=config.swap_ab)[0] for x, y in sets]
+        except ValueError:   # a configuration this problem cannot use (a split wider than its K tiles)
+            continue
+    return autotune.time_runs(runs)
+
+
+def precompile_for(problems: list[tuple[int, int, int]], tune: bool = False, workers: int | None = None) -> list[str]:
+    """Compile, in parallel processes (jit.precompile), the bf16 kernels that compile_gemm would pick for
+    each (m, n, k) problem on this GPU, and with tune=True every configuration time_sweep times too, so
+    that the calls that follow load them from the disk cache. Returns the workers' errors."""
+    import os
+
+    import torch
+
+    sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+    kernels = {}
+    for m, n, k in problems:
+        chosen = [choose_config(m, n, k, 1, sms, 16, allow_swap=True)]
+        for config in chosen + (autotune.sweep(m, n, k, 1, sms, 16) if tune else []):
+            key = (config.tile_m, config.tile_n, config.cluster_mn, min(config.split_k, 2), config.swap_ab)
+            kernels[key] = ("BFloat16", "BFloat16", "k", "k", GemmConfig(*key[:4]), "m" if config.swap_ab else "n")
+    return precompile(list(kernels.values()), workers or max(1, min(16, (os.cpu_count() or 2) - 1)))
 
 
 def gemm(a, b, out_dtype=None, alpha: float = 1.0, out=None, **settings):

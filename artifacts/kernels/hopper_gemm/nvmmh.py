@@ -21,7 +21,7 @@ import math
 import subprocess
 import sys
 
-from .hopper_gemm import CLUSTERS, MAX_SPLIT_K, TILE_NS, GemmConfig
+from .config import CLUSTERS, MAX_SPLIT_K, TILE_NS, GemmConfig
 
 PRECISION = {"bf16": "TST", "fp16": "HSH"}   # the heuristic's letters: T = bf16, H = fp16, S = fp32 accumulate
 TIMEOUT_S = 120
