@@ -163,8 +163,8 @@ def test_static_m_of_one_drops_the_mode():
     k_major, m_major = (1, 0, 2), (0, 1, 2)
     tensors = (fake(e4m3, (1, 128, 1), k_major), fake(f32, (1, 1, 1), m_major), fake(e4m3, (128, 128, 1), k_major),
                fake(f32, (1, 1, 1), k_major), fake(cutlass.BFloat16, (1, 128, 1), k_major),
-               fake(cutlass.Int32, (1,), (0,)))
-    compiled = kernel.cute.compile(GEMM("normal", 64, (1, 1)), *tensors, 132, make_fake_stream(),
+               fake(cutlass.Int32, (1,), (0,)), fake(f32, (1,), (0,)), fake(cutlass.Int32, (1,), (0,)))
+    compiled = kernel.cute.compile(GEMM("normal", 64, (1, 1)), *tensors, cutlass.Int32(0), 132, make_fake_stream(),
                                    options=f"--gpu-arch sm_90a --keep-ptx --keep-cubin --dump-dir {kernel.DUMP_DIR}")
     assert "1" in TMA_RANK.findall(compile_mod.from_cute(compiled, "sm_90a").ptx)
 

@@ -122,6 +122,14 @@ MASKED_TILE_COST = {t: c for t, c in TILE_COST.items() if t[0] <= 128}
 CLUSTER_FROM_M = 129   # fewer rows: no cluster (A is a few KB per K tile; 1x1 timed faster for 64x32 and 128x64)
 MMA_AHEAD_MAX_N = 128  # widest tile with K tiles in flight: accumulator + two temporaries = 192 FP32 registers
 TURN_BARRIER = int(NamedBarrier.FIRST_FREE)   # this barrier and the next: the two warpgroups' turns
+STREAMK_SLOTS = 2      # partial sums a stream-K CTA may leave: the tile its range starts in, the one it ends in
+MAX_STREAMK_CTAS = 1024   # stream-K CTAs at most (the kernel's unit arithmetic is 32-bit: units x CTAs < 2^31)
+# Stream-K's estimated time, for choose_tiling: a tile's share of the busiest CTA's units times its cost,
+# plus a cost per piece of a tile that CTAs share (the partial written, counted and summed).
+# Placeholder values until fitted to H200 timings.
+STREAMK_COST = {(64, 32): 0.3, (64, 64): 0.45, (64, 128): 0.6, (128, 64): 0.55, (128, 128): 0.9}
+STREAMK_PIECE_COST = 0.002
+STREAMK_MAX_M = 1024   # more rows: the tiles fill the waves (and the 1x2 cluster's shared A pays)
 LAYOUTS = ("normal", "contiguous", "masked")
 CLUSTERS = ((1, 1), (2, 1), (1, 2))
 
@@ -132,7 +140,7 @@ class Fp8BlockScaleGemm(Sm90GemmBase):
 
     def __init__(self, layout: str = "normal", tile_n: int = 128, cluster_mn: tuple[int, int] = (2, 1), swizzle: int = 1,
                  tile_m: int = 128, order_warpgroups: bool | None = None, unscaled_k_tile: int = -1,
-                 whole_tile_epilogue: bool | None = None, mma_ahead: bool | None = None):
+                 whole_tile_epilogue: bool | None = None, mma_ahead: bool | None = None, streamk: bool = False):
         self.layout = layout
         self.ab_dtype, self.sf_dtype, self.d_dtype, self.acc_dtype = (
             cutlass.Float8E4M3FN, cutlass.Float32, cutlass.BFloat16, cutlass.Float32)
@@ -157,6 +165,14 @@ class Fp8BlockScaleGemm(Sm90GemmBase):
         if order_warpgroups is None:
             order_warpgroups = self.halves == 1
         self.order_warpgroups = order_warpgroups and self.warpgroups == 2 and not self.mma_ahead
+        # stream-K: each CTA takes an equal run of the (output tile, K tile) units; a tile shared by several
+        # CTAs is summed by the last to finish its part (_streamk_fixup), from partials in a workspace
+        self.streamk = streamk
+        if streamk and not (layout == "normal" and self.mma_ahead and tuple(cluster_mn) == (1, 1)):
+            raise ValueError(f"streamk: layout {layout!r}, tile {tile_m}x{tile_n}, cluster {tuple(cluster_mn)}; stream-K "
+                             f"runs the normal layout with K tiles in flight (tile_m <= {MMA_M}, tile_n <= "
+                             f"{MMA_AHEAD_MAX_N}) and no cluster")
+        self.smem_words = 1 if streamk else 0   # "this CTA is the last on the tile", for every consumer thread
         # contiguous layout with 256-row tiles: the two halves may belong to different groups
         self.split_groups = layout == "contiguous" and self.halves == 2
         # the negative control: this K tile is accumulated without its scales (sfa * sfb taken as 1)
@@ -183,7 +199,7 @@ class Fp8BlockScaleGemm(Sm90GemmBase):
 
     @staticmethod
     def can_implement(layout: str, m: int, n: int, k: int, groups: int = 1, tile_n: int = 128,
-                      cluster_mn: tuple[int, int] = (2, 1), tile_m: int = 128) -> None:
+                      cluster_mn: tuple[int, int] = (2, 1), tile_m: int = 128, streamk: bool = False) -> None:
         """Raise ValueError naming the offending value and the supported set."""
         if layout not in LAYOUTS:
             raise ValueError(f"layout {layout!r} unsupported; use one of {LAYOUTS}")
@@ -208,13 +224,26 @@ class Fp8BlockScaleGemm(Sm90GemmBase):
         if layout == "contiguous" and m % MMA_M:
             raise ValueError(f"M={m}: the contiguous layout needs M a multiple of {MMA_M} (each group's rows "
                              f"padded to {MMA_M}, padding rows with group index -1)")
+        if streamk:
+            if layout != "normal" or tuple(cluster_mn) != (1, 1) or tile_m > MMA_M or tile_n > MMA_AHEAD_MAX_N:
+                raise ValueError(f"streamk with layout {layout!r}, tile {tile_m}x{tile_n}, cluster {tuple(cluster_mn)}: "
+                                 f"stream-K runs the normal layout, tile_m <= {MMA_M}, tile_n <= {MMA_AHEAD_MAX_N}, "
+                                 f"cluster (1, 1)")
+            units = streamk_units(m, n, k, tile_m, tile_n)
+            if units * MAX_STREAMK_CTAS >= 2 ** 31:
+                raise ValueError(f"streamk at {m}x{n}x{k} with {tile_m}x{tile_n} tiles: {units} units of work, past "
+                                 f"the kernel's 32-bit arithmetic ({MAX_STREAMK_CTAS} CTAs); use streamk=False")
 
     @cute.jit
     def __call__(self, mA: cute.Tensor, mSFA: cute.Tensor, mB: cute.Tensor, mSFB: cute.Tensor, mD: cute.Tensor,
-                 mGroup: cute.Tensor, max_active_clusters: cutlass.Constexpr, stream: cuda.CUstream):
+                 mGroup: cute.Tensor, mPartials: cute.Tensor, mCounters: cute.Tensor, ctas: cutlass.Int32,
+                 max_active_clusters: cutlass.Constexpr, stream: cuda.CUstream):
         # mA: (M, K, L) K-major; mSFA: (M, K/128, L) M-major; mB: (N, K, G) K-major;
         # mSFB: (ceil(N/128), K/128, G); mD: (M, N, L) N-major; L = G for masked, else 1.
         # mGroup: m_indices (M,) for contiguous, masked_m (G,) for masked, unused (1,) for normal.
+        # stream-K: mPartials (STREAMK_SLOTS * ctas * tile_m * tile_n,) FP32 and mCounters (output tiles,)
+        # Int32, zero before the first launch (the kernel leaves them zero); ctas: the CTAs that share
+        # the work. Unused (any (1,) tensors, any ctas) without stream-K.
         tiled_mma = self._tiled_mma()
         # A as TMA writes it, (tile_m, 128) per stage, and as the MMAs read it, (mma_m, 128) per half
         # and stage: the same bytes, since a K-major swizzled tile stacks its 8-row atoms along M
@@ -230,10 +259,13 @@ class Fp8BlockScaleGemm(Sm90GemmBase):
         tma_sfa, gSFA_tma = load_atom(mSFA, sSFA_layout, (self.tile_m, 1), 1)
         tma_d, gD_tma = self.make_d_atom(mD, sD_layout)
         scheduler_params, grid = self.make_scheduler_params(mD, max_active_clusters)
+        if cutlass.const_expr(self.streamk):
+            grid = (ctas, 1, 1)
         self.shared_storage = self.make_shared_storage(sA_layout, sB_layout, sD_layout,
                                                        (("sSFA", self.sf_dtype, sSFA_layout, 128),))
         self.launch(self.kernel(tiled_mma, tma_a, gA_tma, tma_b, gB_tma, tma_sfa, gSFA_tma, tma_d, gD_tma, mSFB, mGroup,
-                                sA_layout, sA_mma_layout, sB_layout, sSFA_layout, sD_layout, scheduler_params), grid, stream)
+                                mPartials, mCounters, sA_layout, sA_mma_layout, sB_layout, sSFA_layout, sD_layout,
+                                scheduler_params), grid, stream)
 
     def _tiled_mma(self) -> cute.TiledMma:
         """The consumers' wgmma m64nNk32 (e4m3 x e4m3 -> FP32, both operands K-major in shared memory)."""
@@ -244,7 +276,8 @@ class Fp8BlockScaleGemm(Sm90GemmBase):
     @cute.kernel
     def kernel(self, tiled_mma: cute.TiledMma, tma_a: cute.CopyAtom, gA_tma: cute.Tensor, tma_b: cute.CopyAtom,
                gB_tma: cute.Tensor, tma_sfa: cute.CopyAtom, gSFA_tma: cute.Tensor, tma_d: cute.CopyAtom,
-               gD_tma: cute.Tensor, mSFB: cute.Tensor, mGroup: cute.Tensor, sA_layout: cute.ComposedLayout,
+               gD_tma: cute.Tensor, mSFB: cute.Tensor, mGroup: cute.Tensor, mPartials: cute.Tensor,
+               mCounters: cute.Tensor, sA_layout: cute.ComposedLayout,
                sA_mma_layout: cute.ComposedLayout, sB_layout: cute.ComposedLayout, sSFA_layout: cute.Layout, sD_layout: cute.ComposedLayout,
                scheduler_params: utils.PersistentTileSchedulerParams):
         tidx, warp, warpgroup_idx = self.thread_roles((tma_a, tma_b, tma_sfa, tma_d))
@@ -271,13 +304,17 @@ class Fp8BlockScaleGemm(Sm90GemmBase):
                                                cute.group_modes(sSFA, 0, 2), cute.group_modes(gSFA, 0, 2))
         gD = self.tile_d(gD_tma)
         m_rows = gA_tma.shape[0]
+        tiles_mn = (cute.size(gD, mode=[2]), cute.size(gD, mode=[3]))
+        split_inputs = None
+        if cutlass.const_expr(self.streamk):
+            split_inputs = (mPartials, mCounters, storage.words.get_tensor(cute.make_layout(1)))
 
         pipeline.pipeline_init_wait(cluster_shape_mn=self.cluster_mn)
         self.dispatch_roles(warp, warpgroup_idx,
                             (ab_pipeline, scheduler_params, ab_loads, (tma_sfa, tSgSFA, tSsSFA),
-                             (mGroup, m_rows, k_tiles)),
+                             (mGroup, m_rows, k_tiles, tiles_mn)),
                             (ab_pipeline, scheduler_params, mGroup, m_rows, k_tiles, tiled_mma, sA_mma, sB, sSFA, mSFB,
-                             sD, gD, tma_d, tidx, warp))
+                             sD, gD, tma_d, tidx, warp, tiles_mn, split_inputs))
 
     @cute.jit
     def _work(self, mGroup: cute.Tensor, m_rows, tile_m, l):
@@ -296,7 +333,42 @@ class Fp8BlockScaleGemm(Sm90GemmBase):
         return runs, l, l_b
 
     @cute.jit
-    def produce_tile(self, ab_pipeline, state, ab_loads, extra_loads, tile_m, tile_n, l, mGroup, m_rows, k_tiles):
+    def produce(self, ab_pipeline, scheduler_params, ab_loads, extra_loads, tile_args):
+        """The TMA warp: with stream-K, this CTA's run of (output tile, K tile) units, tile by tile;
+        otherwise the base's walk over the scheduler's work tiles."""
+        if cutlass.const_expr(self.streamk):
+            _, _, k_tiles, tiles_mn = tile_args
+            u, u_end, _ = self._streamk_span(k_tiles, tiles_mn)
+            state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
+            while u < u_end:
+                tile, first, count = self._streamk_piece(u, u_end, k_tiles)
+                state = self.load_k_tiles(ab_pipeline, state, ab_loads, extra_loads, tile % tiles_mn[0],
+                                          tile // tiles_mn[0], 0, 0, first, count)
+                u += count
+            ab_pipeline.producer_tail(state)
+        else:
+            Sm90GemmBase.produce(self, ab_pipeline, scheduler_params, ab_loads, extra_loads, tile_args)
+
+    @cute.jit
+    def _streamk_span(self, k_tiles, tiles_mn):
+        """(u, u_end, units): this CTA's units [u, u_end) of all units = output tiles x K tiles, unit
+        tile * k_tiles + k; CTA b of g takes [b * units // g, (b + 1) * units // g)."""
+        units = tiles_mn[0] * tiles_mn[1] * k_tiles
+        b, _, _ = cute.arch.block_idx()
+        g, _, _ = cute.arch.grid_dim()
+        return b * units // g, (b + 1) * units // g, units
+
+    @cute.jit
+    def _streamk_piece(self, u, u_end, k_tiles):
+        """(tile, first K tile, K tile count) of the piece of work that starts at unit u: to the end of
+        its output tile or of the CTA's run, whichever comes first."""
+        tile = u // k_tiles
+        first = u - tile * k_tiles
+        return tile, first, cutlass.min(k_tiles - first, u_end - u)
+
+    @cute.jit
+    def produce_tile(self, ab_pipeline, state, ab_loads, extra_loads, tile_m, tile_n, l, mGroup, m_rows, k_tiles,
+                     tiles_mn):
         """Every K tile of the work tile, from the group(s) its rows belong to; nothing for a skipped tile."""
         if cutlass.const_expr(self.split_groups):
             first, second, _, _ = self._half_groups(mGroup, m_rows, tile_m)
@@ -344,7 +416,7 @@ class Fp8BlockScaleGemm(Sm90GemmBase):
 
     @cute.jit
     def consume(self, ab_pipeline, scheduler_params, mGroup, m_rows, k_tiles, tiled_mma, sA, sB, sSFA, mSFB, sD,
-                 gD, tma_d, tidx, warp):
+                 gD, tma_d, tidx, warp, tiles_mn, split_inputs):
         # sA: (mma_m, 128, stages * halves), half h of stage s at index s * halves + h
         consumer_tidx = tidx - WARPGROUP_THREADS   # the thread's index among the consumer warpgroups
         thr_mma = tiled_mma.get_slice(consumer_tidx)
@@ -370,7 +442,6 @@ class Fp8BlockScaleGemm(Sm90GemmBase):
         r2s, _, slice_shape, _, store_pipeline = epilogue
         tRS_accs = [r2s.retile(acc) for acc in accs]
         rSlice_out = cute.make_rmem_tensor(slice_shape, self.d_dtype)
-        slice_size = cute.size(rSlice_out)
         # Turn-taking: the two consumer warpgroups issue their wgmmas one after the other
         # (barrier 2 = warpgroup 0's turn, 3 = warpgroup 1's), so the tensor core runs one's half
         # K tile while the other waits for its own and promotes, instead of both promoting at once.
@@ -384,60 +455,162 @@ class Fp8BlockScaleGemm(Sm90GemmBase):
             if wg == 1:
                 other_turn.arrive()   # warpgroup 0 goes first
 
-        scheduler = self.make_scheduler(scheduler_params)
-        work = scheduler.initial_work_tile_info()
         state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
-
         slices_done = cutlass.Int32(0)
-        while work.is_valid_tile:
-            tile_m, tile_n, l = work.tile_idx
-            if cutlass.const_expr(self.split_groups):
-                first, second, g0, g1 = self._half_groups(mGroup, m_rows, tile_m)
-                runs, l_a = first >= 0, l
-            else:
-                runs, l_a, l_b = self._work(mGroup, m_rows, tile_m, l)
-            if runs:
-                # The tile's columns [n0, n0 + tile_n) meet at most two B scale blocks: lo up to
-                # local column `split`, hi after it (a 192-wide tile at n0 % 128 == 64 splits at 64).
-                # A cluster may run a tile past N: the reads are clamped.
-                n0 = tile_n * self.tile_n
-                block_lo = cutlass.min(n0 // BLOCK, n_blocks - 1)
-                block_hi = cutlass.min(n0 // BLOCK + 1, n_blocks - 1)
-                split = BLOCK - n0 % BLOCK
-                for h in cutlass.range_constexpr(self.halves):
-                    accs[h].fill(0.0)
-                loop = (ab_pipeline, k_tiles, mmas, tCrA, tCrB, sSFA, mSFB, accs, tmps, row0, block_lo, block_hi, split)
-                stores = (True,) * self.halves
+        store = (epilogue, tRS_accs, rSlice_out, tma_d, sD, gD, warp)
+        if cutlass.const_expr(self.streamk):
+            # this CTA's run of units, piece by piece: a whole output tile is stored at once; a piece of
+            # a shared tile goes through _streamk_fixup, and the CTA that finishes the tile's last piece
+            # stores the sum of all its pieces
+            u, u_end, units = self._streamk_span(k_tiles, tiles_mn)
+            while u < u_end:
+                tile, first, count = self._streamk_piece(u, u_end, k_tiles)
+                tile_m, tile_n = tile % tiles_mn[0], tile // tiles_mn[0]
+                block_lo, block_hi, split = self._scale_blocks(tile_n, n_blocks)
+                accs[0].fill(0.0)
+                state = self._mainloop_ahead(ab_pipeline, count, mmas, tCrA, tCrB, sSFA, mSFB, accs, tmps, row0,
+                                             block_lo, block_hi, split, state, 0, first)
+                last = cutlass.Int32(1)
+                if count < k_tiles:
+                    last = self._streamk_fixup(split_inputs, accs[0], tmps[0], tile, k_tiles, units, consumer_tidx,
+                                               m_rows - tile_m * self.tile_m, epilogue[3])
+                if last != 0:
+                    slices_done = self._store_tile(store, tile_m, tile_n, 0, (True,), slices_done)
+                u += count
+        else:
+            scheduler = self.make_scheduler(scheduler_params)
+            work = scheduler.initial_work_tile_info()
+            while work.is_valid_tile:
+                tile_m, tile_n, l = work.tile_idx
                 if cutlass.const_expr(self.split_groups):
-                    if first >= 0:
-                        state = self._mainloop(*loop, my_turn, other_turn, state, first, g0 == first, g1 == first)
-                    if second >= 0:
-                        state = self._mainloop(*loop, my_turn, other_turn, state, second, False, True)
-                    stores = (g0 >= 0, g1 >= 0)   # padding halves are left as they were
-                elif cutlass.const_expr(self.mma_ahead):
-                    state = self._mainloop_ahead(*loop, state, l_b)
+                    first, second, g0, g1 = self._half_groups(mGroup, m_rows, tile_m)
+                    runs, l_a = first >= 0, l
                 else:
-                    state = self._mainloop(*loop, my_turn, other_turn, state, l_b, True, True)
-
-                # epilogue: each half (mma_m, tile_n) in (mma_m, 32) slices through a ring of epi_stages
-                bSG_sD, bSG_gD = self.partition_d(tma_d, sD, gD, tile_m, tile_n, l_a)
-                slices = self.tile_n // self.epi_tile[1]
-                for h in cutlass.range_constexpr(self.halves):
-                    if stores[h]:
-                        for s in cutlass.range_constexpr(slices):
-                            for v in cutlass.range_constexpr(slice_size):
-                                rSlice_out[v] = tRS_accs[h][s * slice_size + v].to(self.d_dtype)
-                            # the ring advances by stores made: a buffer comes round only after the
-                            # epi_stages - 1 stores store_slice's acquire leaves in flight
-                            self.store_slice(epilogue, rSlice_out, slices_done % self.epi_stages, tma_d, bSG_sD,
-                                             bSG_gD, (h, s), warp)
-                            slices_done += 1
-            scheduler.advance_to_next_work()
-            work = scheduler.get_current_work()
+                    runs, l_a, l_b = self._work(mGroup, m_rows, tile_m, l)
+                if runs:
+                    # The tile's columns [n0, n0 + tile_n) meet at most two B scale blocks: lo up to
+                    # local column `split`, hi after it (a 192-wide tile at n0 % 128 == 64 splits at 64).
+                    # A cluster may run a tile past N: the reads are clamped.
+                    block_lo, block_hi, split = self._scale_blocks(tile_n, n_blocks)
+                    for h in cutlass.range_constexpr(self.halves):
+                        accs[h].fill(0.0)
+                    loop = (ab_pipeline, k_tiles, mmas, tCrA, tCrB, sSFA, mSFB, accs, tmps, row0, block_lo, block_hi,
+                            split)
+                    stores = (True,) * self.halves
+                    if cutlass.const_expr(self.split_groups):
+                        if first >= 0:
+                            state = self._mainloop(*loop, my_turn, other_turn, state, first, g0 == first, g1 == first)
+                        if second >= 0:
+                            state = self._mainloop(*loop, my_turn, other_turn, state, second, False, True)
+                        stores = (g0 >= 0, g1 >= 0)   # padding halves are left as they were
+                    elif cutlass.const_expr(self.mma_ahead):
+                        state = self._mainloop_ahead(*loop, state, l_b, 0)
+                    else:
+                        state = self._mainloop(*loop, my_turn, other_turn, state, l_b, True, True)
+                    slices_done = self._store_tile(store, tile_m, tile_n, l_a, stores, slices_done)
+                scheduler.advance_to_next_work()
+                work = scheduler.get_current_work()
         if cutlass.const_expr(self.order_warpgroups):
             if wg == 0:
                 my_turn.arrive_and_wait()   # take warpgroup 1's last hand-over: every arrival is matched
         store_pipeline.producer_tail()
+
+    @cute.jit
+    def _scale_blocks(self, tile_n, n_blocks):
+        """(block_lo, block_hi, split): the B scale blocks of output tile column tile_n, lo up to local
+        column `split`, hi after it (clamped: a cluster may run a tile past N)."""
+        n0 = tile_n * self.tile_n
+        return cutlass.min(n0 // BLOCK, n_blocks - 1), cutlass.min(n0 // BLOCK + 1, n_blocks - 1), BLOCK - n0 % BLOCK
+
+    @cute.jit
+    def _store_tile(self, store, tile_m, tile_n, l_a, stores, slices_done):
+        """The epilogue of one output tile: each half (stores[h]: whether it is stored) in (mma_m, 32)
+        slices through the ring of epi_stages D buffers. The ring advances by stores made: a buffer
+        comes round only after the epi_stages - 1 stores store_slice's acquire leaves in flight.
+        Returns slices_done advanced by the slices stored."""
+        epilogue, tRS_accs, rSlice_out, tma_d, sD, gD, warp = store
+        bSG_sD, bSG_gD = self.partition_d(tma_d, sD, gD, tile_m, tile_n, l_a)
+        slice_size = cute.size(rSlice_out)
+        for h in cutlass.range_constexpr(self.halves):
+            if stores[h]:
+                for s in cutlass.range_constexpr(self.tile_n // self.epi_tile[1]):
+                    for v in cutlass.range_constexpr(slice_size):
+                        rSlice_out[v] = tRS_accs[h][s * slice_size + v].to(self.d_dtype)
+                    self.store_slice(epilogue, rSlice_out, slices_done % self.epi_stages, tma_d, bSG_sD, bSG_gD,
+                                     (h, s), warp)
+                    slices_done += 1
+        return slices_done
+
+    @cute.jit
+    def _streamk_fixup(self, split_inputs, acc, part, tile, k_tiles, units, consumer_tidx, rows_here,
+                       epilogue_barrier):
+        """A piece of output tile `tile` that other CTAs share (stream-K), deterministic, nothing
+        waiting on another CTA. The tile's pieces belong to CTAs first_cta .. last_cta, in K order.
+        Every piece's CTA stores its partial (acc) to its slot, fences (release, gpu scope) and, once
+        every consumer thread has, one thread adds 1 to the tile's counter (acq_rel); the CTA that
+        arrives last (it says so through shared memory) resets the counter for the next launch and,
+        after an acquire fence, sums the pieces from their slots in K order into acc (part: a
+        temporary): the same additions whichever CTA arrives last. Only the rows of D (rows_here of
+        the tile's) are written and read, in 16-row warp bands. Returns 1 for the last CTA (it
+        stores the tile), else 0."""
+        mPartials, mCounters, flag = split_inputs
+        b, _, _ = cute.arch.block_idx()
+        ctas, _, _ = cute.arch.grid_dim()
+        start = tile * k_tiles
+        first_cta = ((start + 1) * ctas - 1) // units          # the CTA whose run holds unit `start`
+        last_cta = ((start + k_tiles) * ctas - 1) // units     # ... and the tile's last unit
+        band = consumer_tidx // 32 * 16 < rows_here             # this warp's 16 rows hold rows of D
+        if band:
+            self._partial_io(mPartials, self._slot(b, start, units, ctas), acc, consumer_tidx, False)
+        cute.arch.fence_acq_rel_gpu()        # release: this thread's partial before the count
+        epilogue_barrier.arrive_and_wait()   # every consumer thread's partial and fence
+        if consumer_tidx == 0:
+            arrived = cute.arch.atomic_add(mCounters.iterator + tile, cutlass.Int32(1), sem="acq_rel", scope="gpu")
+            last = cutlass.Int32(0)
+            if arrived == last_cta - first_cta:
+                last = cutlass.Int32(1)
+                mCounters[tile] = cutlass.Int32(0)
+            flag[0] = last
+        epilogue_barrier.arrive_and_wait()
+        last = flag[0]   # rewritten only after the next piece's first barrier, which every thread passes after this
+        if last != 0:
+            cute.arch.fence_acq_rel_gpu()    # acquire: the other pieces' partials after their count
+            # every piece from its slot, this CTA's own too (its threads read what they wrote): acc is
+            # free for the sum, and one temporary holds a piece (three tiles of registers spilled)
+            acc.fill(0.0)
+            if band:
+                for other in cutlass.range(first_cta, last_cta + 1, unroll=1):
+                    self._partial_io(mPartials, self._slot(other, start, units, ctas), part, consumer_tidx, True)
+                    for i in cutlass.range_constexpr(cute.size(acc)):
+                        acc[i] = acc[i] + part[i]
+        return last
+
+    @cute.jit
+    def _slot(self, cta, start, units, ctas):
+        """The workspace slot of CTA cta's piece of the tile whose first unit is `start`: 0 when its
+        run begins inside that tile (the first piece of its run), 1 when it began before (the last)."""
+        slot = STREAMK_SLOTS * cta + 1
+        if cta * units // ctas >= start:
+            slot = STREAMK_SLOTS * cta
+        return slot
+
+    @cute.jit
+    def _partial_io(self, mPartials, slot, frag, consumer_tidx, load: cutlass.Constexpr):
+        """One piece's FP32 partial between the registers (frag) and its workspace slot, 128 bits at a
+        time: the slot holds the fragments in thread order, element i of consumer thread t at
+        (i // 4 * threads + t) * 4 + i % 4, so each warp's vector access is one contiguous 512 bytes."""
+        threads = self.warpgroups * WARPGROUP_THREADS
+        vectors = cute.size(frag) // 4
+        offset = cutlass.Int64(slot) * (self.tile_m * self.tile_n) + cutlass.Int64(consumer_tidx * 4)
+        gP = cute.make_tensor(mPartials.iterator + cute.assume(offset, divby=4),
+                              cute.make_layout((4, vectors), stride=(1, threads * 4)))
+        rP = cute.make_tensor(frag.iterator, cute.make_layout((4, vectors), stride=(1, 4)))
+        atom = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), self.acc_dtype, num_bits_per_copy=128)
+        for j in cutlass.range_constexpr(vectors):
+            if cutlass.const_expr(load):
+                cute.copy(atom, gP[(None, j)], rP[(None, j)])
+            else:
+                cute.copy(atom, rP[(None, j)], gP[(None, j)])
 
     @cute.jit
     def _mainloop(self, ab_pipeline, k_tiles, mmas, tCrA, tCrB, sSFA, mSFB, accs, tmps, row0, block_lo, block_hi, split,
@@ -483,7 +656,7 @@ class Fp8BlockScaleGemm(Sm90GemmBase):
 
     @cute.jit
     def _mainloop_ahead(self, ab_pipeline, k_tiles, mmas, tCrA, tCrB, sSFA, mSFB, accs, tmps, row0, block_lo,
-                        block_hi, split, state, l_b):
+                        block_hi, split, state, l_b, k_first):
         """One pass over K with two K tiles in flight (one 128-row half, mma_ahead): K tile k + 1's
         wgmmas go into the other temporary before K tile k's are waited for and promoted, so the
         tensor core always has queued work and a K tile's MMA latency hides behind the previous
@@ -491,7 +664,7 @@ class Fp8BlockScaleGemm(Sm90GemmBase):
         last one or two end the pass without a next issue. Returns the advanced state."""
         ab_pipeline.consumer_wait(state)
         self._mma(mmas, tmps[0], tCrA, tCrB, state.index, state.index)
-        k_tile = cutlass.Int32(0)
+        k_tile = cutlass.Int32(k_first)
         step = (ab_pipeline, k_tiles, mmas, tCrA, tCrB, sSFA, mSFB, accs[0], row0, block_lo, block_hi, split, l_b)
         for _ in cutlass.range((k_tiles - 1) // 2, unroll=1):
             state, k_tile = self._step_ahead(*step, tmps[0], tmps[1], state, k_tile, True)
@@ -575,28 +748,36 @@ class Fp8BlockScaleGemm(Sm90GemmBase):
 def compile_for(arch: str = "sm_90a", layout: str = "normal", groups: int = 1, tile_n: int = 128, cluster_mn=(2, 1),
                 sms: int = 132, tile_m: int = 128, **variant):
     """Compile with fake tensors (no GPU needed), keeping PTX and cubin. Every shape and stride is
-    dynamic, as at run time (`_views`): one compile serves every M, N, K and group count."""
+    dynamic, as at run time (`_views`): one compile serves every M, N, K and group count (and, with
+    streamk=True, every CTA count)."""
     from cutlass.runtime import make_fake_stream
 
-    Fp8BlockScaleGemm.can_implement(layout, MMA_M, 128, BLOCK, groups, tile_n, cluster_mn, tile_m)
+    Fp8BlockScaleGemm.can_implement(layout, MMA_M, 128, BLOCK, groups, tile_n, cluster_mn, tile_m,
+                                    variant.get("streamk", False))
     e4m3, f32 = cutlass.Float8E4M3FN, cutlass.Float32
     # the types of the run-time views exactly (the kernel is compiled from those at run time)
     tensors = (fake_tensor(e4m3, 1, aligned=False), fake_tensor(f32, 0, aligned=False), fake_tensor(e4m3, 1, aligned=False),
                fake_tensor(f32, 1, aligned=False), fake_tensor(cutlass.BFloat16, 1, aligned=False),
+               fake_tensor(cutlass.Int32, 0, rank=1, aligned=False), fake_tensor(f32, 0, rank=1, aligned=False),
                fake_tensor(cutlass.Int32, 0, rank=1, aligned=False))
     op = Fp8BlockScaleGemm(layout, tile_n, cluster_mn, tile_m=tile_m, **variant)
-    return cute.compile(op, *tensors, sms // (cluster_mn[0] * cluster_mn[1]), make_fake_stream(),
+    return cute.compile(op, *tensors, cutlass.Int32(sms), sms // (cluster_mn[0] * cluster_mn[1]), make_fake_stream(),
                         options=f"--gpu-arch {arch} --keep-ptx --keep-cubin --dump-dir {DUMP_DIR}")
 
 
 def compile_gemm(a, sfa, b, sfb, layout: str = "normal", group_info=None, tile_n: int | None = None,
-                 cluster_mn=None, swizzle: int = 1, tile_m: int | None = None, **variant):
+                 cluster_mn=None, swizzle: int = 1, tile_m: int | None = None, streamk: bool | None = None,
+                 ctas: int | None = None, **variant):
     """For torch tensors (see the module docstring for each layout's shapes): (run, d), where run()
     computes d on the current stream, into the same d. group_info: m_indices (contiguous) or
-    masked_m (masked), int32 on the device. tile_m, tile_n and cluster_mn default to `choose_tiling`.
+    masked_m (masked), int32 on the device. tile_m, tile_n, cluster_mn and streamk default to
+    `choose_tiling` (streamk only where the whole tiling is the chooser's; otherwise off); ctas: the
+    CTAs that share a stream-K launch (default: one per SM, at most one per unit of work).
     `variant` reaches Fp8BlockScaleGemm (the negative control, the warpgroup turn-taking switch).
     The kernel is compiled once per layout, tiling and variant, with dynamic shapes and strides,
-    and reused for every shape."""
+    and reused for every shape. Stream-K owns a workspace (partials, and counters the kernel leaves
+    at zero): run() must not execute concurrently with itself (two streams, or two graphs replayed
+    at once); keep run alive as long as a CUDA graph captured from it."""
     import torch
 
     a, sfa, b, sfb = canonical(a, -1), canonical(sfa, -2), canonical(b, -1), canonical(sfb, -1)
@@ -605,29 +786,58 @@ def compile_gemm(a, sfa, b, sfb, layout: str = "normal", group_info=None, tile_n
     m, k = a.shape[-2], a.shape[-1]
     n = b.shape[-2]
     sms = torch.cuda.get_device_properties(a.device).multi_processor_count
-    chosen = choose_tiling(layout, m, n, sms, groups)
-    tile_m, tile_n = tile_m or chosen["tile_m"], tile_n or chosen["tile_n"]
-    cluster_mn = tuple(cluster_mn or chosen["cluster_mn"])
-    Fp8BlockScaleGemm.can_implement(layout, m, n, k, groups, tile_n, cluster_mn, tile_m)
+    chosen = choose_tiling(layout, m, n, sms, groups, k=k)
+    tiling = {"tile_m": tile_m or chosen["tile_m"], "tile_n": tile_n or chosen["tile_n"],
+              "cluster_mn": tuple(cluster_mn or chosen["cluster_mn"])}
+    if streamk is None:
+        streamk = chosen["streamk"] and all(tiling[key] == chosen[key] for key in tiling)
+    tile_m, tile_n, cluster_mn = tiling["tile_m"], tiling["tile_n"], tiling["cluster_mn"]
+    Fp8BlockScaleGemm.can_implement(layout, m, n, k, groups, tile_n, cluster_mn, tile_m, streamk)
     d = torch.empty(*a.shape[:-1], n, dtype=torch.bfloat16, device=a.device)
     if group_info is None:
         group_info = torch.zeros(1, dtype=torch.int32, device=a.device)
-    views = _views(a, sfa, b, sfb, d, group_info)
+    units = streamk_units(m, n, k, tile_m, tile_n)
+    ctas = min(ctas or sms, units, MAX_STREAMK_CTAS) if streamk else 0
+    if ctas < 0:
+        raise ValueError(f"ctas={ctas}: give a positive CTA count")
+    # stream-K's workspace: a slot per (CTA, first or last piece of its run), a counter per output tile
+    # (zeroed once; the kernel resets each after its tile is summed); stand-ins of one element without
+    workspace = (torch.empty(max(1, STREAMK_SLOTS * ctas * tile_m * tile_n), dtype=torch.float32, device=a.device),
+                 torch.zeros(max(1, units // (k // BLOCK)) if streamk else 1, dtype=torch.int32, device=a.device))
+    views = _views(a, sfa, b, sfb, d, group_info) + [cute_view(t, 0) for t in workspace]
     props = torch.cuda.get_device_properties(a.device)
     clusters = max_active_clusters(cluster_mn)
-    key = ("fp8_blockscale_gemm", layout, tile_m, tile_n, cluster_mn, swizzle, tuple(sorted(variant.items())),
+    key = ("fp8_blockscale_gemm", layout, tile_m, tile_n, cluster_mn, swizzle, streamk, tuple(sorted(variant.items())),
            clusters, f"sm_{props.major}{props.minor}")
-    op = Fp8BlockScaleGemm(layout, tile_n, cluster_mn, swizzle, tile_m, **variant)
-    kernel = cached_kernel(key, lambda: cute.compile(op, *views, clusters, current_stream()), KERNEL_SOURCES)
-    # the stream is read at every launch, so run() can be captured in a CUDA graph (a side stream)
-    return (lambda: kernel(*views, current_stream())), d
+    op = Fp8BlockScaleGemm(layout, tile_n, cluster_mn, swizzle, tile_m, streamk=streamk, **variant)
+    kernel = cached_kernel(key, lambda: cute.compile(op, *views, cutlass.Int32(max(ctas, 1)), clusters,
+                                                     current_stream()), KERNEL_SOURCES)
+    count = cutlass.Int32(max(ctas, 1))
+
+    def run():
+        """Launch on the stream current now (read at every launch, so run() can be captured in a CUDA
+        graph on a side stream); the workspace lives as long as run."""
+        kernel(*views, count, current_stream())
+    run.workspace = workspace
+    run.tiling = {**tiling, "streamk": streamk, "ctas": ctas}
+    return run, d
 
 
-def choose_tiling(layout: str, m: int, n: int, sms: int, groups: int = 1, tile_ms: tuple[int, ...] = TILE_MS) -> dict:
-    """{tile_m, tile_n, cluster_mn} for an M x N output (M: rows per group for masked, all rows
+def streamk_units(m: int, n: int, k: int, tile_m: int, tile_n: int) -> int:
+    """Units of stream-K work of an M x N x K problem: output tiles x K tiles."""
+    return -(-m // tile_m) * -(-n // tile_n) * (k // BLOCK)
+
+
+def choose_tiling(layout: str, m: int, n: int, sms: int, groups: int = 1, tile_ms: tuple[int, ...] = TILE_MS,
+                  k: int | None = None) -> dict:
+    """{tile_m, tile_n, cluster_mn, streamk} for an M x N output (M: rows per group for masked, all rows
     otherwise): the tile with the lowest estimated time, waves of tiles on `sms` SMs times the
     layout's tile cost (ties go to the larger tile), and a 1x2 cluster (two N tiles sharing A) from
     CLUSTER_FROM_M rows on, none below, where only tiles with K tiles in flight are weighed.
+    Given K (normal layout, up to STREAMK_MAX_M rows), stream-K's tiles of one tile row's height (64
+    up to 64 rows, else 128) are weighed too: the units of the busiest CTA, in tiles, times the tile's
+    STREAMK_COST, plus STREAMK_PIECE_COST for each piece of a shared tile (streamk True where one
+    of them is faster than the data-parallel choice).
     tile_ms: the tile heights to choose from (the probe times the best 128-row tile beside)."""
     cluster = (1, 2) if m >= CLUSTER_FROM_M else (1, 1)
     costs = {"contiguous": CONTIGUOUS_TILE_COST, "masked": MASKED_TILE_COST}.get(layout, TILE_COST)
@@ -645,8 +855,27 @@ def choose_tiling(layout: str, m: int, n: int, sms: int, groups: int = 1, tile_m
     if not tiles:
         raise ValueError(f"tile_ms={tuple(tile_ms)}: no tile of those heights for the {layout} layout with M={m} "
                          f"(offered: {sorted({t[0] for t in costs if not few_rows or t[0] <= MMA_M})})")
-    tile_m, tile_n = min(tiles, key=estimate)
-    return {"tile_m": tile_m, "tile_n": tile_n, "cluster_mn": cluster}
+    best = min(tiles, key=estimate)
+    choice = {"tile_m": best[0], "tile_n": best[1], "cluster_mn": cluster, "streamk": False}
+    if k is None or layout != "normal" or m > STREAMK_MAX_M or k < BLOCK:
+        return choice
+    k_tiles = k // BLOCK
+
+    def streamk_estimate(tile: tuple[int, int]) -> tuple[float, int]:
+        units = streamk_units(m, n, k, *tile)
+        ctas = min(sms, units)
+        busiest = -(-units // ctas)
+        # a CTA whose run starts inside a tile adds a piece to that tile (a partial written and summed)
+        pieces = sum(1 for b in range(1, ctas) if b * units // ctas % k_tiles)
+        return busiest / k_tiles * STREAMK_COST[tile] + pieces * STREAMK_PIECE_COST, -tile[0] * tile[1]
+
+    height = 64 if m <= 64 else MMA_M   # the rows in one tile row: B is read once per row of tiles
+    options = [t for t in STREAMK_COST if t[0] in tile_ms and t[0] == height]
+    if options:
+        fastest = min(options, key=streamk_estimate)
+        if streamk_estimate(fastest)[0] < estimate(best)[0]:
+            choice.update(tile_m=fastest[0], tile_n=fastest[1], cluster_mn=(1, 1), streamk=True)
+    return choice
 
 
 def gemm(a, sfa, b, sfb, layout: str = "normal", group_info=None):
