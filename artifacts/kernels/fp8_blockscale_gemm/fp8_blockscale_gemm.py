@@ -45,6 +45,15 @@ What it does
     timings (TILE_COST), and a 1x2 cluster (A multicast) from 129 rows on: 256x128 or 128-row tiles
     at large M (256 rows in the normal layout only), tiles with K tiles in flight and no cluster for
     M <= 128.
+    Stream-K (streamk=True; normal layout, tiles up to 128 x 128 with K tiles in flight, no cluster):
+    the work is (output tile, K tile) units, tile by tile, and CTA b of g takes the units
+    [b * U // g, (b + 1) * U // g), so every SM streams the same share of B whatever the tile count
+    (the decode shapes, where a tile per SM leaves a wave part-empty). A tile split between CTAs is
+    summed in the kernel: each piece's partial goes to its CTA's workspace slot (128-bit stores, in
+    fragment order), a counter per tile counts the pieces (release / acquire at GPU scope), and the
+    CTA that finishes a tile's last piece adds all pieces in K order and stores the tile, so the
+    result is bit-identical run to run whichever CTA finishes last; nothing waits on another CTA.
+    choose_tiling weighs it up to STREAMK_MAX_M rows when given K.
     Shapes and strides are dynamic (compiled once per layout, tiling and variant): with a static
     extent of 1 (M = 1) CuTe drops that mode when it builds the TMA atoms, and A's load and D's
     store became 1-D copies of the wrong box (a crash); with dynamic extents every copy is 3-D.
@@ -65,7 +74,8 @@ Layouts (DeepGEMM's names)
     rows is one K block's scales; its K-block stride must be a multiple of 4 floats (16 bytes),
     which `quantize.per_token_cast` guarantees by padding.
 
-Constraints (can_implement): K a multiple of 128; N a multiple of 8 (TMA rows of D); tile_m in
+Constraints (can_implement): K a multiple of 128; N a multiple of 8 (TMA rows of D); stream-K as
+    above, with (output tiles x K tiles) x CTAs under 2^31; tile_m in
     {64, 128, 256}, tile_n in {16, 32, 64, 128, 192}, tile_n <= 128 for 256 rows; any M >= 1;
     A and B may be views with any 16-byte-multiple row and group strides, sfa any M-major view
     with K-block and group strides that are multiples of 4 floats, all starting on 16-byte
