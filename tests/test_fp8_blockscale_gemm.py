@@ -67,6 +67,28 @@ def test_streamk_units_and_the_choice():
             GEMM.can_implement("normal", m, n, k, 1, chosen["tile_n"], (1, 1), chosen["tile_m"], True)
 
 
+def test_short_a_sizes_and_refusals():
+    """Short A (decode): a stage of a_rows rows of A gives B the bytes, for 64-row tiles in the normal
+    layout and M <= a_rows only; the chooser takes the fewest rows that hold M."""
+    full, short = GEMM("normal", 128, (1, 1), tile_m=64), GEMM("normal", 128, (1, 1), tile_m=64, a_rows=16)
+    assert short.stages > full.stages and short.smem_bytes(short.stages, short.epi_stages) <= kernel.SMEM_BYTES
+    with pytest.raises(ValueError, match="a_rows=16 with layout 'normal', tile_m=128"):
+        GEMM("normal", 128, (1, 1), tile_m=128, a_rows=16)
+    with pytest.raises(ValueError, match="a_rows=16 with M=17"):
+        GEMM.can_implement("normal", 17, 256, 256, 1, 64, (1, 1), 64, a_rows=16)
+    with pytest.raises(ValueError, match="a_rows=24 with layout"):
+        GEMM.can_implement("normal", 8, 256, 256, 1, 64, (1, 1), 64, a_rows=24)
+    assert [kernel.choose_tiling("normal", m, 4096, 132, k=7168)["a_rows"] for m in (1, 16, 17, 32)] == [16, 16, 32, 32]
+    assert kernel.choose_tiling("masked", 8, 4096, 132, 4)["a_rows"] == kernel.choose_tiling("masked", 8, 4096, 132, 4)["tile_m"]
+
+
+def test_short_a_compiles_to_unserialized_qgmma():
+    sass = compile_mod.from_cute(kernel.compile_for("sm_90a", tile_m=64, tile_n=128, cluster_mn=(1, 1), streamk=True,
+                                                    a_rows=16), "sm_90a").sass
+    assert len(re.findall(r"\bQGMMA\b", sass)) and not re.search(r"\b(STL|LDL)\b", sass)
+    assert sass.count("WARPGROUP.DEPBAR") < sass.count("QGMMA")
+
+
 def test_partial_tiles_and_grouped_layouts_are_accepted():
     GEMM.can_implement("normal", 260, 200, 384)               # partial M and N tiles, odd K tile count
     GEMM.can_implement("masked", 320, 2112, 512, 3, cluster_mn=(1, 2))
@@ -347,6 +369,6 @@ def test_held_out_summary_and_labels():
     assert held_out.summary([])["geomean_ratio"] is None
     assert held_out.compact(rows[0]) == "16x4096x7168 X/up 64x128 1x1 sk132 1.200"
     assert held_out.compact(rows[3]).endswith("no ratio")
-    assert held_out.label({"tile_m": 64, "tile_n": 128, "cluster_mn": (1, 1), "streamk": True, "ctas": 132}) == \
-        "64x128 1x1 sk132"
+    assert held_out.label({"tile_m": 64, "tile_n": 128, "cluster_mn": (1, 1), "streamk": True, "ctas": 132,
+                           "a_rows": 16}) == "64x128 1x1 a16 sk132"
     assert held_out.label({"tile_m": 256, "tile_n": 128, "cluster_mn": (1, 2), "streamk": False}) == "256x128 1x2"

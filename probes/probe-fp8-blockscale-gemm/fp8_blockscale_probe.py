@@ -257,7 +257,10 @@ def _normal(params: dict, ctx: Context, index: int = 0):
     forced = {key: params[key] for key in ("tile_m", "tile_n") if key in params}
     if "cluster" in params:
         forced["cluster_mn"] = tuple(int(c) for c in params["cluster"].split("x"))
-    tiling = {**chosen, **forced, "streamk": bool(params.get("streamk", False))} if forced else chosen
+    tiling = chosen
+    if forced:   # a forced tile runs without the chooser's stream-K (unless the case says) and short A
+        tiling = {**chosen, **forced, "streamk": bool(params.get("streamk", False))}
+        tiling["a_rows"] = tiling["tile_m"]
     run, d = kernel.compile_gemm(*ops, **tiling)
     cublas, cublas_out = _cublas_blockwise(a, sfa, b, sfb)
     correctness, exact = {}, None
@@ -626,7 +629,8 @@ def _result(ctx: Context, correctness: dict, timing: dict, tflops: dict,
     return {"correctness": correctness, "timing": timing,
             "metrics": {"tile": f"{tiling['tile_m']}x{tiling['tile_n']}x128",
                         "cluster": "x".join(map(str, tiling["cluster_mn"])),
-                        "schedule": "stream-K" if tiling.get("streamk") else "data-parallel", **(metrics or {})}, **out}
+                        "schedule": "stream-K" if tiling.get("streamk") else "data-parallel",
+                        "a_rows": tiling.get("a_rows", tiling["tile_m"]), **(metrics or {})}, **out}
 
 
 def _held_out_set(shape: dict, seed: int, checking: bool):
@@ -907,6 +911,12 @@ def compile_kernel(arch: str) -> compile_mod.Emitted:
         emitted.extend(extra)
     if ranks == {"3"}:   # no mode dropped: the M = 1 crash came from a 1-D TMA built for a static M of 1
         emitted.facts.append("tma-3d-dynamic-shapes:all-layouts")
+    streamk = compile_mod.from_cute(kernel.compile_for(arch, "normal", tile_m=64, tile_n=128, cluster_mn=(1, 1),
+                                                      streamk=True), arch)
+    if streamk.sass is not None and re.search(r"\bSTG\.E\.128\b", streamk.sass) and re.search(r"\bLDG\.E\.128\b",
+                                                                                              streamk.sass):
+        emitted.facts.append("streamk-128-bit-partials")   # the pieces' partials move 16 bytes per access
+    emitted.extend(streamk)
     teaching = compile_mod.from_cute(naive.compile_for(arch), arch)
     if teaching.sass is not None and re.search(r"\bQGMMA\b", teaching.sass):
         emitted.facts.append("naive-variant:QGMMA")

@@ -77,6 +77,9 @@ def compact(row: dict) -> str:
 
 
 def label(tiling: dict) -> str:
-    """A tiling in a few characters: 64x128 1x1 sk132 (stream-K over 132 CTAs) or 256x128 1x2."""
+    """A tiling in a few characters: 64x128 1x1 a16 sk132 (stages of 16 rows of A, stream-K over 132
+    CTAs) or 256x128 1x2."""
     text = f"{tiling['tile_m']}x{tiling['tile_n']} {tiling['cluster_mn'][0]}x{tiling['cluster_mn'][1]}"
+    if tiling.get("a_rows", tiling["tile_m"]) != tiling["tile_m"]:
+        text += f" a{tiling['a_rows']}"
     return text + (f" sk{tiling['ctas']}" if tiling.get("streamk") else "")

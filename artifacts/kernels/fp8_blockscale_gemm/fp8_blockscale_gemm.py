@@ -92,6 +92,7 @@ Run: probe-fp8-blockscale-gemm (kernelwiki probe run --probe probe-fp8-blockscal
 from __future__ import annotations
 
 import argparse
+import contextlib
 from pathlib import Path
 
 import cuda.bindings.driver as cuda
@@ -114,6 +115,8 @@ TILE_MS = (64, 128, 256)  # 64: one consumer warpgroup; 256: two 128-row halves 
 TILE_NS = (16, 32, 64, 128, 192)  # a tile meets at most two 128-wide B scale blocks
 MMA_M = 128            # rows of one half: what the consumer warpgroups cover with one round of wgmmas
 MAX_STAGES = 16       # small tiles: more loads in flight for the memory-bound small-M shapes
+A_ROWS = (16, 32)      # short A (decode, M <= a_rows): rows of A a stage holds
+MAX_SHORT_A_STAGES = 32   # short A: the stages of B in flight are what a decode step streams with
 EPI_STAGES = 2        # epilogue buffers at least; more where the mainloop stages leave room
 # Estimated time of one wave of output tiles, for choose_tiling: fitted to scratch timings of every
 # tile of this kernel (K tiles in flight up to 128 wide, turns at 128 x 192, halves and the whole-tile
@@ -150,12 +153,20 @@ class Fp8BlockScaleGemm(Sm90GemmBase):
 
     def __init__(self, layout: str = "normal", tile_n: int = 128, cluster_mn: tuple[int, int] = (2, 1), swizzle: int = 1,
                  tile_m: int = 128, order_warpgroups: bool | None = None, unscaled_k_tile: int = -1,
-                 whole_tile_epilogue: bool | None = None, mma_ahead: bool | None = None, streamk: bool = False):
+                 whole_tile_epilogue: bool | None = None, mma_ahead: bool | None = None, streamk: bool = False,
+                 a_rows: int | None = None):
         self.layout = layout
         self.ab_dtype, self.sf_dtype, self.d_dtype, self.acc_dtype = (
             cutlass.Float8E4M3FN, cutlass.Float32, cutlass.BFloat16, cutlass.Float32)
         self.tile_m, self.tile_n = tile_m, tile_n
         self.tile_mnk = (tile_m, tile_n, BLOCK)
+        # short A (decode): a stage holds a_rows rows of A, not the MMA's 64; the wgmmas still read
+        # 64 rows, the rest from whatever follows in shared memory, and only rows past M (< a_rows)
+        # see it, so their results are discarded. The bytes saved become stages of B in flight.
+        self.a_rows = tile_m if a_rows is None else a_rows
+        if self.a_rows != tile_m and (self.a_rows not in A_ROWS or tile_m != 64 or layout != "normal"):
+            raise ValueError(f"a_rows={a_rows} with layout {layout!r}, tile_m={tile_m}: short A takes a_rows in "
+                             f"{A_ROWS}, the normal layout and tile_m=64")
         # a 256-row tile is two halves of MMA_M rows: the consumers run the halves one after the
         # other through one temporary accumulator, each half promoted into its own accumulator
         self.mma_m = min(tile_m, MMA_M)
@@ -197,7 +208,39 @@ class Fp8BlockScaleGemm(Sm90GemmBase):
         if whole_tile_epilogue is None:   # timed at least as fast for 256-row tiles (2026-12-01)
             whole_tile_epilogue = self.halves == 2
         least = max(EPI_STAGES, slices) if whole_tile_epilogue else EPI_STAGES
-        self.stages, self.epi_stages = self.fit_stages(least, slices, MAX_STAGES)
+        self.stages, self.epi_stages = self.fit_stages(least, slices, MAX_STAGES if self.a_rows == tile_m
+                                                       else MAX_SHORT_A_STAGES)
+
+    @contextlib.contextmanager
+    def _loading(self):
+        """tile_mnk as the loads see it while the base's load-side helpers run: A's box and stage are
+        a_rows rows (the D side keeps tile_m)."""
+        full = self.tile_mnk
+        self.tile_mnk = (self.a_rows, *full[1:])
+        try:
+            yield
+        finally:
+            self.tile_mnk = full
+
+    def smem_bytes(self, stages: int, epi_stages: int) -> int:
+        """The base's sizing, with A stages of a_rows rows."""
+        with self._loading():
+            return super().smem_bytes(stages, epi_stages)
+
+    def make_ab_atoms(self, mA: cute.Tensor, mB: cute.Tensor, sA_layout, sB_layout):
+        """The base's TMA atoms, A's box a_rows rows."""
+        with self._loading():
+            return super().make_ab_atoms(mA, mB, sA_layout, sB_layout)
+
+    def make_ab_pipeline(self, storage, tx_bytes: int, tiled_mma: cute.TiledMma):
+        """The base's ring, its transaction bytes checked against A's box of a_rows rows."""
+        with self._loading():
+            return super().make_ab_pipeline(storage, tx_bytes, tiled_mma)
+
+    def partition_ab(self, tma_a, gA_tma, sA, a_mask, tma_b, gB_tma, sB, b_mask, cta_coord):
+        """The base's TMA partitions, A in tiles of a_rows rows (one, as M <= a_rows)."""
+        with self._loading():
+            return super().partition_ab(tma_a, gA_tma, sA, a_mask, tma_b, gB_tma, sB, b_mask, cta_coord)
 
     def stage_extras(self) -> tuple[tuple[int, int], ...]:
         """A stage also holds the tile's A scales of its K block: tile_m FP32, 128-byte aligned."""
@@ -209,7 +252,8 @@ class Fp8BlockScaleGemm(Sm90GemmBase):
 
     @staticmethod
     def can_implement(layout: str, m: int, n: int, k: int, groups: int = 1, tile_n: int = 128,
-                      cluster_mn: tuple[int, int] = (2, 1), tile_m: int = 128, streamk: bool = False) -> None:
+                      cluster_mn: tuple[int, int] = (2, 1), tile_m: int = 128, streamk: bool = False,
+                      a_rows: int | None = None) -> None:
         """Raise ValueError naming the offending value and the supported set."""
         if layout not in LAYOUTS:
             raise ValueError(f"layout {layout!r} unsupported; use one of {LAYOUTS}")
@@ -234,6 +278,12 @@ class Fp8BlockScaleGemm(Sm90GemmBase):
         if layout == "contiguous" and m % MMA_M:
             raise ValueError(f"M={m}: the contiguous layout needs M a multiple of {MMA_M} (each group's rows "
                              f"padded to {MMA_M}, padding rows with group index -1)")
+        if a_rows is not None and a_rows != tile_m:
+            if a_rows not in A_ROWS or tile_m != 64 or layout != "normal":
+                raise ValueError(f"a_rows={a_rows} with layout {layout!r}, tile_m={tile_m}: short A takes a_rows in "
+                                 f"{A_ROWS}, the normal layout and tile_m=64")
+            if m > a_rows:
+                raise ValueError(f"a_rows={a_rows} with M={m}: a stage holds a_rows rows of A, so M <= a_rows")
         if streamk:
             if layout != "normal" or tuple(cluster_mn) != (1, 1) or tile_m > MMA_M or tile_n > MMA_AHEAD_MAX_N:
                 raise ValueError(f"streamk with layout {layout!r}, tile {tile_m}x{tile_n}, cluster {tuple(cluster_mn)}: "
@@ -256,11 +306,19 @@ class Fp8BlockScaleGemm(Sm90GemmBase):
         # the work. Unused (any (1,) tensors, any ctas) without stream-K.
         tiled_mma = self._tiled_mma()
         # A as TMA writes it, (tile_m, 128) per stage, and as the MMAs read it, (mma_m, 128) per half
-        # and stage: the same bytes, since a K-major swizzled tile stacks its 8-row atoms along M
-        sA_layout = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, self.tile_mnk, self.ab_dtype, self.stages)
-        sA_mma_layout = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, (self.mma_m, self.tile_n, BLOCK),
-                                                      self.ab_dtype, self.stages * self.halves)
-        assert cute.cosize(sA_layout) == cute.cosize(sA_mma_layout)
+        # and stage: the same bytes, since a K-major swizzled tile stacks its 8-row atoms along M.
+        # Short A: TMA writes (a_rows, 128) per stage; the MMAs read 64 rows from each stage's start
+        sA_layout = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, (self.a_rows, self.tile_n, BLOCK),
+                                                  self.ab_dtype, self.stages)
+        if cutlass.const_expr(self.a_rows == self.tile_m):
+            sA_mma_layout = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, (self.mma_m, self.tile_n, BLOCK),
+                                                          self.ab_dtype, self.stages * self.halves)
+            assert cute.cosize(sA_layout) == cute.cosize(sA_mma_layout)
+        else:
+            one = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, (self.mma_m, self.tile_n, BLOCK), self.ab_dtype, 1)
+            stage = cute.make_layout(self.stages, stride=self.a_rows * BLOCK)   # a stage every a_rows rows
+            sA_mma_layout = cute.make_composed_layout(one.inner, 0, cute.append(cute.select(one.outer, mode=[0, 1]),
+                                                                               stage))
         sB_layout = sm90_utils.make_smem_layout_b(LayoutEnum.ROW_MAJOR, self.tile_mnk, self.ab_dtype, self.stages)
         sSFA_layout = cute.make_layout((self.tile_m, 1, self.stages))   # the tile's A scales of one K block
         sD_layout = sm90_utils.make_smem_layout_epi(self.d_dtype, LayoutEnum.ROW_MAJOR, self.epi_tile, self.epi_stages)
@@ -762,8 +820,8 @@ def compile_for(arch: str = "sm_90a", layout: str = "normal", groups: int = 1, t
     streamk=True, every CTA count)."""
     from cutlass.runtime import make_fake_stream
 
-    Fp8BlockScaleGemm.can_implement(layout, MMA_M, 128, BLOCK, groups, tile_n, cluster_mn, tile_m,
-                                    variant.get("streamk", False))
+    Fp8BlockScaleGemm.can_implement(layout, variant.get("a_rows") or MMA_M, 128, BLOCK, groups, tile_n, cluster_mn, tile_m,
+                                    variant.get("streamk", False), variant.get("a_rows"))
     e4m3, f32 = cutlass.Float8E4M3FN, cutlass.Float32
     # the types of the run-time views exactly (the kernel is compiled from those at run time)
     tensors = (fake_tensor(e4m3, 1, aligned=False), fake_tensor(f32, 0, aligned=False), fake_tensor(e4m3, 1, aligned=False),
@@ -777,12 +835,12 @@ def compile_for(arch: str = "sm_90a", layout: str = "normal", groups: int = 1, t
 
 def compile_gemm(a, sfa, b, sfb, layout: str = "normal", group_info=None, tile_n: int | None = None,
                  cluster_mn=None, swizzle: int = 1, tile_m: int | None = None, streamk: bool | None = None,
-                 ctas: int | None = None, **variant):
+                 ctas: int | None = None, a_rows: int | None = None, **variant):
     """For torch tensors (see the module docstring for each layout's shapes): (run, d), where run()
     computes d on the current stream, into the same d. group_info: m_indices (contiguous) or
-    masked_m (masked), int32 on the device. tile_m, tile_n, cluster_mn and streamk default to
-    `choose_tiling` (streamk only where the whole tiling is the chooser's; otherwise off); ctas: the
-    CTAs that share a stream-K launch (default: one per SM, at most one per unit of work).
+    masked_m (masked), int32 on the device. tile_m, tile_n, cluster_mn, streamk and a_rows default to
+    `choose_tiling` (streamk and short A only where the whole tiling is the chooser's; otherwise off);
+    ctas: the CTAs that share a stream-K launch (default: one per SM, at most one per unit of work).
     `variant` reaches Fp8BlockScaleGemm (the negative control, the warpgroup turn-taking switch).
     The kernel is compiled once per layout, tiling and variant, with dynamic shapes and strides,
     and reused for every shape. Stream-K owns a workspace (partials, and counters the kernel leaves
@@ -799,10 +857,13 @@ def compile_gemm(a, sfa, b, sfb, layout: str = "normal", group_info=None, tile_n
     chosen = choose_tiling(layout, m, n, sms, groups, k=k)
     tiling = {"tile_m": tile_m or chosen["tile_m"], "tile_n": tile_n or chosen["tile_n"],
               "cluster_mn": tuple(cluster_mn or chosen["cluster_mn"])}
+    choosers = all(tiling[key] == chosen[key] for key in tiling)
     if streamk is None:
-        streamk = chosen["streamk"] and all(tiling[key] == chosen[key] for key in tiling)
+        streamk = chosen["streamk"] and choosers
+    if a_rows is None:
+        a_rows = chosen["a_rows"] if choosers else tiling["tile_m"]
     tile_m, tile_n, cluster_mn = tiling["tile_m"], tiling["tile_n"], tiling["cluster_mn"]
-    Fp8BlockScaleGemm.can_implement(layout, m, n, k, groups, tile_n, cluster_mn, tile_m, streamk)
+    Fp8BlockScaleGemm.can_implement(layout, m, n, k, groups, tile_n, cluster_mn, tile_m, streamk, a_rows)
     d = torch.empty(*a.shape[:-1], n, dtype=torch.bfloat16, device=a.device)
     if group_info is None:
         group_info = torch.zeros(1, dtype=torch.int32, device=a.device)
@@ -817,9 +878,9 @@ def compile_gemm(a, sfa, b, sfb, layout: str = "normal", group_info=None, tile_n
     views = _views(a, sfa, b, sfb, d, group_info) + [cute_view(t, 0) for t in workspace]
     props = torch.cuda.get_device_properties(a.device)
     clusters = max_active_clusters(cluster_mn)
-    key = ("fp8_blockscale_gemm", layout, tile_m, tile_n, cluster_mn, swizzle, streamk, tuple(sorted(variant.items())),
-           clusters, f"sm_{props.major}{props.minor}")
-    op = Fp8BlockScaleGemm(layout, tile_n, cluster_mn, swizzle, tile_m, streamk=streamk, **variant)
+    key = ("fp8_blockscale_gemm", layout, tile_m, tile_n, cluster_mn, swizzle, streamk, a_rows,
+           tuple(sorted(variant.items())), clusters, f"sm_{props.major}{props.minor}")
+    op = Fp8BlockScaleGemm(layout, tile_n, cluster_mn, swizzle, tile_m, streamk=streamk, a_rows=a_rows, **variant)
     kernel = cached_kernel(key, lambda: cute.compile(op, *views, cutlass.Int32(max(ctas, 1)), clusters,
                                                      current_stream()), KERNEL_SOURCES)
     count = cutlass.Int32(max(ctas, 1))
@@ -829,7 +890,7 @@ def compile_gemm(a, sfa, b, sfb, layout: str = "normal", group_info=None, tile_n
         graph on a side stream); the workspace lives as long as run."""
         kernel(*views, count, current_stream())
     run.workspace = workspace
-    run.tiling = {**tiling, "streamk": streamk, "ctas": ctas}
+    run.tiling = {**tiling, "streamk": streamk, "ctas": ctas, "a_rows": a_rows}
     return run, d
 
 
@@ -840,7 +901,7 @@ def streamk_units(m: int, n: int, k: int, tile_m: int, tile_n: int) -> int:
 
 def choose_tiling(layout: str, m: int, n: int, sms: int, groups: int = 1, tile_ms: tuple[int, ...] = TILE_MS,
                   k: int | None = None) -> dict:
-    """{tile_m, tile_n, cluster_mn, streamk} for an M x N output (M: rows per group for masked, all rows
+    """{tile_m, tile_n, cluster_mn, streamk, a_rows} for an M x N output (M: rows per group for masked, all rows
     otherwise): the tile with the lowest estimated time, waves of tiles on `sms` SMs times the
     layout's tile cost (ties go to the larger tile), and a 1x2 cluster (two N tiles sharing A) from
     CLUSTER_FROM_M rows on, none below, where only tiles with K tiles in flight are weighed.
@@ -866,9 +927,9 @@ def choose_tiling(layout: str, m: int, n: int, sms: int, groups: int = 1, tile_m
         raise ValueError(f"tile_ms={tuple(tile_ms)}: no tile of those heights for the {layout} layout with M={m} "
                          f"(offered: {sorted({t[0] for t in costs if not few_rows or t[0] <= MMA_M})})")
     best = min(tiles, key=estimate)
-    choice = {"tile_m": best[0], "tile_n": best[1], "cluster_mn": cluster, "streamk": False}
+    choice = {"tile_m": best[0], "tile_n": best[1], "cluster_mn": cluster, "streamk": False, "a_rows": best[0]}
     if k is None or layout != "normal" or m > STREAMK_MAX_M or k < BLOCK:
-        return choice
+        return _short_a(choice, layout, m)
     k_tiles = k // BLOCK
 
     def streamk_estimate(tile: tuple[int, int]) -> tuple[float, int]:
@@ -884,7 +945,15 @@ def choose_tiling(layout: str, m: int, n: int, sms: int, groups: int = 1, tile_m
     if options:
         fastest = min(options, key=streamk_estimate)
         if streamk_estimate(fastest)[0] < estimate(best)[0]:
-            choice.update(tile_m=fastest[0], tile_n=fastest[1], cluster_mn=(1, 1), streamk=True)
+            choice.update(tile_m=fastest[0], tile_n=fastest[1], cluster_mn=(1, 1), streamk=True, a_rows=fastest[0])
+    return _short_a(choice, layout, m)
+
+
+def _short_a(choice: dict, layout: str, m: int) -> dict:
+    """The choice with short A where it applies: the fewest A_ROWS that hold M's rows (64-row tiles,
+    normal layout)."""
+    if layout == "normal" and choice["tile_m"] == 64:
+        choice["a_rows"] = next((rows for rows in A_ROWS if m <= rows), 64)
     return choice
 
 
