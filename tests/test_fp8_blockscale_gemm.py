@@ -53,18 +53,23 @@ def test_streamk_refusals_name_the_value(args, kwargs, message):
 
 
 def test_streamk_units_and_the_choice():
-    """Units are output tiles x K tiles; the chooser weighs stream-K only given K, in the normal layout,
-    up to STREAMK_MAX_M rows, with tiles one tile row high (64 rows up to 64, else 128), no cluster."""
+    """Units are output tiles x K tiles; the streaming model weighs 64-row tiles, data-parallel and
+    stream-K, only given K, in the normal layout, up to STREAM_MAX_M rows (no cluster, short A)."""
     assert kernel.streamk_units(16, 18432, 7168, 64, 128) == 144 * 56
     assert kernel.streamk_units(65, 200, 384, 128, 64) == 1 * 4 * 3
     assert not kernel.choose_tiling("normal", 16, 18432, 132)["streamk"]          # no K given
     assert not kernel.choose_tiling("masked", 16, 18432, 132, 4, k=7168)["streamk"]
     assert not kernel.choose_tiling("normal", 4096, 7168, 132, k=16384)["streamk"]
-    for m, n, k in [(16, 18432, 7168), (1, 36864, 7168), (16, 1536, 7168), (100, 4096, 7168), (256, 7168, 18432)]:
+    assert not kernel.choose_tiling("normal", 96, 7168, 132, k=16384)["streamk"]
+    for m, n, k in [(16, 18432, 7168), (1, 36864, 7168), (16, 1536, 7168), (64, 4096, 7168), (8, 7168, 18432)]:
         chosen = kernel.choose_tiling("normal", m, n, 132, k=k)
-        if chosen["streamk"]:
-            assert chosen["cluster_mn"] == (1, 1) and chosen["tile_m"] == (64 if m <= 64 else 128), (m, n, k, chosen)
-            GEMM.can_implement("normal", m, n, k, 1, chosen["tile_n"], (1, 1), chosen["tile_m"], True)
+        assert chosen["tile_m"] == 64 and chosen["cluster_mn"] == (1, 1), (m, n, k, chosen)
+        GEMM.can_implement("normal", m, n, k, 1, chosen["tile_n"], (1, 1), 64, chosen["streamk"], chosen["a_rows"])
+    # long K, few tiles: a wave of tiles leaves most SMs idle, stream-K gives each the same share
+    assert kernel.choose_tiling("normal", 32, 3584, 132, k=18944)["streamk"]
+    # the model: fewer tiles than SMs stream faster per SM; stream-K is the same work on every SM
+    one = kernel.stream_estimate(16, 128 * 66, 7168, 128, False, 16, 132)
+    assert kernel.stream_estimate(16, 128 * 132, 7168, 128, False, 16, 132) < 2 * one
 
 
 def test_short_a_sizes_and_refusals():

@@ -44,7 +44,13 @@ What it does
     `choose_tiling` picks the tile by waves of tiles on the GPU times a cost per tile fitted to H200
     timings (TILE_COST), and a 1x2 cluster (A multicast) from 129 rows on: 256x128 or 128-row tiles
     at large M (256 rows in the normal layout only), tiles with K tiles in flight and no cluster for
-    M <= 128.
+    M <= 128; given K, in the normal layout up to STREAM_MAX_M rows, a streaming model of B's bytes
+    (stream_estimate) picks among 64-row tiles, data-parallel or stream-K, instead.
+    Short A (a_rows 16 or 32, normal layout, 64-row tiles, M <= a_rows; the chooser's default for
+    decode): a stage holds a_rows rows of A; the wgmmas still read 64 rows from the stage's start,
+    those past a_rows from whatever follows in shared memory, which only rows past M see (their
+    results are discarded). The bytes saved become stages of B: a decode step's rate is set by the
+    bytes of B each SM has in flight (11 stages instead of 8 at 64 x 128).
     Stream-K (streamk=True; normal layout, tiles up to 128 x 128 with K tiles in flight, no cluster):
     the work is (output tile, K tile) units, tile by tile, and CTA b of g takes the units
     [b * U // g, (b + 1) * U // g), so every SM streams the same share of B whatever the tile count
@@ -53,7 +59,7 @@ What it does
     fragment order), a counter per tile counts the pieces (release / acquire at GPU scope), and the
     CTA that finishes a tile's last piece adds all pieces in K order and stores the tile, so the
     result is bit-identical run to run whichever CTA finishes last; nothing waits on another CTA.
-    choose_tiling weighs it up to STREAMK_MAX_M rows when given K.
+    choose_tiling weighs it (and short A) for 64-row tiles up to STREAM_MAX_M rows when given K.
     Shapes and strides are dynamic (compiled once per layout, tiling and variant): with a static
     extent of 1 (M = 1) CuTe drops that mode when it builds the TMA atoms, and A's load and D's
     store became 1-D copies of the wrong box (a crash); with dynamic extents every copy is 3-D.
@@ -93,6 +99,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 from pathlib import Path
 
 import cuda.bindings.driver as cuda
@@ -137,12 +144,21 @@ MMA_AHEAD_MAX_N = 128  # widest tile with K tiles in flight: accumulator + two t
 TURN_BARRIER = int(NamedBarrier.FIRST_FREE)   # this barrier and the next: the two warpgroups' turns
 STREAMK_SLOTS = 2      # partial sums a stream-K CTA may leave: the tile its range starts in, the one it ends in
 MAX_STREAMK_CTAS = 1024   # stream-K CTAs at most (the kernel's unit arithmetic is 32-bit: units x CTAs < 2^31)
-# Stream-K's estimated time, for choose_tiling: a tile's share of the busiest CTA's units times its cost,
-# plus a cost per piece of a tile that CTAs share (the partial written, counted and summed).
-# Placeholder values until fitted to H200 timings.
-STREAMK_COST = {(64, 32): 0.3, (64, 64): 0.45, (64, 128): 0.6, (128, 64): 0.55, (128, 128): 0.9}
-STREAMK_PIECE_COST = 0.002
-STREAMK_MAX_M = 1024   # more rows: the tiles fill the waves (and the 1x2 cluster's shared A pays)
+# The streaming model choose_tiling weighs 64-row tiles with (decode, M <= STREAM_MAX_M): a CTA streams B
+# through its stages, and an SM's rate falls as more SMs stream, STREAM_RATE / (SMs streaming + STREAM_N0
+# x 128 KiB / the CTA's bytes of B in flight); a unit (one K tile of one output tile) costs
+# UNIT_US + its bytes / that rate, at least MMA_UNIT_US per 64 x 128; stream-K streams at
+# STREAMK_EFFICIENCY of that rate and pays STREAMK_PIECE_US where CTAs share tiles. Fitted (log least
+# squares) to H200 timings of every such tiling on 36 decode shapes (requests fp8-1 to fp8-3,
+# 2026-12-02; held_out.FITTED_ON lists them).
+STREAM_RATE = 4.6e6        # bytes per microsecond
+STREAM_N0 = 20
+UNIT_US = 0.1
+MMA_UNIT_US = 0.18
+STREAMK_EFFICIENCY = 0.85
+STREAMK_PIECE_US = 2.5
+STREAM_MAX_M = 64          # more rows: 128-row tiles, chosen by TILE_COST (stream-K timed slower there)
+STREAM_TILE_NS = (32, 64, 128)
 LAYOUTS = ("normal", "contiguous", "masked")
 CLUSTERS = ((1, 1), (2, 1), (1, 2))
 
@@ -905,10 +921,9 @@ def choose_tiling(layout: str, m: int, n: int, sms: int, groups: int = 1, tile_m
     otherwise): the tile with the lowest estimated time, waves of tiles on `sms` SMs times the
     layout's tile cost (ties go to the larger tile), and a 1x2 cluster (two N tiles sharing A) from
     CLUSTER_FROM_M rows on, none below, where only tiles with K tiles in flight are weighed.
-    Given K (normal layout, up to STREAMK_MAX_M rows), stream-K's tiles of one tile row's height (64
-    up to 64 rows, else 128) are weighed too: the units of the busiest CTA, in tiles, times the tile's
-    STREAMK_COST, plus STREAMK_PIECE_COST for each piece of a shared tile (streamk True where one
-    of them is faster than the data-parallel choice).
+    Given K (normal layout, up to STREAM_MAX_M rows, where B's bytes set the time), the streaming
+    model (stream_estimate) picks among 64-row tiles STREAM_TILE_NS wide, data-parallel or stream-K
+    (ties to data-parallel), with short A.
     tile_ms: the tile heights to choose from (the probe times the best 128-row tile beside)."""
     cluster = (1, 2) if m >= CLUSTER_FROM_M else (1, 1)
     costs = {"contiguous": CONTIGUOUS_TILE_COST, "masked": MASKED_TILE_COST}.get(layout, TILE_COST)
@@ -928,25 +943,36 @@ def choose_tiling(layout: str, m: int, n: int, sms: int, groups: int = 1, tile_m
                          f"(offered: {sorted({t[0] for t in costs if not few_rows or t[0] <= MMA_M})})")
     best = min(tiles, key=estimate)
     choice = {"tile_m": best[0], "tile_n": best[1], "cluster_mn": cluster, "streamk": False, "a_rows": best[0]}
-    if k is None or layout != "normal" or m > STREAMK_MAX_M or k < BLOCK:
-        return _short_a(choice, layout, m)
-    k_tiles = k // BLOCK
-
-    def streamk_estimate(tile: tuple[int, int]) -> tuple[float, int]:
-        units = streamk_units(m, n, k, *tile)
-        ctas = min(sms, units)
-        busiest = -(-units // ctas)
-        # a CTA whose run starts inside a tile adds a piece to that tile (a partial written and summed)
-        pieces = sum(1 for b in range(1, ctas) if b * units // ctas % k_tiles)
-        return busiest / k_tiles * STREAMK_COST[tile] + pieces * STREAMK_PIECE_COST, -tile[0] * tile[1]
-
-    height = 64 if m <= 64 else MMA_M   # the rows in one tile row: B is read once per row of tiles
-    options = [t for t in STREAMK_COST if t[0] in tile_ms and t[0] == height]
-    if options:
-        fastest = min(options, key=streamk_estimate)
-        if streamk_estimate(fastest)[0] < estimate(best)[0]:
-            choice.update(tile_m=fastest[0], tile_n=fastest[1], cluster_mn=(1, 1), streamk=True, a_rows=fastest[0])
+    if k is not None and layout == "normal" and m <= STREAM_MAX_M and k >= BLOCK and 64 in tile_ms:
+        a_rows = next((rows for rows in A_ROWS if m <= rows), 64)
+        options = [(tile_n, streamk) for tile_n in STREAM_TILE_NS for streamk in (False, True)]
+        tile_n, streamk = min(options, key=lambda o: (stream_estimate(m, n, k, o[0], o[1], a_rows, sms), o[1]))
+        choice = {"tile_m": 64, "tile_n": tile_n, "cluster_mn": (1, 1), "streamk": streamk, "a_rows": a_rows}
     return _short_a(choice, layout, m)
+
+
+def stream_estimate(m: int, n: int, k: int, tile_n: int, streamk: bool, a_rows: int, sms: int) -> float:
+    """The streaming model's time (microseconds, without the launch) of a 64-row tiling (see STREAM_RATE)."""
+    k_tiles = k // BLOCK
+    unit_bytes = tile_n * BLOCK
+    in_flight = _stages(tile_n, a_rows, streamk) * unit_bytes
+
+    def unit(streaming: int, efficiency: float = 1.0) -> float:
+        rate = STREAM_RATE / (streaming + STREAM_N0 * 131072 / in_flight)
+        return max(MMA_UNIT_US * tile_n / 128, UNIT_US + unit_bytes / (efficiency * rate))
+
+    tiles = -(-m // 64) * -(-n // tile_n)
+    if not streamk:   # waves of tiles: the last one streams with fewer SMs, each faster
+        return sum(k_tiles * unit(min(sms, tiles - w)) for w in range(0, tiles, sms))
+    units = tiles * k_tiles
+    ctas = min(sms, units)
+    shared = any(b * units // ctas % k_tiles for b in range(1, ctas))
+    return -(-units // ctas) * unit(ctas, STREAMK_EFFICIENCY) + (STREAMK_PIECE_US if shared else 0.0)
+
+
+@functools.lru_cache(maxsize=None)
+def _stages(tile_n: int, a_rows: int, streamk: bool) -> int:
+    return Fp8BlockScaleGemm("normal", tile_n, (1, 1), tile_m=64, streamk=streamk, a_rows=a_rows).stages
 
 
 def _short_a(choice: dict, layout: str, m: int) -> dict:
