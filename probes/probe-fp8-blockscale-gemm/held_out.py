@@ -16,7 +16,7 @@ from kernelwiki.harness import shapes
 MAX_ELEMENTS = 8192 * 16384
 """At most this many elements in the largest operand of a drawn shape (128 MiB of e4m3; the FP32
 reference dequantizes it to 512 MiB), so input sets and each shape's timing stay small."""
-TIME_BUDGET_S = 75
+TIME_BUDGET_S = 40
 """No new shape starts after this many seconds of the case: the shapes left are recorded as not timed."""
 MIN_SHAPES = 8
 """Fewer timed shapes than this and the case does not pass: a geomean of a handful says little."""

@@ -46,8 +46,8 @@ What it does
     at large M (256 rows in the normal layout only), tiles with K tiles in flight and no cluster for
     M <= 128; given K, in the normal layout up to STREAM_MAX_M rows, a streaming model of B's bytes
     (stream_estimate) picks among 64-row tiles, data-parallel or stream-K, instead.
-    Short A (a_rows 16 or 32, normal layout, 64-row tiles, M <= a_rows; the chooser's default for
-    decode): a stage holds a_rows rows of A; the wgmmas still read 64 rows from the stage's start,
+    Short A (a_rows 16 or 32, normal layout, 64-row tiles, M <= a_rows; opt-in, not yet run on a
+    GPU): a stage holds a_rows rows of A; the wgmmas still read 64 rows from the stage's start,
     those past a_rows from whatever follows in shared memory, which only rows past M see (their
     results are discarded). The bytes saved become stages of B: a decode step's rate is set by the
     bytes of B each SM has in flight (11 stages instead of 8 at 64 x 128).
@@ -149,7 +149,7 @@ MAX_STREAMK_CTAS = 1024   # stream-K CTAs at most (the kernel's unit arithmetic 
 # x 128 KiB / the CTA's bytes of B in flight); a unit (one K tile of one output tile) costs
 # UNIT_US + its bytes / that rate, at least MMA_UNIT_US per 64 x 128; stream-K streams at
 # STREAMK_EFFICIENCY of that rate and pays STREAMK_PIECE_US where CTAs share tiles. Fitted (log least
-# squares) to H200 timings of every such tiling on 36 decode shapes (requests fp8-1 to fp8-3,
+# squares) to H200 timings of every such tiling on 36 decode shapes (requests fp8-1 and fp8-2,
 # 2026-12-02; held_out.FITTED_ON lists them).
 STREAM_RATE = 4.6e6        # bytes per microsecond
 STREAM_N0 = 20
@@ -923,7 +923,7 @@ def choose_tiling(layout: str, m: int, n: int, sms: int, groups: int = 1, tile_m
     CLUSTER_FROM_M rows on, none below, where only tiles with K tiles in flight are weighed.
     Given K (normal layout, up to STREAM_MAX_M rows, where B's bytes set the time), the streaming
     model (stream_estimate) picks among 64-row tiles STREAM_TILE_NS wide, data-parallel or stream-K
-    (ties to data-parallel), with short A.
+    (ties to data-parallel).
     tile_ms: the tile heights to choose from (the probe times the best 128-row tile beside)."""
     cluster = (1, 2) if m >= CLUSTER_FROM_M else (1, 1)
     costs = {"contiguous": CONTIGUOUS_TILE_COST, "masked": MASKED_TILE_COST}.get(layout, TILE_COST)
@@ -944,7 +944,7 @@ def choose_tiling(layout: str, m: int, n: int, sms: int, groups: int = 1, tile_m
     best = min(tiles, key=estimate)
     choice = {"tile_m": best[0], "tile_n": best[1], "cluster_mn": cluster, "streamk": False, "a_rows": best[0]}
     if k is not None and layout == "normal" and m <= STREAM_MAX_M and k >= BLOCK and 64 in tile_ms:
-        a_rows = next((rows for rows in A_ROWS if m <= rows), 64)
+        a_rows = 64   # full A stages: what the model was fitted on
         options = [(tile_n, streamk) for tile_n in STREAM_TILE_NS for streamk in (False, True)]
         tile_n, streamk = min(options, key=lambda o: (stream_estimate(m, n, k, o[0], o[1], a_rows, sms), o[1]))
         choice = {"tile_m": 64, "tile_n": tile_n, "cluster_mn": (1, 1), "streamk": streamk, "a_rows": a_rows}
@@ -976,10 +976,9 @@ def _stages(tile_n: int, a_rows: int, streamk: bool) -> int:
 
 
 def _short_a(choice: dict, layout: str, m: int) -> dict:
-    """The choice with short A where it applies: the fewest A_ROWS that hold M's rows (64-row tiles,
-    normal layout)."""
-    if layout == "normal" and choice["tile_m"] == 64:
-        choice["a_rows"] = next((rows for rows in A_ROWS if m <= rows), 64)
+    """The choice's A stages: full (a_rows = tile_m). Short A is opt-in (compile_gemm's a_rows): it
+    compiles and is tested on the CPU, and no H200 run has timed or checked it yet."""
+    choice["a_rows"] = choice["tile_m"]
     return choice
 
 
