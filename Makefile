@@ -33,10 +33,10 @@ test: $(STAMP) browser
 	$(PY) -m kernelwiki refresh --check
 	$(PY) -m kernelwiki audit
 	$(PY) -m kernelwiki probe run --all --compile-only --no-record
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n auto --dist loadfile
 
 bench: $(STAMP)
-	$(PY) scripts/bench_scale.py --pages 2000 --site
+	$(PY) scripts/bench_scale.py --pages 2000 --site --site-pages 2000
 
 clean:
 	rm -rf $(VENV) .kernelwiki-cache .pytest_cache site test-artifacts

@@ -110,3 +110,69 @@ def test_a_ratio_span_names_its_baseline_in_its_sentence():
         "of cuBLAS blockwise", "of our production kernel")
     assert unattributed_ratios("wiki/x.md", right, 10, claims) == []
     assert baseline_word("cuBLAS blockwise FP8") == "cuBLAS" and baseline_word("ours, production kernel") == "production"
+
+
+# --- issue 37: verdict words need their numbers ----------------------------------------------------
+def _verdicts(body: str, claims: dict | None = None, goals: list | None = None) -> list[str]:
+    from kernelwiki.commands.audit import verdict_problems
+
+    return [p.message for p in verdict_problems("p.md", body, 1, claims or {}, goals or [], Audit())]
+
+
+RATIO = {"m.pp": {"id": "m.pp", "value": 689.1, "ratio": 0.8703, "baseline": {"name": "cuBLAS", "value": 791.8}},
+         "m.lead": {"id": "m.lead", "value": 727.9, "ratio": 1.018, "within_spread": True,
+                    "baseline": {"name": "ours-cooperative", "value": 715.0}},
+         "m.win": {"id": "m.win", "value": 566.9, "ratio": 1.065, "baseline": {"name": "ours-cooperative", "value": 532.3}}}
+
+
+@pytest.mark.parametrize("sentence, problem", [
+    ("With the window the hot read runs at L2 speed.", "'at L2 speed' judges without a claim span"),
+    ("The shorter K, the more ping-pong wins.", "'wins' judges without a claim span"),
+    ("Fusion should pay under ping-pong; it beats the cooperative kernel.", "without a claim span"),
+    ("Our kernel reaches the ceiling on every shape.", "'reaches the ceiling' judges"),
+    ("Ping-pong was faster, at <!-- claim:m.pp.ratio -->0.87×<!-- /claim --> cuBLAS.", "'faster' over ratio(s) below 1"),
+    ("Ping-pong led cooperative, at <!-- claim:m.lead.ratio -->1.02×<!-- /claim --> ours-cooperative.",
+     "inside the spread neither is ahead"),
+])
+def test_audit_flags_planted_verdicts(sentence, problem):
+    found = _verdicts(f"# Page\n\nSome context first.\n{sentence}\n", RATIO)
+    assert any(problem in message for message in found), found
+
+
+@pytest.mark.parametrize("sentence", [
+    "Ping-pong was faster, at <!-- claim:m.win.ratio -->1.07×<!-- /claim --> ours-cooperative.",
+    "cuBLAS was faster than ours, which ran at <!-- claim:m.pp.ratio -->0.87×<!-- /claim --> cuBLAS.",
+    "Ours was slower: <!-- claim:m.pp.ratio -->0.87×<!-- /claim --> cuBLAS.",
+    "## When cooperative wins",
+    "This leads to a deadlock when the arrive count is wrong.",
+    "The headline is against the faster of cuBLAS and quack: <!-- claim:m.pp.ratio -->0.87×<!-- /claim --> cuBLAS.",
+    "```\nfaster in a code block\n```",
+    "A bank conflict serializes the warp, so the access is slower. <!-- no-verdict: a mechanism, not a measurement -->",
+])
+def test_audit_passes_verdicts_with_their_numbers(sentence):
+    assert _verdicts(f"# Page\n\n{sentence}\n", RATIO) == []
+
+
+def test_a_stated_goal_is_said_met_or_missed_from_its_claims_span():
+    goal = {"claim": "m.pp.ratio", "at_least": 0.95, "statement": "at least 0.95 of cuBLAS"}
+    missed = "The goal, at least 0.95 of cuBLAS, is missed: <!-- claim:m.pp.ratio -->0.87×<!-- /claim --> cuBLAS.\n"
+    assert _verdicts(missed, RATIO, [goal]) == []
+    said_met = missed.replace("is missed", "is met")
+    assert any("is missed" in m for m in _verdicts(said_met, RATIO, [goal]))
+    assert any("must say so" in m for m in _verdicts("Nothing about it.\n", RATIO, [goal]))
+    assert any("whether the goal is met" in m for m in _verdicts("Our goal is 0.95 of the copy ceiling.\n", RATIO))
+
+
+def test_a_page_whose_goal_is_missed_is_not_verified():
+    from kernelwiki.commands.refresh.status import goal_met, page_status
+
+    claims = list(RATIO.values())
+    assert goal_met({"claim": "m.pp.ratio", "at_least": 0.95}, claims) is False
+    assert goal_met({"claim": "m.win", "at_least": 500}, claims) is True
+    assert goal_met({"claim": "absent", "at_least": 1}, claims) is None
+    spec = type("Spec", (), {"id": "p", "archs": []})()
+    record = type("R", (), {"started": "2026-12-01T00:00:00Z", "data": {"environment": {}}})()
+    claims = [{**c, "record": "r.json"} for c in claims]
+    assert page_status([spec], {"p": [record]}, claims, [record], {}, "2026-12-01T00:00:00Z") == "verified"
+    assert page_status([spec], {"p": [record]}, claims, [record], {}, "2026-12-01T00:00:00Z",
+                       [{"claim": "m.pp.ratio", "at_least": 0.95, "statement": "0.95 of cuBLAS"}]) == "draft"

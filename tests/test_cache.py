@@ -17,7 +17,7 @@ from kernelwiki.storage.cache import cache_key
 from kernelwiki.storage.index import Wiki
 from kernelwiki.storage.repo import Repo
 
-FILES = (cache.INDEX, cache.TEXT, cache.META, cache.NAMES, cache.TERMS)
+FILES = (cache.INDEX, cache.META, cache.NAMES, cache.QUERY)
 
 
 class Planted:
@@ -85,7 +85,7 @@ def test_a_damaged_cache_file_is_ignored_and_rebuilt(mini, name, damage):
         raw = path.read_bytes()[: path.stat().st_size // 2]
     path.write_bytes(raw.replace(b'"K"', json.dumps(cache_key(repo)).encode()))
     assert _answers(mini) == expected
-    if name in (cache.META, cache.TEXT):   # read only when needed; written again at the index's next save
+    if name == cache.META:   # read only when needed; written again at the index's next save
         page = mini.root / "wiki/hardware/example.md"
         page.write_text(page.read_text(encoding="utf-8") + "\nMore prose.\n", encoding="utf-8")
         assert mini.run("query", "example")[0] == 0
@@ -108,6 +108,7 @@ SHAPES = {
     "problem of the wrong shape": lambda d: d["entries"]["wiki/hardware/example.md"].__setitem__(6, [["x"]]),
     "checks of the wrong shape": lambda d: d["entries"]["wiki/hardware/example.md"].__setitem__(7, {"x": 1}),
     "an extra field": lambda d: d["entries"]["wiki/hardware/example.md"].append(0),
+    "names_runs not a boolean": lambda d: d["entries"]["wiki/hardware/example.md"].__setitem__(8, 1),
     "vocabulary of the wrong shape": lambda d: d.__setitem__("vocabulary", {"tags": "wgmma"}),
 }
 
@@ -129,9 +130,14 @@ def test_hostile_values_in_the_other_files_are_not_used(mini):
     outside.write_text(mini.root.joinpath("wiki/hardware/example.md").read_text(), encoding="utf-8")
     _rewrite(repo, cache.NAMES, lambda d: d.update({"skill-example": "wiki/../../outside.md", "x": 5}))
     _rewrite(repo, cache.META, lambda d: d.update({rel: [v[0], "{not json"] for rel, v in d.items()}))
-    _rewrite(repo, cache.TEXT, lambda d: d.update({rel: 7 for rel in d}))
-    _rewrite(repo, cache.TERMS, lambda d: d["index"]["bounds"].__setitem__(1, 10 ** 9))
+    _rewrite(repo, cache.QUERY, lambda d: d["shards"].update({k: [10 ** 9, 5] for k in d["shards"]}))
     assert _answers(mini) == expected
+    _rewrite(repo, cache.QUERY, lambda d: d["stamps"].update({b"wiki/../..".hex(): [0, 0], "not hex": 1}))
+    assert _answers(mini) == expected
+    data = repo.cache / "query.dat"   # the token line kept, every shard after it garbage
+    first = data.read_bytes().split(b"\n", 1)[0]
+    data.write_bytes(first + b"\n" + b"[" * (data.stat().st_size - len(first) - 1))
+    assert _answers(mini) == expected   # each shard read is refused and the index built again
     entry = Wiki.load(repo).by_id()["hw-example"]
     assert entry.meta["id"] == "hw-example"
 
@@ -156,9 +162,9 @@ def test_a_cache_file_that_is_a_link_or_fifo_is_not_read(mini):
     (repo.cache / cache.NAMES).unlink()
     (repo.cache / cache.NAMES).symlink_to(secret)
     assert cache.read(repo, cache.NAMES, cache_key(repo)) is None
-    (repo.cache / cache.TEXT).unlink()
-    os.mkfifo(repo.cache / cache.TEXT)
-    assert cache.read(repo, cache.TEXT, cache_key(repo)) is None
+    (repo.cache / cache.META).unlink()
+    os.mkfifo(repo.cache / cache.META)
+    assert cache.read(repo, cache.META, cache_key(repo)) is None
     assert _answers(mini) == expected
 
 
@@ -180,13 +186,16 @@ def test_the_word_index_round_trips_and_refuses_what_it_did_not_write(mini):
 
     wiki = Wiki.load(Repo(mini.root))
     built = termindex.build(wiki)
-    plain = json.loads(json.dumps(built.to_plain()))
-    again = termindex.TermIndex.from_plain(plain)
-    assert again is not None and again.counts("example") == built.counts("example") and built.counts("example")
-    numbers = array("I", [len(built.rels), 1])   # a page number past the last page
-    for bad in ({**plain, "rels": plain["rels"][:-1] + [5]}, {**plain, "tokens": plain["tokens"][1:]},
-                {**plain, "bounds": [-1, *plain["bounds"][1:]]}, {**plain, "bounds": [0, "1"]},
-                {**plain, "numbers": "not base64!"}, {**plain, "numbers": plain["numbers"][:-4]},
-                {"rels": plain["rels"], "tokens": ["x"], "bounds": [0, 1],
-                 "numbers": base64.b64encode(numbers.tobytes()).decode()}, [], None):
-        assert termindex.TermIndex.from_plain(bad) is None
+    pages = built.pages
+    for name, shard in built._shards.items():
+        plain = json.loads(json.dumps(shard.to_plain()))
+        again = termindex.Shard.from_plain(plain, pages)
+        assert again is not None and again.keys == shard.keys and again.pages == shard.pages
+        numbers = array("I", [pages])   # a page number past the last page
+        for bad in ({**plain, "keys": plain["keys"][::-1] + ["x"]}, {**plain, "keys": [5] * len(plain["keys"])},
+                    {**plain, "bounds": [-1, *plain["bounds"][1:]]}, {**plain, "bounds": [0, "1"]},
+                    {**plain, "pages": "not base64!"}, {**plain, "pages": plain["pages"][:-4]},
+                    {"keys": ["bx"], "bounds": [0, 1], "pages": base64.b64encode(numbers.tobytes()).decode(),
+                     "counts": None}, [], None):
+            assert termindex.Shard.from_plain(bad, pages) is None
+    assert built.counts("example")

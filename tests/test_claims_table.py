@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import re
 
-from kernelwiki.commands.get import claims_table
-from kernelwiki.commands.refresh.blocks import render_claims
+from kernelwiki.commands.get import Options, claims_table, page_table
 from kernelwiki.docsite.render import claims_tables
 from kernelwiki.model.claims import claim_rows, page_claims
 
@@ -29,9 +28,15 @@ LEGACY = [{"metric": "tflops", "value": 1.0, "unit": "TFLOP/s", "source_id": "sr
 IDS = {c["id"] for c in CLAIMS}
 
 
+def render_claims(meta: dict) -> str:
+    """The page's claims block as get and MCP fill it."""
+    return page_table(meta["claims"], Options())
+
+
 def _refresh_rows(claims: list[dict]) -> list[tuple[str, bool]]:
     """(claim id, is a reproduction) per row of the generated block."""
-    rows = [line.split(" | ")[0].removeprefix("| ") for line in render_claims({"claims": claims}).splitlines()[3:-1]]
+    rows = [line.split(" | ")[0].removeprefix("| ") for line in render_claims({"claims": claims}).splitlines()[3:]
+            if line.startswith("| ")]
     return [(row.removeprefix("↳ "), row.startswith("↳ ")) for row in rows]
 
 
@@ -73,8 +78,8 @@ def test_get_and_the_site_read_legacy_claims_alike():
 
 def test_cell_formats_stay_as_each_table_had_them():
     block = render_claims({"claims": CLAIMS})
-    assert "| ↳ measured.x.c1 | 700.0 TFLOP/s (1.01× cuBLAS) | 1 run | measured |  |  | " \
-           "[record](../../artifacts/evidence/probe-x/r.json) |" in block
+    assert "| ↳ measured.x.c1 | 700.0 TFLOP/s (1.01× cuBLAS) | 1 run | measured |  |  | [R2] |" in block
+    assert "\n[R2]: artifacts/evidence/probe-x/r.json\n" in block
     table = claims_table(CLAIMS)
     assert "| measured.x.c1 (tflops) | 700.0 TFLOP/s (1.014× cuBLAS) | 1 run |  |  |  |  |  | measured | " \
            "artifacts/evidence/probe-x/r.json#c1 |" in table

@@ -68,6 +68,32 @@ def test_a_headline_above_the_datasheet_peak_fails_its_case():
                        "H200")["status"] == "failed"
 
 
+def test_a_bandwidth_is_bounded_by_the_ceiling_of_the_level_it_reads():
+    """probe-l2-cache's reads of working sets the L2 holds run at 8-11 TB/s, above the HBM datasheet
+    (4.8): checked against the L2's ceiling they pass; as an HBM read the same figure fails."""
+    def status(value: float, level: str | None) -> str:
+        params = {} if level is None else {"level": level}
+        return case_status({"correctness": PASSED, "headline": {"metric": "bw", "value": value, "unit": "TB/s"}},
+                           params, "H200")["status"]
+    assert status(8.64, "l2") == "passed" and status(8.64, "smem") == "passed"
+    assert status(8.64, "hbm") == "failed" and status(8.64, None) == "failed" and status(4.36, "hbm") == "passed"
+    bound, basis = peaks.level_ceiling("l2", "H200")
+    assert bound == pytest.approx(132 * 128 * 1980e6 / 1e12, abs=0.01) and "SMs" in basis
+    assert status(bound * 1.01, "l2") == "failed"                     # past the SMs' load path: a bug
+    assert peaks.level_ceiling("hbm", "H200") == (4.8, "HBM datasheet bandwidth (src-nvidia-h200)")
+    with pytest.raises(ValueError, match="'dram'"):
+        peaks.level_ceiling("dram", "H200")
+
+
+def test_validate_and_refresh_refuse_an_l2_figure_read_as_hbm():
+    from kernelwiki.commands.evidence import impossible_problem
+
+    case = {"params": {"kind": "read"}, "headline": {"value": 8.64, "unit": "TB/s"}}
+    assert "hbm ceiling" in impossible_problem(case, "NVIDIA H200")
+    assert impossible_problem(case, "NVIDIA H200", level="l2") is None        # the probe.yaml's level
+    assert impossible_problem({**case, "params": {"level": "l2"}}, "NVIDIA H200") is None
+
+
 def test_a_possible_headline_passes_and_an_incorrect_case_stays_incorrect():
     ok = {"correctness": PASSED, "headline": {"metric": "tflops", "value": 700.0, "unit": "TFLOP/s"}}
     assert case_status(ok, {"dtype": "bf16"}, "H200") == {"status": "passed"}
@@ -104,10 +130,48 @@ def test_a_control_two_hundred_times_over_its_gate_is_too_blunt():
     blunt = run_control("all-scales", "every scale doubled", lambda c: {"passed": False, "rel_err": 4.6, "tolerance": 0.02}, ctx())
     subtle = run_control("one-tile", "one tile's scale x1.5", lambda c: {"passed": False, "rel_err": 0.06, "tolerance": 0.02}, ctx())
     assert blunt["error_over_gate"] == 230.0 and subtle["error_over_gate"] == 3.0
-    summary = summarize_controls([blunt, subtle], single=False)
+    assert blunt["gate_ratios"] == {"rel": 230.0}
+    summary = summarize_controls([blunt], single=True)
     assert summary["failed_gate"] is True and summary["error_over_gate"] == 230.0
-    assert too_blunt(summary) == "all-scales=230"
-    assert too_blunt(summarize_controls([subtle], single=True)) == ""
+    assert too_blunt(summary) == "rel: all-scales 230x"
+    assert too_blunt(summarize_controls([blunt, subtle], single=False)) == ""   # one control within reach suffices
+
+
+def _check(rel: float, max_abs: float) -> dict:
+    return {"passed": False, "rel_err": rel, "tolerance": 1.0, "max_abs_err": max_abs, "max_abs_tolerance": 1.0}
+
+
+def test_every_test_of_every_part_needs_a_control_within_reach():
+    """The relative and the largest-element test, and each part of a composite gate, are judged
+    apart: a control that fails only the element test (input-distribution's, rel 0.09x) or a part by
+    77x (dense-mla-decode's lse) leaves that test unproven, whatever the other tests show."""
+    assert gates.gate_ratios(_check(0.09, 14.2)) == {"rel": 0.09, "max_abs": 14.2}
+    assert gates.control_reach([{"name": "c", "correctness": _check(0.09, 14.2)}]) == [
+        "rel: c 0.09x", "max_abs: c 14.2x"]
+    lse = {"passed": False, "max_abs_err": 0.0769, "tolerance": 1e-3, "infinite_entries_match": True}
+    composite = gates.combine({"o": _check(6.4, 4.7), "lse": lse})
+    assert gates.gate_ratios(composite) == pytest.approx({"o.rel": 6.4, "o.max_abs": 4.7, "lse.abs": 76.9})
+    assert gates.control_reach([{"name": "scale", "correctness": composite}]) == ["lse.abs: scale 76.9x"]
+    # a second control that reaches the lse test fixes it; a gate judged only exactly needs no ratio
+    near = gates.combine({"o": _check(0.5, 0.5), "lse": {**lse, "max_abs_err": 0.004}})
+    assert gates.control_reach([{"name": "scale", "correctness": composite}, {"name": "lse", "correctness": near}]) == []
+    exact = {"passed": False, "exact": {"passed": False, "rel_err": None, "max_abs_err": 1.0, "mismatched": 1,
+                                        "tolerance": 0.0}, "bf16": _check(12.5, 14.6)}
+    assert gates.control_reach([{"name": "control", "correctness": exact}]) == [
+        "bf16.rel: control 12.5x", "bf16.max_abs: control 14.6x"]
+    assert _status_of({"failed_gate": True, "correctness": exact})[0] == "control-too-blunt"
+    assert _status_of({"failed_gate": True, "correctness": _check(3.0, 2.0)})[0] == "passed"
+
+
+def _status_of(control: dict) -> tuple[str, str]:
+    from kernelwiki.probing.runner import _status
+
+    return _status(_FakeSpec(), "run", {"cases": [{"id": "a", "status": "passed"}], "negative_control": control},
+                   0, False, 60.0)
+
+
+class _FakeSpec:
+    data = {"negative_control": "broken"}
 
 
 def test_a_control_that_passes_or_breaks_is_reported():
@@ -155,3 +219,23 @@ def test_each_code_path_the_issue_names_has_its_own_control(script):
     """FP8 grouped layouts, split-K, the FA4 backward, the sparse-decode split path (and its fp16 claim):
     a control on one path says nothing about a bug on another."""
     assert CODE_PATH_CONTROLS[script] <= _control_names(script)
+
+
+def test_a_passed_record_whose_controls_leave_a_test_unproven_regresses_its_page():
+    """refresh judges records the runner wrote before the per-test rule again: probe-input-
+    distribution's control (rel 0.09x, max-abs 14x) makes its page regress, a control within reach
+    of both tests does not."""
+    from kernelwiki.commands.refresh.status import bad_run
+    from kernelwiki.storage.records import Record
+
+    def record(correctness: dict, status: str = "passed") -> Record:
+        return Record("r.json", {"status": status, "mode": "run",
+                                 "negative_control": {"failed_gate": True, "correctness": correctness}})
+
+    assert bad_run(record(_check(0.09, 14.2)))
+    assert not bad_run(record(_check(4.4, 5.2)))
+    assert bad_run(record(_check(4.4, 5.2), status="control-too-blunt"))
+    listed = Record("r.json", {"status": "passed", "mode": "run", "negative_control": {"failed_gate": True, "controls": [
+        {"name": "a", "failed_gate": True, "correctness": _check(0.5, 3.0)},
+        {"name": "b", "failed_gate": True, "correctness": _check(3.0, 40.0)}]}})
+    assert not bad_run(listed)   # each test reached by one of the two

@@ -116,9 +116,15 @@ def test_include_code(mini):
     _with_artifacts(mini, hashlib.sha256(init.read_bytes()).hexdigest())
     assert mini.problems() == []
     code, out, _ = mini.run("get", "hw-example", "--include-code")
-    assert code == 0
+    assert code == 0 and out.startswith("---\nid: hw-example\n")
     assert "## Artifact bundle: artifacts/kernels/example" in out
     assert "````python\ndef kernel():" in out  # fence longer than the backticks inside
+    # By default the kernel's own files are sent and the others listed with their sizes.
+    assert "- yaml/__init__.py: " in out and " bytes, upstream" in out and "__version__" not in out
+    assert "- probes/probe-example/run.py: 15 bytes, probe code" in out and "print('probe')" not in out
+    assert "1 case(s): their headlines come with the probe's files" in out
+    code, out, _ = mini.run("get", "hw-example", "--include-code", "--files", "*")
+    assert code == 0 and not out.startswith("---") and "Body text" not in out   # the code, not the page again
     assert "#### yaml/__init__.py (upstream, pyyaml 6.0" in out and "__version__" in out
     assert "pyyaml" in out and "has no yaml/not_there.py" in out
     assert "### probe-example" in out and "print('probe')" in out

@@ -326,7 +326,9 @@ def test_a_process_with_other_threads_reads_pages_without_forking(mini, monkeypa
     monkeypatch.setattr(kernelwiki.storage.index, "PARALLEL_MIN", 1)
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     forks = []
-    monkeypatch.setattr(kernelwiki.storage.index.multiprocessing, "get_context",
+    import multiprocessing   # the index imports it only when it forks
+
+    monkeypatch.setattr(multiprocessing, "get_context",
                         lambda method: forks.append(method) or (_ for _ in ()).throw(AssertionError("forked")))
     stop = threading.Event()
     other = threading.Thread(target=stop.wait, daemon=True)

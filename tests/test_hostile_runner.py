@@ -196,3 +196,86 @@ def test_evidence_directory_linked_outside_is_not_written(mini, gpu, tmp_path):
     code, _, err = _run(mini, "--probe", ok)
     assert code == 2 and "artifacts/evidence is a symbolic link" in err  # not a checkout to run in
     assert not list(outside.rglob("*"))
+
+
+# --- issue 38: --ray reaches a cluster within one deadline ------------------------------------------
+@pytest.mark.parametrize("address", ["127.0.0.1:1", "ray://127.0.0.1:1"])
+def test_a_ray_address_nothing_listens_on_is_one_error_line_at_once(mini, gpu, address):
+    """`--ray 127.0.0.1:1` was still in ray.init after 150 s; ray://127.0.0.1:1 ended in a traceback."""
+    pytest.importorskip("ray")
+    add_probe(mini, "ok", "passing")
+    start = time.monotonic()
+    code, out, err = _run(mini, "--all", "--ray", address, "--no-record")
+    assert code == 2 and err.startswith(f"error: --ray {address}: nothing accepts") and err.count("\n") == 1, err
+    assert time.monotonic() - start < 30
+
+
+class _FakeRay:
+    """ray as fleet.connect sees it: an init that hangs (an address that answers but is no Ray's) or
+    raises (auto with no cluster)."""
+
+    def __init__(self, error: BaseException | None):
+        self.error = error
+
+    def init(self, **kwargs):
+        if self.error is None:
+            import threading
+
+            threading.Event().wait()
+        raise self.error
+
+
+@pytest.mark.parametrize("error", [None, ConnectionError("Could not find any running Ray instance.\nPlease start one")])
+def test_ray_init_has_one_deadline_and_its_error_is_one_line(monkeypatch, error):
+    from kernelwiki.probing import fleet
+
+    start = time.monotonic()
+    with pytest.raises(fleet.FleetError) as caught:
+        fleet.connect(_FakeRay(error), "auto", {}, timeout_s=1)
+    assert time.monotonic() - start < 10 and "\n" not in str(caught.value)
+    assert ("within 1 s" if error is None else "Could not find any running Ray instance. Please") in str(caught.value)
+
+
+# --- issue 38: a deep result, a record not written: the same failed run under --gpus ---------------
+DEEP_RESULT = WRITE_OUT + ("deep = 1\nfor _ in range(900):\n    deep = [deep]\n"
+                           "json.dump({'cases': [{'id': 'c1', 'status': 'passed', 'params': {'x': deep}}]}, open(OUT, 'w'))\n")
+
+
+@pytest.mark.parametrize("gpus", [[], ["--gpus", "1"]])
+def test_a_result_nested_900_deep_is_a_failed_record_not_a_lost_one(mini, monkeypatch, gpus):
+    """A RecursionError in round_floats lost the record; under --gpus 1 it was a thread traceback, an
+    empty summary and exit 0."""
+    monkeypatch.setenv("KERNELWIKI_FAKE_GPU", FAKE_GPU)
+    monkeypatch.setenv("KERNELWIKI_FAKE_GPU_COUNT", "2")
+    probe_id = probe(mini, "deep", DEEP_RESULT)
+    code, out, err = _run(mini, "--probe", probe_id, "--no-refresh", *gpus)
+    assert code == 1 and "Traceback" not in err and "Exception in thread" not in err, err
+    [record] = records(mini, probe_id)
+    assert record["status"] == "failed" and "nests more than 64 levels" in record["reason"], record
+    assert probe_id in out and "failed" in out
+
+
+def test_a_record_not_written_under_gpus_fails_the_run_as_the_plain_runner_does(mini, monkeypatch):
+    monkeypatch.setenv("KERNELWIKI_FAKE_GPU", FAKE_GPU)
+    monkeypatch.setenv("KERNELWIKI_FAKE_GPU_COUNT", "2")
+    probe_id = add_probe(mini, "ok", "passing")
+    (mini.root / "artifacts/evidence").mkdir(parents=True)
+    (mini.root / "artifacts/evidence" / probe_id).write_text("a file where the probe's records go")
+    for gpus in ([], ["--gpus", "1"]):
+        code, out, err = _run(mini, "--probe", probe_id, "--no-refresh", *gpus)
+        assert code == 1 and f"{probe_id}: failed (record not written" in err, (gpus, code, err)
+
+
+def test_a_fault_of_the_runner_in_a_gpu_worker_is_that_probes_failure(mini, monkeypatch):
+    from kernelwiki.probing import gpus
+
+    monkeypatch.setenv("KERNELWIKI_FAKE_GPU", FAKE_GPU)
+    monkeypatch.setenv("KERNELWIKI_FAKE_GPU_COUNT", "2")
+    probe_id = add_probe(mini, "ok", "passing")
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug of the runner")
+
+    monkeypatch.setattr(gpus, "_run_one", broken)
+    code, out, err = _run(mini, "--probe", probe_id, "--no-refresh", "--gpus", "1")
+    assert code == 1 and "Exception in thread" not in err and "the runner failed on this probe: RuntimeError" in err, err

@@ -19,9 +19,9 @@ from kernelwiki.probing.specs import load_probes
 from kernelwiki.storage.repo import Repo
 
 OUTPUT = ROOT / "schemas" / "output"
-NAMES = ("get.v1", "get.v2", "query.v1", "query.v2", "probe-list.v1", "probe-show.v1", "latest-record.v1",
+NAMES = ("get.v1", "get.v2", "query.v1", "query.v2", "query.v3", "probe-list.v1", "probe-show.v1", "latest-record.v1",
          "validate.v1", "record.v1")
-"""get.v1 and query.v1 stay for readers of older output; the CLI and MCP write get.v2 and query.v2."""
+"""get.v1 and query.v1 stay for readers of older output; the CLI and MCP write get.v2 and query.v3 (query.v2 stays too)."""
 
 
 @lru_cache(maxsize=None)
@@ -79,11 +79,11 @@ def test_get_json_of_every_page(page_id):
 
 def test_query_json_lists_every_page():
     document = _json("query", "--json", "--limit", "0")
-    conforms("query.v2", document)
+    conforms("query.v3", document)
     assert {h["id"] for h in document["hits"]} == set(page_ids())
-    conforms("query.v2", _json("query", "UMMA", "--arch", "B200", "--json"))
-    conforms("query.v2", _json("query", "stream-K", "vs", "split-K", "--json"))
-    conforms("query.v2", _json("query", "zzzz-nothing", "--json"))
+    conforms("query.v3", _json("query", "UMMA", "--arch", "B200", "--json"))
+    conforms("query.v3", _json("query", "stream-K", "vs", "split-K", "--json"))
+    conforms("query.v3", _json("query", "zzzz-nothing", "--json"))
 
 
 def test_probe_list_and_show_json():

@@ -54,7 +54,7 @@ def test_a_copied_kernel_folder_runs_on_its_own(tmp_path):
 def test_a_copied_bundle_imports_where_it_lands(tmp_path):
     """The files of the FP8 GEMM's bundle, copied with their paths, import as they do here."""
     pytest.importorskip("cutlass")
-    code, out, _ = run_cli(["get", "kernel-fp8-blockscale-gemm", "--include-code", "--format", "json"], ROOT)
+    code, out, _ = run_cli(["get", "kernel-fp8-blockscale-gemm", "--include-code", "--files", "*", "--format", "json"], ROOT)
     for item in json.loads(out)["artifacts"]["files"]:
         if item.get("origin") == "own" and item["path"].endswith(".py"):
             target = tmp_path / item["path"]

@@ -110,6 +110,8 @@ SHARED = {"sm_clock_mhz_after": 1980.0, "protocol": {"method": "short", "floor_m
     ({"timing_shared": SHARED, "timing": {"ours": 0.5}}, "cases[0].timing.ours", "is not an object"),
     ({"timing_shared": {"protocol": "short"}, "timing": {"ours": {"median_ms": 1.0}}},
      "cases[0].timing_shared.protocol", "must be a mapping"),   # the schema's word
+    ({"timing_shared": {"protocol": {}}, "timing": {"ours": {"median_ms": 1.0, "protocol": "short"}}},
+     "cases[0].timing.ours.protocol", "is not an object"),   # issue 38: a TypeError in expand
 ])
 def test_a_timing_shared_that_cannot_be_merged_back_is_a_problem_and_the_record_is_refused(mini, case, field, message):
     _probe(mini)
@@ -118,6 +120,26 @@ def test_a_timing_shared_that_cannot_be_merged_back_is_a_problem_and_the_record_
     found = [p for p in mini.problems() if p["path"] == "artifacts/evidence/probe-x/run1.json"]
     assert [(p["line"], p["field"]) for p in found] == [("1", field)] and message in found[0]["message"], messages(found)
     assert load_records(Repo(mini.root), quiet=True) == {}
+
+
+def test_an_empty_shared_protocol_and_a_string_one_crash_no_command(mini):
+    """Issue 38: `timing_shared.protocol: {}` with a string `protocol` in one entry raised TypeError in
+    validate, refresh and probe list; CI could not even name the bad file."""
+    _probe(mini)
+    record = _record({"id": "c1", "status": "passed", "headline": {"metric": "tflops", "value": 1.0},
+                      "timing_shared": {"protocol": {}}, "timing": {"ours": {"median_ms": 1.0, "protocol": "x"}}})
+    mini.write("artifacts/evidence/probe-x/run1.json", json.dumps(record))
+    import io
+    from contextlib import redirect_stderr, redirect_stdout
+
+    from kernelwiki.faces.cli import main
+
+    for argv in (("validate",), ("refresh", "--check"), ("probe", "list")):
+        out, err = io.StringIO(), io.StringIO()
+        with redirect_stdout(out), redirect_stderr(err):
+            code = main([*argv, "--root", str(mini.root)])
+        assert "Traceback" not in out.getvalue() + err.getvalue() and code in (0, 1), (argv, code, err.getvalue())
+    assert "artifacts/evidence/probe-x/run1.json:1: cases[0].timing.ours.protocol:" in mini.run("validate")[1]
 
 
 def test_the_committed_records_are_in_the_compact_form():

@@ -210,3 +210,33 @@ def test_with_calibration_adds_the_calibration_probes_only_to_a_run_that_quotes_
     assert with_calibration(plain, probes, "run") == plain
     both = with_calibration([probes["probe-calibration"], *quoting], probes, "run")
     assert [p.id for p in both] == ["probe-calibration", "probe-a"]   # never twice
+
+
+@pytest.mark.parametrize("key", ["[bf16, x]", "{bf16: 1}", "run_id", "record"])
+def test_a_ceiling_key_that_is_no_name_is_refused_and_overwrites_nothing(mini, gpu, key):
+    """Issue 38: a calibration case whose params.ceiling is a list or a dict raised TypeError; one named
+    run_id or record silently overwrote the ceilings' own fields."""
+    calibration(mini, 800.0)
+    spec = mini.root / "probes/probe-calib/probe.yaml"
+    spec.write_text(spec.read_text().replace("{ceiling: bf16,", f"{{ceiling: {key},"))
+    quoting = quoting_probe(mini)
+    code, out, err = _run(mini, "--probe", quoting, "--no-refresh")
+    assert "Traceback" not in err, err
+    [calibrated], [record] = records(mini, "probe-calib"), records(mini, quoting)
+    assert record["ceilings"]["run_id"] == calibrated["run_id"] and record["ceilings"]["bf16"] is None
+    assert str(record["ceilings"]["record"]).endswith(calibrated["run_id"] + ".json")
+    found = [p for p in mini.problems() if p["field"] == "cases[0].params.ceiling"]
+    assert found and found[0]["path"] == "probes/probe-calib/probe.yaml", found
+
+
+def test_a_record_that_read_its_ceilings_from_another_run_quotes_no_fraction_of_them():
+    """Records before the same-run rule name another run's calibration record (`ceilings.record`, no
+    run id): their fraction_of_ceiling compares two runs and reaches no claim, chart or strip."""
+    from kernelwiki.storage.records import Record
+
+    head = {"value": 400.0, "fraction_of_ceiling": 0.5}
+    other = Record("artifacts/evidence/p/old.json",
+                   {"ceilings": {"record": "artifacts/evidence/probe-calibration/20261129T161703Z-h200-run.json",
+                                 "bf16": 800.0}})
+    same = Record("artifacts/evidence/p/new.json", {"ceilings": {"run_id": "20261201T200321Z-h200-run", "bf16": 800.0}})
+    assert other.fraction_of_ceiling(head) is None and same.fraction_of_ceiling(head) == 0.5

@@ -10,11 +10,13 @@ import re
 import shutil
 import subprocess
 import sys
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 
 from conftest import ROOT, MiniRepo, messages
+from kernelwiki.model.safe_links import url_scheme
 from test_runner import FAKE_GPU, _run, add_probe, records
 
 
@@ -132,6 +134,24 @@ def test_a_claim_locator_never_leaves_its_package(mini, tmp_path):
     assert "1 matched" not in out + err and "Traceback" not in err, out + err
 
 
+def test_a_claim_locator_names_a_file_of_the_pinned_distribution_not_any_in_site_packages(mini):
+    """Issue 38: a quote cited from nvidia-cutlass-dsl 4.8.1 "matched" in jinja2/__init__.py: any file
+    under site-packages counted. The file must be one the distribution's RECORD lists."""
+    from importlib.metadata import distribution
+
+    yaml_dist, jinja = distribution("PyYAML"), distribution("Jinja2")
+    other = next(f for f in jinja.files if f.as_posix() == "jinja2/__init__.py")
+    line = next(t for t in other.read_text().splitlines() if len(t.split()) > 3)
+    source = mini.root / "wiki/sources/example.md"
+    source.write_text(source.read_text().replace("retrieved:", f"origin:\n  package: PyYAML\n  version: '{yaml_dist.version}'\n"
+                                                 "retrieved:", 1))
+    page = mini.root / "wiki/hardware/example.md"
+    page.write_text(page.read_text().replace("  locator: facts[0]\n  quote: The example kernel reaches 100 TFLOP/s.\n",
+                                             f"  locator: jinja2/__init__.py\n  quote: {json.dumps(line)}\n", 1))
+    code, out, err = mini.run("audit", "--sources")
+    assert code == 1 and "1 matched" not in out + err and "no file 'jinja2/__init__.py' in PyYAML@" in out + err, out + err
+
+
 @pytest.mark.parametrize("repo", ["../..", "./x", "a/..", "..", "owner/.."])
 def test_an_upstream_repo_name_never_climbs_out_of_the_cache(mini, tmp_path, monkeypatch, repo):
     from kernelwiki.commands.upstream import UpstreamError, fetch, repo_name
@@ -176,66 +196,234 @@ def yaml_text(value: str) -> str:
     return json.dumps(value)  # a JSON string is a YAML string
 
 
-def test_no_field_of_a_page_spec_or_record_becomes_markup_in_the_site(mini, tmp_path):
-    site_repo(mini)
+GIT_SECRET = "url = https://kernelwiki-token-0123@example.invalid/repo.git"
+SECRET_TEXT = "kernelwiki-builder-file-secret"
+TRACKER = "tracker.example"
+
+
+def hostile(field: str) -> str:
+    """<script>, a javascript: link, a tracking image and an onerror=, were they not escaped."""
+    return (f"{script(field)} [{field}](javascript:alert('{field}-link')) ![{field}](http://{TRACKER}/{field}.png) "
+            f"<img src=x onerror=alert('{field}-onerror')>")
+
+
+HOSTILE_BODY = f"""# Example <script>alert('h1')</script> </title><script>alert('h1-title')</script>
+
+Body text. <script>alert('body')</script> <img src=x onerror="alert('body-onerror')">
+[b](javascript:alert('body-link')) <a href="javascript:alert('body-a')">a</a> [c](JaVa&#x09;ScRiPt:alert('x'))
+![t](http://{TRACKER}/body.png) ![r][img] [r][js] <iframe srcdoc="<script>alert('iframe')</script>"></iframe>
+
+A paragraph.
+{{: onclick="alert('attr-list')" }}
+
+[img]: http://{TRACKER}/ref.png
+[js]: javascript:alert('ref-link')
+
+--8<-- ".git/config"
+--8<-- "artifacts/notes.txt"
+--8<--
+.git/config
+--8<--
+"""
+
+
+@pytest.fixture(scope="module")
+def hostile_site(tmp_path_factory) -> tuple[MiniRepo, Path, list[str]]:
+    """One site built from a planted repository, shared by the tests below: (repo, site, validate's lines)."""
+    base = tmp_path_factory.mktemp("hostile")
+    mini = site_repo(MiniRepo(base / "repo"))
+    (base / "secret.txt").write_text(SECRET_TEXT + "\n")
+    (base / "linked").mkdir()
+    (base / "linked/inner.py").write_text(SECRET_TEXT + "\n")
+    mini.write(".git/config", f"[remote \"origin\"]\n\t{GIT_SECRET}\n")
+    mini.write("artifacts/kernels/example/example.py", f"x = 1\n--8<-- \".git/config\"\n```\n</details>\n{hostile('code')}\n")
+    (mini.root / "artifacts/notes.txt").symlink_to(base / "secret.txt")
+    (mini.root / "artifacts/kernels/example/leak.py").symlink_to(base / "secret.txt")
+    (mini.root / "artifacts/kernels/example/linked").symlink_to(base / "linked")
     source = mini.root / "wiki/sources/example.md"
-    source.write_text(source.read_text().replace("retrieved:", f"authors:\n- {yaml_text(script('authors'))}\n"
-                                                 f"published: {yaml_text(script('published'))}\n"
-                                                 f"pin: {yaml_text(script('pin'))}\nretrieved:", 1)
-                      .replace("- The example kernel reaches 100 TFLOP/s.", f"- {yaml_text(script('facts'))}"))
+    source.write_text(source.read_text().replace("retrieved:", f"authors:\n- {yaml_text(hostile('authors'))}\n"
+                                                 f"published: {yaml_text(hostile('published'))}\n"
+                                                 f"pin: {yaml_text(hostile('pin'))}\nretrieved:", 1)
+                      .replace("- The example kernel reaches 100 TFLOP/s.", f"- {yaml_text(hostile('facts'))}"))
     probe_id = add_probe(mini, "ok", "passing")
     spec = mini.root / f"probes/{probe_id}/probe.yaml"
-    spec.write_text(spec.read_text().replace(f"title: Fake probe {probe_id}", f"title: {yaml_text(script('probe-title'))}\n"
-                                             f"description: {yaml_text(script('probe-description'))}"))
+    spec.write_text(spec.read_text().replace(f"title: Fake probe {probe_id}", f"title: {yaml_text(hostile('probe-title'))}\n"
+                                             f"description: {yaml_text(hostile('probe-description'))}"))
     page = mini.root / "wiki/hardware/example.md"
-    page.write_text(page.read_text().replace("title: An example hardware feature", f"title: {yaml_text(script('title'))}")
-                    .replace("summary: A feature used to test the tools.", f"summary: {yaml_text(script('summary'))}")
-                    .replace("sources:\n", "related:\n- footgun-example\nsources:\n", 1))
-    mini.write("wiki/footguns/example.md", f"""---
-id: footgun-example
-title: {yaml_text(script('footgun-title'))}
-type: footgun
-summary: {yaml_text(script('footgun-summary'))}
-symptom: {yaml_text(script('symptom'))}
-architectures:
-- sm_90a
-related:
-- hw-example
-sources:
-- src-example
----
-# A footgun
-""")
+    page.write_text(page.read_text().replace("title: An example hardware feature", f"title: {yaml_text(hostile('title'))}")
+                    .replace("summary: A feature used to test the tools.", f"summary: {yaml_text(hostile('summary'))}")
+                    .replace("sources:\n", "related:\n- footgun-example\nsources:\n", 1)
+                    .replace("summary:", "artifact_dir: artifacts/kernels/example\nsummary:", 1)
+                    .split("\n---\n")[0] + "\n---\n" + HOSTILE_BODY)
+    mini.write("wiki/footguns/example.md", "---\nid: footgun-example\n" + "".join(
+        f"{key}: {yaml_text(hostile('footgun-' + key))}\n" for key in ("title", "summary", "symptom"))
+        + "type: footgun\nartifact_dir: artifacts/../../linked\narchitectures:\n- sm_90a\nrelated:\n- hw-example\n"
+        "sources:\n- src-example\n---\n# A footgun\n")   # its code would be a folder outside the repository
     record = {"schema_version": 1, "probe": probe_id, "run_id": "20261129T100000Z-h200-run", "mode": "run",
-              "status": "passed", "started_at": "2026-11-29T10:00:00Z",
-              "environment": {"gpu": "NVIDIA H200", "arch": "sm_90a", "driver": script("environment-value")},
+              "status": "passed", "started_at": "2026-11-29T10:00:00Z", "reason": hostile("reason"),
+              "environment": {"gpu": "NVIDIA H200", "arch": "sm_90a", "driver": hostile("environment-value")},
               "instructions": {"sm_90a": {"found": ["`" + script("instruction") + "`"], "missing": []}},
-              "cases": [{"id": "c1", "status": "passed", "params": {"dtype": script("param")},
-                         "headline": {"metric": "tflops", "value": 1.0, "unit": script("unit"),
-                                      "baseline": script("baseline"), "baseline_value": 1.0, "ratio": 1.0}}]}
+              "cases": [{"id": "c1", "status": "passed", "params": {"dtype": hostile("param")},
+                         "headline": {"metric": "tflops", "value": 1.0, "unit": hostile("unit"),
+                                      "baseline": hostile("baseline"), "baseline_value": 1.0, "ratio": 1.0}}]}
     mini.write(f"artifacts/evidence/{probe_id}/{record['run_id']}.json", json.dumps(record))
-    result = build_site(mini, tmp_path / "out")
+    result = build_site(mini, base / "out")
     assert result.returncode == 0, result.stdout + result.stderr
-    found = {}
-    for html_file in (tmp_path / "out").rglob("*.html"):
-        for match in re.finditer(r"<script>alert\('([^']+)'\)", html_file.read_text(encoding="utf-8")):
-            found.setdefault(match.group(1), html_file.relative_to(tmp_path / "out").as_posix())
-    assert not found, f"unescaped <script> in the site: {found}"
-    assert "records/probe-ok/20261129T100000Z-h200-run/index.html" in {
-        p.relative_to(tmp_path / "out").as_posix() for p in (tmp_path / "out").rglob("*.html")}
+    return mini, base / "out", messages(mini.problems()).splitlines()
 
-    # Case ids and environment keys that are markup: validate refuses the record (so the site never
-    # publishes it), and the record page escapes them anyway.
+
+def active(markup: str, whole_page: bool = False) -> list[str]:
+    """What a browser would run or fetch in `markup`: script-like elements (the theme's own in a whole
+    page), handlers, styles, script URLs, other hosts' images (an independent parser, not the cleaner's)."""
+    found = []
+
+    class Parser(HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            self.script = tag == "script"
+            if tag in ("iframe", "base", "object", "embed", "math") or not whole_page and tag in ("form", "meta", "style"):
+                found.append(tag)
+            for name, value in attrs:
+                value = value or ""
+                if name.startswith("on") or name == "style" and "url(" in value \
+                        or name in ("href", "src") and url_scheme(value) not in (None, "http", "https", "mailto") \
+                        or name == "src" and (TRACKER in value or value.startswith("//")):
+                    found.append(f"<{tag} {name}={value[:60]!r}>")
+
+        def handle_data(self, data):
+            if getattr(self, "script", False) and "alert(" in data:
+                found.append(f"<script>{data.strip()[:60]}")
+
+    Parser().feed(markup)
+    return found
+
+
+def test_no_field_of_a_page_spec_or_record_becomes_markup_in_the_site(hostile_site):
+    """Script, handlers, javascript: links and tracking images in every field and a page body: none active."""
+    mini, out, _ = hostile_site
+    built = {p.relative_to(out).as_posix() for p in out.rglob("*.html")}
+    assert {"records/probe-ok/20261129T100000Z-h200-run/index.html", "hardware/example/index.html",
+            "footguns/example/index.html", "sources/example/index.html"} <= built
+    found = {name: active((out / name).read_text(encoding="utf-8"), whole_page=True) for name in built}
+    assert not any(found.values()), {k: v for k, v in found.items() if v}
+    # Shown as text: the reader sees what the field says.
+    assert "&#91;summary&#93;(javascript:alert(" in (out / "footguns/example/index.html").read_text(encoding="utf-8")
+
+
+def test_the_site_publishes_no_file_a_page_or_artifact_names(hostile_site):
+    """Include lines naming .git/config and a link to a builder's file, in a page body and in an
+    artifact file, publish nothing; a linked artifact file or folder is not shown."""
+    mini, out, problems = hostile_site
+    import html
+
+    for path in out.rglob("*"):
+        assert not path.is_symlink()
+        if path.is_file():   # as a reader sees it: highlighted code is split into spans
+            shown = html.unescape(re.sub(r"<[^>]*>", "", path.read_bytes().decode("utf-8", "replace")))
+            assert GIT_SECRET not in shown and SECRET_TEXT not in shown, path
+    page = (out / "hardware/example/index.html").read_text(encoding="utf-8")
+    assert "example.py" in page and "leak.py" not in page and "inner.py" not in page
+    assert '<p>--8&lt;-- ".git/config"' in page and any("snippet include" in line for line in problems), problems
+
+
+def test_validate_refuses_raw_html_and_script_links_in_a_page_body(hostile_site):
+    mini, _, problems = hostile_site
+    body = [line for line in problems if line.startswith("wiki/hardware/example.md:")]
+    for fragment in ("raw HTML '<script>'", "raw HTML '<img src=x onerror", "link \"javascript:alert('body-link'",
+                     "raw HTML '<a href=", "image 'http://tracker.example/body.png'", "image [img]", "link [js]",
+                     "sets 'onclick'", "link \"JaVa&#x09;ScRiPt:", "summary: link \"javascript:", "raw HTML '<iframe"):
+        assert any(fragment in line for line in body), (fragment, body)
+    heading = (mini.root / "wiki/hardware/example.md").read_text().split("\n").index(HOSTILE_BODY.split("\n")[0]) + 1
+    assert any(line.startswith(f"wiki/hardware/example.md:{heading}: -: raw HTML '<script>'") for line in body), body
+
+
+@pytest.mark.parametrize("how", ["file", "folder", "page", "html", "svg"])
+def test_nothing_under_wiki_but_pages_and_clean_images_is_published(mini, tmp_path, how):
+    """A link under wiki/ (mkdocs copies its target; a linked folder, a whole tree), an HTML file
+    (script on the site's origin) or an SVG holding a script: validate names it, the build refuses."""
+    from mkdocs.exceptions import PluginError
+
+    from kernelwiki.docsite.hooks import _refuse_unpublishable_files
+    from kernelwiki.storage.repo import Repo
+
+    planted = {"file": "wiki/hardware/notes.txt", "folder": "wiki/etc", "page": "wiki/hardware/other.md",
+               "html": "wiki/hardware/evil.html", "svg": "wiki/assets/evil.svg"}[how]
+    if how in ("file", "folder", "page"):
+        (mini.root / planted).symlink_to({"file": Path("/etc/hostname"), "folder": tmp_path,
+                                          "page": mini.root / "wiki/hardware/example.md"}[how])
+    else:
+        mini.write(planted, f'<svg xmlns="http://www.w3.org/2000/svg">{script(how)}</svg>')
+    assert [p for p in mini.problems() if p["path"] == planted], messages(mini.problems())
+    with pytest.raises(PluginError, match="cannot be published"):
+        _refuse_unpublishable_files(Repo(mini.root))
+
+
+def test_the_body_checks_are_linear_and_see_a_tag_hiding_behind_a_lt(mini):
+    import time
+
+    from kernelwiki.model.safe_links import markup_problems
+
+    assert markup_problems('x <img alt="<" src=x onerror=alert(1)> and a<b, a < b')[0][1].startswith("raw HTML '<img")
+    for body in ("<a" * 300_000, "[a" * 300_000, "{" * 300_000, "<a " + "x" * 600_000, "![" * 300_000):
+        start = time.perf_counter()
+        markup_problems(body)
+        assert time.perf_counter() - start < 5, body[:10]
+    try:
+        (mini.root / "wiki" / os.fsdecode(b"\xff.txt")).symlink_to("/etc/hostname")
+    except OSError:
+        pytest.skip("this file system refuses names that are not UTF-8")
+    assert "wiki/\\xff.txt" in {p["path"] for p in mini.problems()}
+
+
+def test_markdown_brackets_in_untrusted_fields_stay_text():
+    import markdown
+
+    from kernelwiki.docsite import render
+
+    for value in ("[x](javascript:alert(1))", "![p](http://host/p.png)", "x {: onclick=alert(1) }", "[x][1]\n\n[1]: javascript:x"):
+        for escape in (render.text, render.prose, render.cell):
+            shown = markdown.markdown(f"- {escape(value)}", extensions=["attr_list"])
+            assert not re.search(r"<(a|img)\b|<[^>]*onclick", shown), (value, shown)
+
+
+@pytest.mark.parametrize("attack", ["<script>alert(1)</script>", "<img src=x onerror=alert(1)>", '<img src="//t/p.png">',
+                                    '<a href="jav&#x09;ascript:alert(1)">', "<svg><script>alert(1)</script></svg>",
+                                    '<p style="background:url(http://t/p)">', "<div/onload=alert(1)>",
+                                    '<noscript><p title="</noscript><img src=x onerror=alert(1)>">',
+                                    '<a href="data:text/html,x">', '<base href="http://t/">', "<!--<script>-->"])
+def test_the_html_cleaner_leaves_nothing_active(attack):
+    from kernelwiki.docsite.sanitize import clean_html
+
+    assert not active(clean_html(attack)) and "<script" not in clean_html(attack), clean_html(attack)
+
+
+def test_the_html_cleaner_keeps_the_site_s_own_markup_and_is_linear():
+    import time
+
+    from kernelwiki.docsite.sanitize import clean_html
+
+    kept = '<td style="text-align: left;"><a href="../x/#y" title="a&amp;b">x</a><img src="../a.svg#only-dark" alt="c"></td>'
+    assert clean_html(kept) == kept
+    for attack in ("<" * 200_000, "<script " * 50_000, '<a b="' * 50_000, "<!" * 100_000, "<a" + " b=c" * 100_000):
+        start = time.perf_counter()
+        clean_html(attack)
+        assert time.perf_counter() - start < 5, attack[:20]
+
+
+def test_case_ids_and_environment_keys_that_are_markup_are_refused_and_escaped(mini):
+    """Validate refuses the record (so the site never publishes it), and the record page escapes them anyway."""
+    import markdown
+
     from kernelwiki.commands.refresh import Record
     from kernelwiki.docsite.records import record_page
 
-    record["environment"][script("environment-key")] = "x"
-    record["cases"][0]["id"] = "`" + script("case-id") + "`"
+    probe_id = add_probe(mini, "ok", "passing")
+    record = {"schema_version": 1, "probe": probe_id, "run_id": "20261129T100000Z-h200-run", "mode": "run",
+              "status": "passed", "started_at": "2026-11-29T10:00:00Z",
+              "environment": {"gpu": "NVIDIA H200", "arch": "sm_90a", script("environment-key"): "x"},
+              "cases": [{"id": "`" + script("case-id") + "`", "status": "passed", "params": {}}]}
     mini.write(f"artifacts/evidence/{probe_id}/{record['run_id']}.json", json.dumps(record))
     problems = [p for p in mini.problems() if p["path"].startswith("artifacts")]
     assert {p["field"] for p in problems} >= {"cases[0].id", "environment"}, messages(problems)
-    import markdown
-
     page_text = record_page(Record(f"artifacts/evidence/{probe_id}/{record['run_id']}.json", record), {}, [])
     assert "<script>" not in markdown.markdown(page_text.split("---\n", 2)[2], extensions=["tables"])
 
@@ -269,6 +457,9 @@ def test_links_inside_the_cache_are_never_followed(mini, gpu, tmp_path):
     svg = charts.draw(chart, cache / "charts")
     assert "secret" not in svg and svg.startswith("<?xml")
     assert victim.read_text() == "precious\n" and published.read_text() == "secret\n"
+    (cache / "charts" / chart.name).unlink()   # a planted chart with a script is drawn again, not published
+    (cache / "charts" / chart.name).write_text(f'<svg xmlns="http://www.w3.org/2000/svg">{script("chart")}</svg>')
+    assert "alert" not in charts.draw(chart, cache / "charts")
 
 
 # --- a record that could not be written ----------------------------------------------------------
@@ -606,6 +797,49 @@ def test_a_malformed_fake_gpu_or_nvidia_smi_is_no_gpu(monkeypatch, tmp_path, fak
     smi.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
     assert env.detect_gpu() is None
+
+
+@pytest.mark.parametrize("fake, count, smi", [("H200", "2", "0, GPU-1, NVIDIA H200"), ("NVIDIA H200,sm_90a", "x", "x, G, H, 9.0, 5"),
+                                              ("NVIDIA H200,sm_90a", "20000000", "0, G, H, 9, 5"), ("NVIDIA H200,sm_90a", "-1", "")])
+def test_a_malformed_fake_gpu_count_or_gpu_list_is_no_gpu_at_once(mini, monkeypatch, tmp_path, fake, count, smi):
+    """Issue 38: FAKE_GPU=H200 with --gpus all was an AssertionError, a count of x a ValueError, 20000000
+    over a minute, and an nvidia-smi that printed three fields a ValueError in list_gpus."""
+    import time
+
+    from kernelwiki.harness import env
+
+    monkeypatch.setenv("KERNELWIKI_FAKE_GPU", fake)
+    monkeypatch.setenv("KERNELWIKI_FAKE_GPU_COUNT", count)
+    start = time.monotonic()
+    code, out, err = _run(mini, "--all", "--gpus", "all")
+    assert code == 2 and err.strip() == "error: gpus: this machine has no GPU" and time.monotonic() - start < 10, err
+    monkeypatch.delenv("KERNELWIKI_FAKE_GPU")
+    (tmp_path / "nvidia-smi").write_text(f"#!/bin/sh\necho '{smi or 'NVIDIA H200, 9.0'}'\n")
+    (tmp_path / "nvidia-smi").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    assert env.list_gpus() == []
+
+
+@pytest.mark.parametrize("literal", ["1e999", "-1e999", "1" + "0" * 400])
+def test_a_number_too_large_for_a_float_is_a_problem_in_a_record(mini, gpu, literal):
+    """Issue 38: a record holding 1e999 (read as inf) passed validate, refresh silently dropped the case
+    and the site showed "inf"."""
+    probe_id = add_probe(mini, "ok", "passing")
+    code, _, err = _run(mini, "--probe", probe_id, "--no-refresh")
+    assert code == 0, err
+    [path] = (mini.root / "artifacts/evidence" / probe_id).glob("*.json")
+    text = path.read_text()
+    value = re.search(r'"headline":\{[^}]*?"value":([0-9.e+-]+)', text)
+    path.write_text(text[:value.start(1)] + literal + text[value.end(1):])
+    rel = path.relative_to(mini.root).as_posix()
+    problems = [p for p in mini.problems() if p["path"] == rel]
+    assert problems and "too large for a number" in problems[0]["message"] and problems[0]["line"] != "1", problems
+    code, out, err = mini.run("refresh")
+    assert "Traceback" not in err and rel in err, err
+    from kernelwiki.storage.records import load_records
+    from kernelwiki.storage.repo import Repo
+
+    assert probe_id not in load_records(Repo(mini.root), quiet=True)
 
 
 # --- wrong output --------------------------------------------------------------------------------

@@ -289,16 +289,38 @@ def _first_hit(page, words: str) -> str:
     return "/" + (href or "").split("://", 1)[-1].split("/", 1)[-1].split("?")[0].split("#")[0]
 
 
+_WORKER_HITS = """async queries => {
+    // The site's own search worker and index, asked directly as the search box asks it (the same
+    // setup and query messages, without the typing and the rendering): the first result's location.
+    const config = JSON.parse(document.getElementById('__config').textContent);
+    const base = new URL(config.base + '/', location.href);
+    const index = await (await fetch(new URL('search/search_index.json', base))).json();
+    const worker = new Worker(new URL(config.search, location.href));
+    const ask = message => new Promise(resolve => { worker.onmessage = e => resolve(e.data); worker.postMessage(message); });
+    await ask({type: 0, data: {config: index.config, docs: index.docs,
+                               options: {suggest: config.features.includes('search.suggest')}}});
+    const out = [];
+    for (const q of queries) {
+        const reply = await ask({type: 2, data: q});
+        const first = reply.data.items[0];
+        out.push(first ? '/' + first[0].location.split('#')[0].split('?')[0] : null);
+    }
+    worker.terminate();
+    return out;
+}"""
+
+
 def test_search_finds_every_page_by_each_alias_first(page, server):
+    """Every alias of every page, asked of the site's search worker: its page comes first. A few are
+    typed into the search box as well, to show that the box and the worker agree."""
     page.goto(f"{server}/")
-    page.locator(".md-search__input").first.click()
-    missed = []
-    for meta in _pages_with():
-        for alias in meta.get("aliases") or []:
-            hit = _first_hit(page, str(alias))
-            if hit != _url(meta["rel"]):
-                missed.append(f"{alias} -> {hit} (expected {_url(meta['rel'])})")
+    expected = [(str(alias), _url(meta["rel"])) for meta in _pages_with() for alias in meta.get("aliases") or []]
+    hits = page.evaluate(_WORKER_HITS, [alias for alias, _ in expected])
+    missed = [f"{alias} -> {hit} (expected {want})" for (alias, want), hit in zip(expected, hits) if hit != want]
     assert not missed, "\n".join(missed)
+    page.locator(".md-search__input").first.click()
+    typed = expected[:: max(1, len(expected) // 5)]
+    assert [_first_hit(page, alias) for alias, _ in typed] == [want for _, want in typed]
 
 
 def test_search_finds_the_page_about_a_thing_not_code_using_it(page, server):
@@ -427,10 +449,11 @@ def test_code_tab_shows_the_kernel_source(page, server):
 
 def test_dashboard_lists_claims(page, server):
     page.goto(f"{server}/evidence/")
-    rows = page.locator("table tbody tr")
-    rows.first.wait_for(state="visible")
-    body = page.locator("table").first.inner_text()
-    assert rows.count() > 20
+    counts = page.locator("table").first
+    counts.wait_for(state="visible")   # each page's claims counted by level, open
+    assert counts.locator("tbody tr").count() > 20 and "hw-wgmma" in counts.inner_text()
+    page.locator("details.kw-fold > summary", has_text="every claim").click()   # every claim, behind a fold
+    body = page.locator("details.kw-fold table").first.inner_text()
     assert "measured.calibration.cublas-bf16-8192" in body and "cutlass-ex48-tf32" in body
     shot(page, "dashboard")
 
@@ -496,12 +519,17 @@ def test_charts_show_quantities_in_light_and_dark_and_fit_a_phone(site):
         colours = {c.lower() for c in re.findall(r"fill: ?(#[0-9a-fA-F]{6})", text)}
         assert not colours & {"#808080"}, svg.name  # the grey below AA contrast is gone
     fp8 = _html(site, "/kernels/fp8-blockscale-gemm/")
-    assert "TFLOP/s by M: ours vs" in fp8 and "#only-dark" in fp8
-    # a throughput against the datasheet peak or the measured ceiling; the decode cases' latency in µs
+    assert "TFLOP/s: ours vs" in fp8 and "#only-dark" in fp8
+    # one chart per quantity: TFLOP/s for compute-bound cases, GB/s for memory-bound (decode) ones, µs for
+    # times, each with the datasheet and the measured ceilings drawn; no exponent in any label
     shown = " ".join(s.read_text() for s in svgs)
-    assert "% of the datasheet peak" in shown and "% of the measured ceiling" in shown
-    assert "latency per call" in _html(site, "/kernels/dsv4-sparse-decode/") and "µs per call" in shown
-    assert "time per case (µs; lower is better)" in _html(site, "/techniques/launch-overhead-and-graphs/")
+    assert "datasheet peak: 989" in shown and "measured ceiling (cuBLAS bf16 8192³)" in shown
+    assert "datasheet memory bandwidth: 4,800" in shown and "measured copy ceiling" in shown
+    assert not re.search(r">[\d.]+e[+-]\d+<", shown)
+    hopper = _html(site, "/kernels/hopper-gemm/")
+    assert len(set(re.findall(r'alt="(TFLOP/s: ours vs[^"]*)"', hopper))) == 1
+    assert len(set(re.findall(r'alt="(GB/s: ours vs[^"]*)"', hopper))) == 1
+    assert "µs: ours vs" in _html(site, "/techniques/launch-overhead-and-graphs/") and "µs per call" in shown
 
 
 def test_evidence_card_names_its_headline_record_and_own_date(site):
@@ -518,9 +546,9 @@ def test_record_pages_print_seeds_units_and_other_runs(site):
     import json
 
     # a probe with several runs kept (most probes keep only the runs their pages use)
-    newest = max((ROOT / "artifacts/evidence/probe-hopper-gemm-naive").glob("*-run*.json"))
+    newest = max((ROOT / "artifacts/evidence/probe-calibration").glob("*-run*.json"))
     seed = json.loads(newest.read_text())["seed"]
-    text = _plain((site / "records/probe-hopper-gemm-naive" / newest.stem / "index.html").read_text())
+    text = _plain((site / "records/probe-calibration" / newest.stem / "index.html").read_text())
     assert seed > 1e6 and str(seed) in text and f"{seed:.3g}" not in text   # the seed in full, never 1.35e+09
     assert re.search(r"copy\s*\|?\s*4\.28\d*\s*TB/s", text.replace("|", " ")) or "TB/s" in text
     assert "Other runs of this probe" in text
@@ -579,3 +607,71 @@ def test_screenshots_of_home_and_kernel_pages_for_the_notes(browser, server):
     print("page heights at 1440:", heights)
     (NOTES_SCREENSHOTS / "heights.txt").write_text("\n".join(f"{u} {h}" for u, h in heights.items()) + "\n")
     context.close()
+
+
+class _Aggregates(HTMLParser):
+    """Every 'geomean' in the site's generated parts (cards, strips, the home table) and the kw-agg
+    element, if any, that holds it."""
+
+    GENERATED = ("kw-card", "kw-strip", "kw-home-table")
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.stack: list[tuple[str, set[str], str | None]] = []
+        self.found: list[tuple[bool, str | None, str]] = []   # (inside generated, kw-agg baseline, text)
+        self.agg_text: dict[int, list[str]] = {}
+
+    def handle_starttag(self, tag: str, attrs) -> None:
+        values = dict(attrs)
+        classes = set((values.get("class") or "").split())
+        self.stack.append((tag, classes, values.get("data-baseline") if "kw-agg" in classes else None))
+        if "kw-agg" in classes:
+            self.agg_text[len(self.stack)] = []
+
+    def handle_endtag(self, tag: str) -> None:
+        while self.stack:
+            depth = len(self.stack)
+            popped = self.stack.pop()
+            if depth in self.agg_text:
+                words = " ".join(self.agg_text.pop(depth))
+                self.found.append((True, popped[2], words))
+            if popped[0] == tag:
+                break
+
+    def handle_data(self, data: str) -> None:
+        for depth in self.agg_text:
+            self.agg_text[depth].append(data)
+        if "geomean" not in data.lower():
+            return
+        generated = any(c in self.GENERATED for _, classes, _ in self.stack for c in classes)
+        inside = any(baseline is not None for _, _, baseline in self.stack)
+        if generated and not inside:
+            self.found.append((False, None, data))
+
+
+def test_no_aggregate_on_any_page_card_strip_or_home_row_mixes_baselines(site):
+    """Walks every built page: each geomean in a card, strip or home row sits in a kw-agg element
+    that names one baseline, and says 'vs' that baseline and no other; the old mixed form
+    ('geomean 1.76x FlashMLA, torch') is found and refused by the same walk."""
+    def problems(html_text: str) -> list[str]:
+        parser = _Aggregates()
+        parser.feed(html_text)
+        out = []
+        for inside, baseline, words in parser.found:
+            if not inside:
+                out.append(f"a geomean outside a one-baseline aggregate: {words.strip()[:120]!r}")
+            elif not baseline or f"vs {baseline}" not in " ".join(words.split()):
+                out.append(f"an aggregate that does not say which one baseline it is over: {words.strip()[:120]!r}")
+        return out
+
+    planted = ('<div class="kw-strip"><ul><li><b>probe-sparse-decode-sm90</b>: geomean <b>1.76×</b> FlashMLA, torch '
+               'over 12 cases</li></ul></div>')
+    assert problems(planted), "the walk must refuse the old mixed strip"
+    seen = 0
+    for page in sorted(site.rglob("*.html")):
+        text = page.read_text(encoding="utf-8")
+        if "kw-agg" in text:
+            seen += 1
+        found = problems(text)
+        assert not found, (str(page.relative_to(site)), found[:3])
+    assert seen >= 5   # the home page and the kernel pages hold aggregates

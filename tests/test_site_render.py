@@ -87,27 +87,32 @@ SPEC = ProbeSpec("probe-gemm", Path("."), {"id": "probe-gemm", "kind": "kernel",
 def test_llm_shapes_are_drawn_as_throughput_by_m_one_line_per_nk():
     cases = [_case(f"llm-{m}x{n}x{k}", 0.9 + m / 1e5, dtype="bf16", shape=f"{m}x{n}x{k}", set="llm-shapes")
              for m in (128, 1024, 4096) for n, k in ((4096, 7168), (2112, 7168))]
-    cases.append(_case("odd", 1.1, dtype="bf16", shape="4096x4096x4096", set="square"))
     found = charts.case_charts(SPEC, _record(cases), None)
-    lines = next(c for c in found if c.kind == "lines")
-    assert lines.xlabel == "M" and "llm-shapes" in lines.title and lines.ylabel == "TFLOP/s"
-    assert lines.title.startswith("TFLOP/s by M: ours vs cuBLAS") and lines.baseline == "cuBLAS"
+    assert len(found) == 1 and found[0].kind == "lines" and found[0].xlabel == "M" and found[0].ylabel == "TFLOP/s"
+    lines = found[0]
+    assert lines.title == "TFLOP/s: ours vs cuBLAS" and lines.baseline == "cuBLAS"
     assert set(lines.panels[""]) == {"N×K=4096×7168", "N×K=2112×7168"}
     # the real quantity, ours and the baseline, not their ratio
     assert lines.panels[""]["N×K=4096×7168"][0] == (128, 100 * (0.9 + 128 / 1e5), 100.0)
     assert [x for x, *_ in lines.panels[""]["N×K=4096×7168"]] == [128, 1024, 4096]
-    bars = next(c for c in found if c.kind == "bars")  # the lone square case
-    assert bars.panels[""] == {"square": [("odd", pytest.approx(110.0), 100.0)]} and bars.ylabel == "TFLOP/s"
+    # one chart per quantity: a case of another set makes it one row per case, grouped by set
+    cases.append(_case("odd", 1.1, dtype="bf16", shape="4096x4096x4096", set="square"))
+    found = charts.case_charts(SPEC, _record(cases), None)
+    assert [(c.kind, c.ylabel) for c in found] == [("dots", "TFLOP/s")]
+    assert found[0].panels[""]["square"] == [("odd", pytest.approx(110.0), 100.0)]
+    assert len(found[0].panels[""]["llm-shapes"]) == 6
 
 
-def test_a_numeric_parameter_becomes_the_axis_and_many_lines_split_into_panels():
+def test_a_numeric_parameter_becomes_the_axis_and_many_lines_split_into_panels_of_one_chart():
     cases = [_case(f"{d}-{c}-{s}-{h}", 1.0, seqlen=s, head_dim=h, causal=c, direction=d, shape="b")
              for d in ("fwd", "bwd") for c in (False, True) for s in (1024, 2048, 4096) for h in (64, 128)]
     found = charts.case_charts(SPEC, _record(cases), None)
-    # more than six lines: two charts one below the other (never panels side by side on a phone)
-    assert len(found) == 2 and all(c.xlabel == "seqlen" and len(c.panels) == 1 for c in found)
-    assert all(len(c.panels[""]) == 4 for c in found) and {"causal=False", "causal=True"} == {
-        c.title.rsplit("(set: ", 1)[1].rstrip(")") for c in found}
+    # more than six lines: panels one below the other in the one chart (never side by side on a phone)
+    assert len(found) == 1 and found[0].kind == "lines" and found[0].xlabel == "seqlen"
+    assert len(found[0].panels) == 2 and all(len(lines) == 4 for lines in found[0].panels.values())
+    assert set(found[0].panels) == {"causal=False", "causal=True"}
+    svg = charts._draw(found[0])
+    assert svg.count("causal=") == 2 and svg.count(">ours<") <= 1   # one legend, under the last panel
 
 
 def test_history_needs_two_runs_and_svg_is_cached(tmp_path):
@@ -201,7 +206,7 @@ def test_search_sees_prose_without_cards_claims_tables_or_code():
             + render.claims_tables(_meta(None), "kernels/k.md", {"src-a": "sources/a.md"})
             + '<div class="language-python highlight"><pre><span></span><code>x = 1</code></pre></div><p>more</p>')
     assert _CODE_AND_TABLES.sub("", html).replace("\n", "") == "<p>prose</p><p>more</p>"
-    folded = render.code_tabs([("k.py", "artifacts/k.py")], 12)
+    folded = render.code_tabs([("k.py", "artifacts/k.py", "x = 1\n")])
     assert _CODE_AND_TABLES.sub("", "<p>a</p>" + folded + "<p>b</p>").replace("\n", "") == "<p>a</p><p>b</p>"
 
 
@@ -213,14 +218,45 @@ def test_summary_is_geomean_and_worst_case_never_the_best_and_labels_teaching_va
     record = _record(cases)
     sets = summary.set_summaries(SPEC, record)
     assert [s.name for s in sets] == ["s", "held-out"]
-    whole = summary.overall(sets)
+    [whole] = summary.overall(sets)
     assert whole.geomean == pytest.approx(1.0) and whole.worst.case == "a" and len(whole.cases) == 3
     teaching = ProbeSpec("probe-gemm-naive", Path("."), {"id": "probe-gemm-naive", "kind": "kernel",
                                                          "title": "The teaching GEMM", "pages": [], "cases": []})
     assert summary.is_variant(teaching) and not summary.is_variant(SPEC)
-    assert summary.overall(summary.set_summaries(teaching, record)) is None  # a variant is never the kernel
+    assert all(a.variant for a in summary.overall(summary.set_summaries(teaching, record)))  # never the kernel
     row = summary.set_summaries(SPEC, _record([_case("t", 0.6, set="teaching variant (one stage)")]))[0]
     assert row.variant
+
+
+def _against(case: dict, baseline: str) -> dict:
+    case["headline"]["baseline"] = baseline
+    return case
+
+
+def test_a_mixed_aggregate_is_refused_and_each_baseline_gets_its_own_geomean():
+    """The sparse decode's old strip said "geomean 1.76x FlashMLA, torch": ours at 0.58-0.86x
+    FlashMLA wherever FlashMLA ran, lifted by cases where only torch ran (8-14x). A geomean over
+    cases of two baselines is refused; the summary gives one per baseline, each with its worst case."""
+    from kernelwiki.docsite import summary
+
+    flash = [_against(_case(f"b{b}-h128", r, shape=f"b{b}-h128"), "FlashMLA") for b, r in ((1, 0.58), (64, 0.86))]
+    torch_only = [_against(_case(f"b{b}-h16", r), "torch") for b, r in ((1, 8.0), (64, 14.0))]
+    sets = summary.set_summaries(SPEC, _record(flash + torch_only))
+    mixed = tuple(c for s in sets for c in s.cases)
+    with pytest.raises(ValueError, match="never mixed"):
+        summary.Aggregate("probe-gemm", "all sets", "FlashMLA", False, mixed)
+    by = {a.baseline: a for a in summary.overall(sets)}
+    assert set(by) == {"FlashMLA", "torch"}
+    assert by["FlashMLA"].geomean == pytest.approx((0.58 * 0.86) ** 0.5) and by["FlashMLA"].worst.case == "b1-h128"
+    assert 'data-baseline="FlashMLA"' in by["FlashMLA"].html() and "torch" not in by["FlashMLA"].html()
+    # a case whose headline is itself a geomean over shapes is never averaged with other cases
+    held = _against(_case("held-out-bf16", 0.91, set="held-out"), "FlashMLA")
+    held["metrics"] = {"headline_statistic": "geomean over the held-out shapes", "shapes": 24}
+    nested = summary.set_summaries(SPEC, _record([held]))[0].cases + mixed[:2]
+    with pytest.raises(ValueError, match="averages the geomean case"):
+        summary.Aggregate("probe-gemm", "all sets", "FlashMLA", False, nested)
+    alone = [a for a in summary.per_baseline("probe-gemm", "all sets", False, list(nested)) if a.cases[0].aggregate]
+    assert len(alone) == 1 and "over 24 shapes" in alone[0].html()
 
 
 def test_home_rows_show_geomean_worst_and_the_variant_label():
@@ -230,8 +266,13 @@ def test_home_rows_show_geomean_worst_and_the_variant_label():
                                                      "title": "The teaching GEMM", "pages": [], "cases": []})
     rows = headline_rows({"p": SPEC, "q": spec}, {"probe-gemm": [_record([_case("a", 0.5), _case("b", 2.0)])],
                                                    "probe-gemm-naive": [_record([_case("n", 0.6)])]}, {}, {})
-    assert "**1×** over 2 cases" in rows[0] and "0.5× <span" in rows[0] and ">a</span>" in rows[0] and "2×" not in rows[0]
+    assert "geomean <b>1×</b> vs cuBLAS over 2 cases" in rows[0] and "worst <b>0.5×</b> <code>a</code>" in rows[0]
+    assert "2×" not in rows[0]
     assert "teaching variant, not the kernel" in rows[1]
+    # one row per baseline, never one geomean over two
+    two = headline_rows({"p": SPEC}, {"probe-gemm": [_record([_case("a", 0.5), _against(_case("b", 2.0), "quack")])]},
+                        {}, {})
+    assert len(two) == 2 and "| cuBLAS |" in two[0] and "| quack |" in two[1]
 
 
 def test_claims_table_groups_by_set_sorts_numerically_and_labels_candidates():
@@ -332,43 +373,73 @@ def _timed(case_id: str, shape: str, ours_us: float, base_us: float, ours_name: 
                        "other": {"median_ms": 3 * base_us / 1000}}}
 
 
-def test_throughput_charts_show_percent_of_the_datasheet_peak_or_the_measured_ceiling():
+def test_throughput_charts_draw_the_datasheet_peak_and_the_measured_ceiling():
     cases = [_timed(f"c{m}", f"{m}x4096x4096", 10.0 + m / 100, 11.0 + m / 100) for m in (256, 1024, 4096)]
-    lines = next(c for c in charts.case_charts(SPEC, _record(cases), None) if c.kind == "lines")
-    assert lines.ceiling == 989.0 and lines.ceiling_name == "the datasheet peak"   # H200 bf16 (harness.peaks)
-    assert "% of the datasheet peak" in charts._draw(lines) and "% of the datasheet peak" in charts._draw(lines, "dark")
+    chart = charts.case_charts(SPEC, _record(cases), None)[0]
+    assert chart.references == [("bf16 datasheet peak", 989.0)]   # H200 bf16 (harness.peaks)
+    assert "bf16 datasheet peak: 989" in charts._draw(chart) and "bf16 datasheet peak: 989" in charts._draw(chart, "dark")
     for case in cases:
         case["headline"]["fraction_of_ceiling"] = case["headline"]["value"] / 780.0
     record = _record(cases)
     record.data["ceilings"] = {"run_id": "20261201T144953Z-h200-run", "bf16": 780.0}
-    lines = next(c for c in charts.case_charts(SPEC, record, None) if c.kind == "lines")
-    assert lines.ceiling == pytest.approx(780.0) and "% of the measured ceiling" in charts._draw(lines)
+    chart = charts.case_charts(SPEC, record, None)[0]
+    assert chart.references == [("measured ceiling (cuBLAS bf16 8192³)", pytest.approx(780.0)),
+                                ("bf16 datasheet peak", 989.0)]
+    assert "measured ceiling (cuBLAS bf16 8192³): 780" in charts._draw(chart)
     # a record whose own ceilings are missing, or null because its calibration failed, shows none
     for ceilings in (None, {"run_id": None, "record": None, "reason": "probe-calibration failed in this run"}):
         record.data["ceilings"] = ceilings
-        lines = next(c for c in charts.case_charts(SPEC, record, None) if c.kind == "lines")
-        assert lines.ceiling_name == "the datasheet peak"
+        assert charts.case_charts(SPEC, record, None)[0].references == [("bf16 datasheet peak", 989.0)]
 
 
-def test_decode_cases_get_a_latency_chart_in_microseconds_ours_and_the_baseline():
-    cases = [_timed("m1", "1x4096x4096", 9.0, 12.0), _timed("m16", "16x4096x4096", 10.0, 12.5, ours_name="cuda_cores"),
+def test_decode_cases_are_drawn_in_bandwidth_and_labels_never_use_exponents():
+    """A GEMM of at most 64 rows is memory-bound: its chart is GB/s (A and B read ÷ the time of a call),
+    with the datasheet and the measured copy bandwidth; a lone compute-bound case gets no chart."""
+    cases = [_timed("m1", "1x4096x4096", 9.0, 12.0), _timed("m16", "16x4096x4096", 10.0, 12.5),
              _timed("m64", "64x4096x4096", 14.0, 13.0), _timed("m4096", "4096x4096x4096", 200.0, 190.0)]
-    latency = [c for c in charts.case_charts(SPEC, _record(cases), None) if "latency" in c.title]
-    assert len(latency) == 1 and latency[0].ylabel.startswith("µs per call") and latency[0].baseline == "cuBLAS"
-    bars = latency[0].panels[""]["decode"]
-    assert [b[0] for b in bars] == ["m1", "m16", "m64"]   # M <= 64 only; ours found by the headline's ratio
-    assert bars[0] == ("m1", pytest.approx(9.0), pytest.approx(12.0)) and bars[1][1] == pytest.approx(10.0)
-    svg = charts._draw(latency[0], "dark")
-    assert "µs per call" in svg and "cuBLAS" in svg
+    record = _record(cases)
+    record.data["ceilings"] = {"run_id": "20261201T144953Z-h200-run", "copy": 4.2}
+    found = charts.case_charts(SPEC, record, None)
+    assert [(c.kind, c.title) for c in found] == [("lines", "GB/s: ours vs cuBLAS")]
+    points = found[0].panels[""]["N×K=4096×4096"]
+    assert [p[0] for p in points] == [1, 16, 64]   # M <= 64 only
+    assert points[0][1] == pytest.approx((4096 + 4096 * 4096) * 2 / 9e-6 / 1e9, rel=1e-3)   # 3,729 GB/s
+    assert points[0][2] == pytest.approx((4096 + 4096 * 4096) * 2 / 12e-6 / 1e9, rel=1e-3)
+    assert found[0].references == [("measured copy ceiling", pytest.approx(4200.0)), ("datasheet memory bandwidth", 4800.0)]
+    svg = charts._draw(found[0], "dark")
+    assert "GB/s" in svg and "4,800" in svg and "e+" not in svg
+    assert [charts.number(v) for v in (1080.0, 12.34, 0.0123, 3.0, 0.5)] == ["1,080", "12.3", "0.0123", "3", "0.500"]
 
 
 def test_times_per_launch_are_one_chart_with_every_case_even_without_a_baseline():
     cases = [{"id": "events-only", "status": "passed", "params": {"method": "events"},
               "headline": {"metric": "time-per-launch", "value": 10.3, "unit": "us"}},
              {"id": "graph", "status": "passed", "params": {"method": "graph"},
-              "headline": {"metric": "time-per-launch", "value": 2.1, "unit": "us", "baseline": "events-only",
-                           "baseline_value": 10.3, "ratio": 0.2}}]
+              "headline": {"metric": "time-per-launch", "value": 2100, "unit": "ns", "baseline": "events-only",
+                           "baseline_value": 10300, "ratio": 0.2}}]
     found = charts.case_charts(SPEC, _record(cases), None)
-    assert [(c.kind, c.ylabel) for c in found] == [("bars", "µs (lower is better)")]
-    assert [b[:2] for b in found[0].panels[""][""]] == [("events-only", 10.3), ("graph", 2.1)]
-    assert ">ours<" not in charts._draw(found[0]).replace(" ", "")   # one series: no ours/baseline key
+    assert [(c.kind, c.ylabel) for c in found] == [("dots", "µs per call (lower is better)")]
+    assert found[0].panels[""][""] == [("events-only", 10.3, None), ("graph", pytest.approx(2.1), pytest.approx(10.3))]
+    assert "events-only" in charts._draw(found[0])
+    assert charts.case_charts(SPEC, _record(cases[:1]), None) == []   # one case: its number is in the text, no chart
+
+
+def test_the_card_names_a_geomeans_shape_count_not_its_shapeless_value_and_a_pages_own_headline():
+    """kernel-hopper-gemm's card said "97.34 TFLOP/s": a geomean over 24 held-out shapes, no shape.
+    A geomean claim shows its ratio over N shapes; an absolute figure shows its shape; a page's
+    `headline` (ping-pong over cooperative) is what its card leads with."""
+    held = {"id": "measured.k.held-out-bf16", "value": 97.3385, "unit": "TFLOP/s", "evidence": "measured",
+            "record": "artifacts/evidence/p/r.json", "case": "held-out-bf16", "ratio": 0.91,
+            "baseline": {"name": "strongest of cuBLAS and quack, per shape", "value": 106.96},
+            "conditions": "set=held-out, count=24, headline_statistic=geomean over the held-out shapes"}
+    card = render.evidence_card({"status": "verified", "claims": [held]}, "kernels/k.md")
+    assert "97.34" not in card and "geomean 0.91× vs strongest of cuBLAS and quack, per shape over 24 shapes" in card
+    cublas = {"id": "m.pp", "value": 689.1, "unit": "TFLOP/s", "evidence": "measured", "record": "artifacts/evidence/p/r.json",
+              "case": "schedules-4096", "shape": "4096x4096x4096", "ratio": 0.87, "baseline": {"name": "cuBLAS", "value": 791.8}}
+    versus = {**cublas, "id": "m.pp.vs-ours-cooperative", "ratio": 0.882, "baseline": {"name": "ours-cooperative", "value": 781.3}}
+    card = render.evidence_card({"claims": [cublas, versus], "headline": versus["id"]}, "techniques/p.md")
+    assert "689.1 TFLOP/s — 0.882× ours-cooperative" in card and "4096x4096x4096" in card and "0.87×" not in card
+    from kernelwiki.docsite.strip import claims_strip
+
+    strip = claims_strip([cublas, versus], "techniques/p.md", versus["id"])
+    assert strip.index("ours-cooperative") < strip.index("cuBLAS")

@@ -13,7 +13,8 @@ BODY = """# Example
 
 The example reaches <!-- claim:peak -->999 TFLOP/s<!-- /claim --> (reported) and
 <!-- claim:measured.x.c1 -->1 TFLOP/s<!-- /claim --> here, <!-- claim:measured.x.c1.ratio -->9×<!-- /claim --> the
-baseline's <!-- claim:measured.x.c1.baseline -->0<!-- /claim -->, <!-- claim:measured.x.c1.peak -->?<!-- /claim --> of peak.
+baseline's <!-- claim:measured.x.c1.baseline -->0<!-- /claim -->, <!-- claim:measured.x.c1.peak -->?<!-- /claim --> of peak,
+<!-- claim:measured.x.c1.ceiling -->?<!-- /claim --> of the measured ceiling.
 
 ```markdown
 <!-- claim:peak -->example text inside a fence<!-- /claim -->
@@ -28,7 +29,8 @@ def with_baseline(mini):
     from test_refresh import RECORD
     record = json.loads(json.dumps(RECORD))
     record["cases"][0]["headline"].update(baseline="cuBLAS", baseline_value=130.0, ratio=0.94923,
-                                          fraction_of_peak=0.12478)
+                                          fraction_of_peak=0.12478, fraction_of_ceiling=0.97123)
+    record["ceilings"] = {"run_id": "20260101T000000Z-h200-run", "copy": 4.2}
     mini.write("artifacts/evidence/probe-x/r1.json", json.dumps(record))
 
 
@@ -43,6 +45,7 @@ def test_refresh_renders_spans_and_check_catches_hand_edits(mini):
     assert "<!-- claim:measured.x.c1.ratio -->0.949×<!-- /claim -->" in text
     assert "<!-- claim:measured.x.c1.baseline -->130 TFLOP/s<!-- /claim -->" in text
     assert "<!-- claim:measured.x.c1.peak -->12.5%<!-- /claim -->" in text
+    assert "<!-- claim:measured.x.c1.ceiling -->97.1%<!-- /claim -->" in text
     assert "example text inside a fence" in text and "also an example" in text
     assert mini.run("refresh", "--check")[0] == 0           # idempotent
     page.write_text(text.replace("123.4 TFLOP/s", "150 TFLOP/s"), encoding="utf-8")

@@ -19,6 +19,7 @@ def test_cache_row_is_the_v32_format():
 
 
 cutlass = pytest.importorskip("cutlass")
+from artifacts.kernels.sparse_decode import schedule  # noqa: E402
 from artifacts.kernels.sparse_decode import sparse_decode_sm90 as kernel  # noqa: E402
 from artifacts.kernels.sparse_decode.gather import FP8RowGather  # noqa: E402
 
@@ -26,18 +27,47 @@ from kernelwiki.harness import compile as compile_mod  # noqa: E402
 
 
 
-@pytest.mark.parametrize("batch, heads", [(b, h) for b in (1, 16, 64, 128) for h in (16, 64, 128)] + [(3, 100)])
-def test_plan_splits_covers_every_tile_once_with_no_empty_split(batch, heads):
-    tiles = 2048 // kernel.BLOCK_T
-    splits, per_split = kernel.plan_splits(batch, heads, 2048)
-    assert splits * per_split >= tiles > (splits - 1) * per_split
-    ctas = batch * math.ceil(heads / kernel.BLOCK_H)
-    assert splits == 1 or ctas * splits <= kernel.NUM_SMS   # split only to fill, never past, one wave
+@pytest.mark.parametrize("batch, heads, topk", [(b, h, k) for b in (1, 16, 64, 128) for h in (16, 64, 128)
+                                                 for k in (64, 2048)] + [(3, 100, 192), (5, 200, 448), (1000, 64, 128)])
+def test_schedule_walks_every_tile_once_in_equal_parts(batch, heads, topk):
+    sched = kernel.plan(batch, heads, topk)
+    parts = schedule.parts_for(kernel.NUM_SMS, math.ceil(heads / kernel.BLOCK_H))
+    assert len(sched.parts) == parts
+    seen = [[0] * sched.tiles for _ in range(batch)]
+    work = [0] * parts
+    for part, b, begin, end, split in schedule.segments(sched, batch):
+        assert 0 <= begin < end <= sched.tiles
+        for t in range(begin, end):
+            seen[b][t] += 1
+        work[part] += end - begin + schedule.OVERHEAD_TILES
+        # a cut sequence's partial goes to its own slot; a whole one is written by the main kernel
+        whole = begin == 0 and end == sched.tiles
+        assert whole == (sched.splits(b) == 1)
+        assert 0 <= split < sched.splits(b)
+    assert all(count == 1 for row in seen for count in row)
+    payload = math.ceil(batch * (sched.tiles + schedule.OVERHEAD_TILES) / parts) + schedule.OVERHEAD_TILES
+    assert max(work) <= payload + schedule.OVERHEAD_TILES
+    assert sched.split_base[-1] <= batch + parts and sched.slots >= 1
 
 
-def test_plan_splits_splits_a_single_sequence_over_the_gpu():
-    assert kernel.plan_splits(1, 16, 2048) == (32, 1)
-    assert kernel.plan_splits(128, 128, 2048) == (1, 32)
+def test_schedule_matches_flashmlas_sizing_on_the_v32_shapes():
+    """FlashMLA 9241ae3's get_decoding_sched_meta on 132 SMs: 66 parts at 128 heads; a single sequence is
+    cut into one tile per part; at batch 64 every part holds one sequence, at 128 two."""
+    one = kernel.plan(1, 128, 2048)
+    assert len(one.parts) == 66 and one.splits(0) == 32
+    assert all(p.first == 1 for p in one.parts[32:])                 # the rest of the parts are empty
+    b64 = kernel.plan(64, 128, 2048)
+    assert all(b64.splits(b) == 1 for b in range(64)) and sum(p.first < 64 for p in b64.parts) == 64
+    b128 = kernel.plan(128, 128, 2048)
+    assert all(p.last - p.first == 1 for p in b128.parts[:64])
+    assert kernel.plan(128, 64, 64).splits(0) == 1 and len(kernel.plan(128, 64, 64).parts) == 132
+
+
+def test_schedule_refuses_what_it_cannot_cut():
+    with pytest.raises(ValueError, match="topk=100"):
+        schedule.plan(2, 100, 10)
+    with pytest.raises(ValueError, match="sms=0"):
+        schedule.parts_for(0, 1)
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -59,14 +89,34 @@ def test_gather_rejects_a_thread_count_it_cannot_map():
         FP8RowGather(96)
 
 
-def test_split_kernel_compiles_to_fp16_wgmma_without_local_memory():
-    emitted = compile_mod.from_cute(kernel.compile_for("sm_90a", split=True), "sm_90a")
-    assert "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16" in emitted.ptx      # S, half a tile per warpgroup
-    assert "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16" in emitted.ptx     # O, half of d_v per warpgroup
-    assert "cvt.rn.f16x2.e4m3x2" in emitted.ptx
+def _spill_stores(sass: str) -> int:
+    return len(re.findall(r"\bSTL(?:\.\w+)*\b", sass))
+
+
+def test_main_kernel_compiles_warp_specialized_fp16_wgmma():
+    """The 36 S wgmmas (m64n64k16, K = 576) and 8 P.V wgmmas (m64n256k16, two warpgroups), setmaxnreg as
+    planned (load 120, S 216: below 216 ptxas serializes the wgmmas, and a serialized build waits after
+    every HGMMA: ~44 WARPGROUP.DEPBAR), stmatrix for P, no cluster; the producer holds two rounds of rows
+    in registers and spills at most a word or two (one store per tile)."""
+    emitted = compile_mod.from_cute(kernel.compile_for("sm_90a", heads=128), "sm_90a")
+    assert emitted.ptx.count("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16") == 36
+    assert emitted.ptx.count("wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16") == 8
+    assert "cvt.rn.f16x2.e4m3x2" in emitted.ptx and "stmatrix.sync.aligned.m8n8.x4" in emitted.ptx
+    assert "st.async" not in emitted.ptx and "barrier.cluster" not in emitted.ptx
     if emitted.sass is None:
         pytest.skip("no nvdisasm")
-    assert not re.search(r"\b(STL|LDL)\b", emitted.sass), "register spills"
+    assert f"USETMAXREG.DEALLOC.CTAPOOL {kernel.LOAD_REGISTERS:#x}" in emitted.sass
+    assert f"USETMAXREG.TRY_ALLOC.CTAPOOL UP0, {kernel.S_REGISTERS:#x}" in emitted.sass
+    assert emitted.sass.count("WARPGROUP.DEPBAR") < 12, "ptxas serialized the wgmmas"
+    assert _spill_stores(emitted.sass) <= 4, "register spills"
+    assert kernel.S_REGISTERS + kernel.V_REGISTERS + kernel.LOAD_REGISTERS <= 3 * 168
+
+
+def test_combine_kernel_compiles_without_local_memory():
+    emitted = compile_mod.from_cute(kernel.compile_combine_for("sm_90a"), "sm_90a")
+    assert "ld.global.v4.f32" in emitted.ptx or "ld.global.v4.b32" in emitted.ptx
+    if emitted.sass is not None:
+        assert not re.search(r"\b(STL|LDL)\b", emitted.sass)
 
 
 def test_teaching_variant_compiles_with_a_full_tile_s():
@@ -152,3 +202,14 @@ def test_sm100_kernel_checks_inputs_like_the_sm90_kernel():
 
     with pytest.raises(ValueError, match="topk=2016 unsupported; use a positive multiple of 64"):
         sm100.compile_for("sm_100a", topk=2016)
+
+
+def test_sm100_kernel_walks_the_same_schedule_in_32_token_tiles():
+    """The Blackwell kernel's persistent walk: schedule.plan over 148 SMs, two CTAs (value halves) per
+    128-head block, 32-token tiles; every tile once."""
+    from artifacts.kernels.sparse_decode import sparse_decode_sm100 as sm100
+
+    sched = sm100.plan(64, 128, 2048)
+    assert sched.tiles == 2048 // sm100.BLOCK_T and len(sched.parts) == sm100.NUM_SMS // 2
+    covered = sum(end - begin for _, _, begin, end, _ in schedule.segments(sched, 64))
+    assert covered == 64 * sched.tiles

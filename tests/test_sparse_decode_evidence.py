@@ -84,9 +84,23 @@ def test_flashmla_is_skipped_with_the_reason_where_it_cannot_run():
     probe = _probe()
     assert "supports 64 or 128 query heads, not 16" in probe.flashmla.unsupported(16, 2048, 65536)
     assert probe.flashmla.unsupported(64, 2048, 65536) is None
+    assert probe.flashmla.unsupported(128, 64, 65536) is None
+    assert "positive multiple of 64" in probe.flashmla.unsupported(128, 32, 65536)
     assert "not whole pages" in probe.flashmla.unsupported(128, 2048, 1000)
     reason = probe.flashmla_skip_reason(64, 2048, 65536)
     assert reason is None or "not importable" in reason     # no flash_mla on the CPU machine
+
+
+@pytest.mark.parametrize("child, expected", [
+    ("import os, signal; os.kill(os.getpid(), signal.SIGSEGV)", "crashed: killed by SIGSEGV (b1 h16 topk2048 in a child process)"),
+    ("import sys; print('Assertion failed'); sys.exit(3)", "failed: exit status 3 (b1 h16 topk2048 in a child process): Assertion failed"),
+], ids=["signal", "exit-status"])
+def test_a_flashmla_crash_is_recorded_with_how_the_child_ended(monkeypatch, child, expected):
+    """FlashMLA kills the process at 16 heads: the probe runs it in a child and keeps the signal (or
+    exit status and last words) as the failed baseline's reason."""
+    probe = _probe()
+    monkeypatch.setattr(probe.flashmla, "CHILD", child)
+    assert expected in probe.flashmla.crash_reason(1, 16, 2048)
 
 
 def test_every_control_is_described_in_probe_yaml():
@@ -95,3 +109,23 @@ def test_every_control_is_described_in_probe_yaml():
 
     spec, _ = yamlio.load((ROOT / "probes/probe-sparse-decode-sm90/probe.yaml").read_text())
     assert set(_probe().NEGATIVE_CONTROLS) == set(spec["negative_control"])
+
+
+def test_the_tools_probe_splits_one_ncu_session_over_its_cases():
+    """probe-sparse-decode-tools profiles every case in one driver under ncu: the launch-ordered kernels
+    are handed back per case (ours: one kernel, or two with the combine; FlashMLA: main and combine),
+    and the control's problem is not profiled."""
+    tools_probe = load_probe_script("probe-sparse-decode-tools", "sparse_tools_probe")
+    compile(tools_probe.DRIVER.format(repo_root="/r", baseline_dir="/b"), "driver.py", "exec")   # valid Python
+    header = '"ID","Kernel Name","gpu__time_duration.sum"\n"","","us"\n'
+    names = ["SparseDecodeSm90_x", "flash_fwd_splitkv_mla_fp8_sparse_kernel<>", "flash_fwd_mla_combine_kernel<>",
+             "SparseDecodeSm90_y", "SparseDecodeCombine_y", "flash_fwd_splitkv_mla_fp8_sparse_kernel<>",
+             "flash_fwd_mla_combine_kernel<>"]
+    raw = header + "".join(f'"{i}","{n}","{i + 1}.5"\n' for i, n in enumerate(names))
+    kernels = tools_probe.parse_raw("==PROF== noise\n" + raw)
+    verdicts = [{"ours_kernels": 1, "FlashMLA": {"passed": True}}, {"ours_kernels": 2, "FlashMLA": {"passed": False}},
+                {"ours_kernels": 1}]
+    first, second, control = tools_probe.assign(kernels, verdicts)
+    assert first["ours main"]["duration_us"] == 1.5 and first["FlashMLA combine"]["duration_us"] == 3.5
+    assert second["ours combine"]["duration_us"] == 5.5 and second["FlashMLA main"]["duration_us"] == 6.5
+    assert control == {} and set(tools_probe.PROBLEMS) == {"ncu-b128-h128", "ncu-b1-h128", "control"}

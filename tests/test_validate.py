@@ -153,11 +153,13 @@ def test_measured_page_through_a_valid_record_passes(mini):
 
 
 def test_a_record_whose_ceilings_cite_a_missing_calibration_run(mini):
-    """Pruning superseded calibration records once left kept records citing them for their ceilings."""
+    """Pruning superseded calibration records once left kept records citing them for their ceilings.
+    Only a same-invocation calibration (named by its run id) must stay; an older record whose
+    `ceilings.record` alone named another run's shows no fraction of it, so that one may go."""
     calibration = "artifacts/evidence/probe-calibration/cal1.json"
     record = {"schema_version": 1, "probe": "probe-x", "run_id": "run1", "mode": "run", "status": "passed",
               "started_at": "2026-11-29T00:00:00Z", "environment": {"gpu": "NVIDIA H200", "arch": "sm_90a"},
-              "ceilings": {"record": calibration, "copy": 4.2}, "cases": []}
+              "ceilings": {"record": calibration, "run_id": "cal1", "copy": 4.2}, "cases": []}
     for probe_id in ("probe-x", "probe-calibration"):
         mini.write(f"probes/{probe_id}/probe.yaml", f"id: {probe_id}\ntitle: x\nkind: microbench\npages: []\n"
                    "archs:\n- sm_90a\nentry: run.py\ncases:\n- id: c1\n")
@@ -167,6 +169,9 @@ def test_a_record_whose_ceilings_cite_a_missing_calibration_run(mini):
     assert messages(found) == (f"artifacts/evidence/probe-x/run1.json:1: ceilings.record: no run record {calibration}: "
                                "the calibration run its ceilings and fractions of the ceiling come from must stay")
     mini.write(calibration, json.dumps(dict(record, probe="probe-calibration", run_id="cal1", ceilings={})))
+    assert [p for p in mini.problems() if p["path"].startswith("artifacts/")] == []
+    (mini.root / calibration).unlink()
+    mini.write("artifacts/evidence/probe-x/run1.json", json.dumps(dict(record, ceilings={"record": calibration, "copy": 4.2})))
     assert [p for p in mini.problems() if p["path"].startswith("artifacts/")] == []
 
 

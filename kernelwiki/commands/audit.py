@@ -19,6 +19,16 @@ A ratio span (`<!-- claim:ID.ratio -->`) says "this many times the baseline": th
 in must name that baseline (the first word of the claim's `baseline.name`, "ours, " dropped), so that
 a headline that moved to a stronger baseline cannot leave prose that credits the ratio to the old
 one (issue 23: ratios against DeepGEMM described as "against cuBLAS blockwise").
+
+A sentence that compares or judges ("faster", "slower", "wins", "beats", "pays", "matches", "leads",
+"at L2 speed", "reaches the ceiling", ...; `verdict_problems`) carries a claim span that proves it,
+and its ratio spans may not contradict the word: "faster" over ratios all below 1, "slower" over
+ratios all above 1 (unless the sentence makes the baseline the subject: "cuBLAS was faster than
+ours"), a "lead" or "win" whose every ratio lies inside the p10-p90 spread of the two timings
+(`within_spread`). A sentence about a goal says from a span whether it is met; each goal in the
+page's `goals` is said met or missed, as refresh judges it, by a sentence holding its claim's span.
+Headings name topics and are not judged. A line marked `<!-- no-verdict: reason -->` is exempt (a
+mechanism, not a measurement: "a bank conflict serializes the access"), and counted.
 """
 
 from __future__ import annotations
@@ -26,6 +36,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from kernelwiki.commands.evidence import LOWER_IS_BETTER_UNITS
+from kernelwiki.commands.refresh.status import goal_met
 from kernelwiki.model.pages import read_page
 from kernelwiki.model.problems import Problem, field_path
 from kernelwiki.storage.repo import Repo
@@ -55,6 +67,10 @@ class Audit:
     """Performance numbers on lines marked `<!-- unclaimed: reason -->`."""
     bare: int = 0
     """Performance numbers outside spans on unmarked lines (each a problem)."""
+    verdicts: int = 0
+    """Sentences with a verdict word, each checked against its spans."""
+    no_verdict: int = 0
+    """Verdict sentences on lines marked `<!-- no-verdict: reason -->`."""
 
     @property
     def total(self) -> int:
@@ -165,6 +181,144 @@ def unattributed_ratios(rel: str, body: str, first_line: int, claims: dict[str, 
     return out
 
 
+POSITIVE = (r"faster|quicker|wins?|won|winning|beats?|beaten|outperform(?:s|ed)?|"
+            r"lead(?:s|ing)?(?! to)(?![- ](?:dimension|dim|mode|byte|zero|edge|warp|thread|lane|cta|bit))|led(?! to)|"
+            r"ahead of|pays(?: off)?|paid off|pay off|speeds? up|sped up|better than")
+NEGATIVE = r"slower|loses to|lost to|(?:falls?|fell|stays?|stayed|lags?|lagged|ran|runs?) behind|trails?|worse than"
+NEUTRAL = (r"match(?:es|ed)?|on par|as fast as|at (?:[\w-]+ ){0,2}speed|reach(?:es|ed)? (?:the |its |their )?"
+           r"(?:ceiling|peak|roofline)|at (?:the )?(?:ceiling|peak)|breaks? even|broke even")
+VERDICT = re.compile(rf"\b(?:{POSITIVE}|{NEGATIVE}|{NEUTRAL})\b", re.I)
+POSITIVE_WORD = re.compile(rf"\b(?:{POSITIVE})\b", re.I)
+NEGATIVE_WORD = re.compile(rf"\b(?:{NEGATIVE})\b", re.I)
+LEAD_WORD = re.compile(r"\b(?:faster|wins?|won|winning|beats?|outperform(?:s|ed)?|lead(?:s|ing)?(?! to)(?![- ]\w)|led(?! to)|ahead of|"
+                       r"slower|loses to|lost to|behind)\b", re.I)
+UNDIRECTED = (*LOWER_IS_BETTER_UNITS, "relative", "errors", "hazards", "bool")
+"""Units whose ratio is not a speedup (a time over a time, one error over another): no polarity."""
+REVERSED = re.compile(r"\bthan (?:ours|our\b|the kernel|it\b)|\bahead of ours\b", re.I)
+GOAL = re.compile(r"\bgoals?\b", re.I)
+GOAL_MET = re.compile(r"\b(?:met|meets?|reached|reaches|achieved)\b", re.I)
+GOAL_MISSED = re.compile(r"\b(?:missed|miss(?:es)?|short of|falls? short|fell short|not met|not reached|unmet)\b", re.I)
+NO_VERDICT = re.compile(r"<!-- no-verdict:\s*(\S[^>]*?)\s*-->")
+PROSE_SENTENCE = re.compile(r"(?<=[.!?;])\s+(?=[A-Z*(`<])|\s(?=[-*] )")
+
+
+def prose_sentences(body: str) -> list[tuple[int, int, str]]:
+    """(first and last 0-based body line, text) of each sentence of the prose: fenced code,
+    generated blocks and headings left out, paragraphs joined so that a sentence spanning lines is one."""
+    lines = dict(prose_lines(body))
+    out: list[tuple[int, int, str]] = []
+    paragraph: list[tuple[int, str]] = []
+    in_block = False
+
+    def flush() -> None:
+        if not paragraph:
+            return
+        text = " ".join(line for _, line in paragraph)
+        starts, position = [], 0
+        for index, line in paragraph:
+            starts.append((position, index))
+            position += len(line) + 1
+        position = 0
+        for piece in PROSE_SENTENCE.split(text):
+            at = text.find(piece, position)
+            position = at + len(piece)
+            first = max(i for p, i in starts if p <= max(at, 0))
+            last = max(i for p, i in starts if p <= max(at + len(piece) - 1, 0))
+            out.append((first, last, piece))
+        paragraph.clear()
+
+    for index, line in enumerate(body.split("\n")):
+        marker = BLOCK.match(line.rstrip("\r"))
+        if marker:
+            flush()
+            in_block = marker.group(1) == "begin"
+            continue
+        if index not in lines or in_block or not line.strip() or line.lstrip().startswith("#"):
+            flush()
+            continue
+        paragraph.append((index, line))
+    flush()
+    return out
+
+
+BASELINE_CHOICE = re.compile(r"\bthe (?:faster|fastest|stronger|strongest)(?: correct)?(?: one)?(?: baseline)? of\b"
+                             r"|\b(?:faster|fastest|strongest) correct (?:baseline|candidate|one)\b", re.I)
+"""How a baseline was chosen ("against the faster of cuBLAS and quack"), not a verdict on ours."""
+
+
+def _words(sentence: str) -> str:
+    """A sentence without inline code, span texts, HTML comments and the wording that names how a
+    baseline was chosen: what its words say."""
+    return BASELINE_CHOICE.sub(" ", INLINE_CODE.sub(" ", COMMENT.sub(" ", SPAN.sub(" ", sentence))))
+
+
+def verdict_problems(rel: str, body: str, first_line: int, claims: dict[str, dict], goals: list,
+                     result: Audit) -> list[Problem]:
+    """Verdict sentences without a span, spans that contradict their verdict word, and goals not
+    said met or missed from a span (see the module's docstring)."""
+    out: list[Problem] = []
+    said: dict[int, list[str]] = {}
+    raw = body.split("\n")
+    for index, last, sentence in prose_sentences(body):
+        words = _words(sentence)
+        line = first_line + index
+        spans = [m.group(1) for m in SPAN.finditer(sentence)]
+        if GOAL.search(words):
+            if not spans or not (GOAL_MET.search(words) or GOAL_MISSED.search(words)):
+                out.append(Problem(rel, line, "prose", "a sentence about a goal says from a claim span whether the "
+                                   "goal is met or missed"))
+            for number, goal in enumerate(goals):
+                target = str(goal.get("claim", "")) if isinstance(goal, dict) else ""
+                if target and {target, f"{target}.ratio", target.removesuffix(".ratio")} & set(spans):
+                    said.setdefault(number, []).append(words)
+        verdict = VERDICT.search(words)
+        if not verdict:
+            continue
+        result.verdicts += 1
+        if any(NO_VERDICT.search(raw[i]) for i in range(index, last + 1)):
+            result.no_verdict += 1
+            continue
+        if not spans:
+            out.append(Problem(rel, line, "prose", f"{verdict.group(0)!r} judges without a claim span: state the "
+                               "figure that shows it as a span, or say less"))
+            continue
+        # A time-like claim's ratio is, in some probes, its time over the baseline's (above 1: slower)
+        # and in others a speedup; its direction is not known here, so only its spread is judged.
+        ratios = [(claims[name[:-6]], name[:-6]) for name in spans if name.endswith(".ratio") and name[:-6] in claims
+                  and isinstance(claims[name[:-6]].get("ratio"), (int, float))]
+        directed = [(c, n) for c, n in ratios if c.get("unit") not in UNDIRECTED]
+        if not ratios:
+            continue
+        reversed_ = bool(REVERSED.search(words)) or any(
+            baseline_word(str((c.get("baseline") or {}).get("name", ""))).lower() in words[:verdict.start()].lower()
+            for c, _ in ratios if isinstance(c.get("baseline"), dict))
+        values = [float(c["ratio"]) for c, _ in directed]
+        positive, negative = POSITIVE_WORD.search(words), NEGATIVE_WORD.search(words)
+        if not values:
+            pass
+        elif not reversed_ and positive and not negative and all(v < 1 for v in values):
+            out.append(Problem(rel, line, "prose", f"{positive.group(0)!r} over ratio(s) below 1 "
+                               f"({', '.join(f'{v:g}' for v in values)}): the span says ours is slower"))
+        elif not reversed_ and negative and not positive and all(v > 1 for v in values):
+            out.append(Problem(rel, line, "prose", f"{negative.group(0)!r} over ratio(s) above 1 "
+                               f"({', '.join(f'{v:g}' for v in values)}): the span says ours is faster"))
+        lead = LEAD_WORD.search(words)
+        if lead and all(c.get("within_spread") for c, _ in ratios):
+            out.append(Problem(rel, line, "prose", f"{lead.group(0)!r} over {', '.join(n for _, n in ratios)}, whose "
+                               "timings overlap p10 to p90: inside the spread neither is ahead"))
+    for number, goal in enumerate(goals):
+        if not isinstance(goal, dict) or not goal.get("claim"):
+            continue
+        met = goal_met(goal, list(claims.values()))
+        sentences = said.get(number, [])
+        right = GOAL_MET if met else GOAL_MISSED
+        if met is None or not any(right.search(w) and not (met and GOAL_MISSED.search(w)) for w in sentences):
+            state = "unjudged (its claim holds no number)" if met is None else ("met" if met else "missed")
+            out.append(Problem(rel, first_line, "goals", f"goal {goal.get('statement')!r} is {state}: a sentence "
+                               f"with a span of {goal['claim']} must say so"))
+    return out
+
+
 def audit(repo: Repo) -> Audit:
     """Audit the prose and frontmatter text of every page under wiki/."""
     result = Audit()
@@ -188,6 +342,9 @@ def audit(repo: Repo) -> Audit:
                                                "or that the result is missing"))
         claims = {c["id"]: c for c in page.meta.get("claims") or [] if isinstance(c, dict) and isinstance(c.get("id"), str)}
         result.problems += unattributed_ratios(page.rel, page.body, first, claims)
+        if page.meta.get("type") != "source":
+            result.problems += verdict_problems(page.rel, page.body, first, claims,
+                                                [g for g in page.meta.get("goals") or [] if isinstance(g, dict)], result)
         own = set().union(*(claim_numbers(c) for c in page.meta.get("claims") or [] if isinstance(c, dict)))
         backed = by_source.get(page.meta.get("id"), set()) if page.meta.get("type") == "source" else own
         audit_frontmatter(page.rel, page.meta, backed, page.line, result)

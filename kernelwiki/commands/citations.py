@@ -109,10 +109,9 @@ class Texts:
 
     def _package(self, name: str, version: str, path: str) -> str | None:
         dist = self._installed(name, version)
-        if dist is not None:
-            target = Path(dist.locate_file(path))
-            if target.is_file() and Path(str(dist.locate_file(""))).resolve() in target.resolve().parents:
-                return target.read_text(encoding="utf-8", errors="replace")
+        target = distribution_file(dist, path) if dist is not None else None
+        if target is not None:
+            return target.read_text(encoding="utf-8", errors="replace")
         wheel = self._wheel(name, version)
         if wheel is not None:
             with zipfile.ZipFile(wheel) as archive:
@@ -127,6 +126,45 @@ class Texts:
         git_dir = self._git_dir(repo, commit)
         shown = mirrors.show(git_dir, commit, path) if git_dir is not None else None
         return shown.decode("utf-8", errors="replace") if shown is not None else None
+
+
+EXACT_PIN = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*==\s*([A-Za-z0-9.+!_-]+)\s*(?:;.*)?")
+
+
+def distribution_file(dist: importlib.metadata.Distribution, path: str) -> Path | None:
+    """The installed file `path` of the distribution `dist`: one named by the RECORD (files list) of
+    `dist` or of a part it pins exactly (`nvidia-cutlass-dsl` requires `...-libs-base==4.8.1`, which
+    holds the code), never another distribution's file that merely sits in the same site-packages;
+    None otherwise (and for a distribution installed without a files list)."""
+    for part in _pinned_parts(dist):
+        if path in {file.as_posix() for file in part.files or []}:
+            target = Path(str(part.locate_file(path)))
+            base = Path(str(part.locate_file(""))).resolve()
+            return target if target.is_file() and base in target.resolve().parents else None
+    return None
+
+
+def _pinned_parts(dist: importlib.metadata.Distribution, limit: int = 16) -> list[importlib.metadata.Distribution]:
+    """`dist` and the installed distributions it requires at an exact version (==), transitively."""
+    parts, queue, seen = [], [dist], set()
+    while queue and len(parts) < limit:
+        part = queue.pop(0)
+        name = (part.metadata["Name"] or "").lower().replace("_", "-")
+        if name in seen:
+            continue
+        seen.add(name)
+        parts.append(part)
+        for requirement in part.requires or []:
+            match = EXACT_PIN.fullmatch(requirement)
+            if not match:
+                continue
+            try:
+                required = importlib.metadata.distribution(match.group(1))
+            except importlib.metadata.PackageNotFoundError:
+                continue
+            if required.version == match.group(2):
+                queue.append(required)
+    return parts
 
 
 def locator_file(locator: str) -> str:

@@ -74,23 +74,25 @@ def headline_problem(case: dict, exception: dict | None) -> str | None:
     return None
 
 
-def impossible_problem(case: dict, gpu: Any) -> str | None:
+def impossible_problem(case: dict, gpu: Any, level: Any = None) -> str | None:
     """Why a case's numbers cannot be true on the GPU it ran on, or None: its TFLOP/s above the
-    datasheet peak (kernelwiki.harness.peaks) for its dtype, a fraction of peak above 1,
-    or a timed candidate faster than the empty launch measured with it (protocol.floor_ms)."""
+    datasheet peak (kernelwiki.harness.peaks) for its dtype, its TB/s above the ceiling of the
+    memory level it reads (the record's `params.level`, else `level` - the probe.yaml's - else
+    hbm), a fraction of peak above 1, or a timed candidate faster than the empty launch measured
+    with it (protocol.floor_ms)."""
     headline = case.get("headline") if isinstance(case.get("headline"), dict) else {}
     value = headline.get("value")
     fraction = headline.get("fraction_of_peak")
     if _number(fraction) and fraction > 1.0:
         return f"its headline is {fraction:g}x the datasheet peak"
     if _number(value):
-        params = case.get("params") if isinstance(case.get("params"), dict) else {}
-        # Math only: a TB/s figure may be an L2 or shared-memory bandwidth, which the DRAM peak does
-        # not bound; a DRAM figure above it shows as fraction_of_peak above 1.
-        key = params.get("dtype") if headline.get("unit") == "TFLOP/s" else None
-        peak = peaks.datasheet(short_gpu_name(gpu), key) if isinstance(key, str) else None
+        params = dict(case.get("params")) if isinstance(case.get("params"), dict) else {}
+        if "level" not in params and isinstance(level, str):
+            params["level"] = level
+        key, peak = peaks.peak_for(headline.get("unit"), params, short_gpu_name(gpu))
         if peak and value > peak:
-            return f"its headline {str(value)[:20]} {headline.get('unit')} exceeds the datasheet peak ({peak:g})"
+            what = f"the {params.get('level', 'hbm')} ceiling" if headline.get("unit") == "TB/s" else "the datasheet peak"
+            return f"its headline {str(value)[:20]} {headline.get('unit')} exceeds {what} ({peak:g})"
     for name, entry in (case.get("timing") or {}).items() if isinstance(case.get("timing"), dict) else ():
         if not isinstance(entry, dict):
             continue
@@ -128,7 +130,9 @@ def case_refusal(record: dict, case: dict, probe: dict | None = None) -> str | N
     baseline than one it timed (the ratio flatters). refresh and validate both ask this."""
     if case_below_floor(case, record.get("protocol")):
         return "its fastest candidate is under the timing protocol's floor (it measures the launch, not the kernel)"
-    impossible = impossible_problem(case, (record.get("environment") or {}).get("gpu"))
+    declared = next((c.get("params") or {} for c in (probe or {}).get("cases") or []
+                     if isinstance(c, dict) and c.get("id") == case.get("id") and isinstance(c.get("params"), dict)), {})
+    impossible = impossible_problem(case, (record.get("environment") or {}).get("gpu"), declared.get("level"))
     if impossible:
         return impossible
     return weaker_headline(case, headline_exception(probe, case.get("id")))

@@ -1,19 +1,40 @@
-"""`kernelwiki query` / scripts/query.py: ranked, alias-aware search with filters."""
+"""`kernelwiki query` / scripts/query.py: ranked, alias-aware search with filters.
+
+A query's words are grouped with their variants (aliases, plural and -ing/-ed stems); each group is
+scored on a page by where its words stand there (a name the page carries, its id, aliases, title,
+tags, summary, body) and weighted by how rare the group is in the wiki (inverse document frequency),
+so that the uncommon word of a question counts most and `per`, `sm` or `kernel` little. A page that
+lacks one word of a question of three or more is still ranked (at a discount, the word named), so
+that one word an obvious page does not use never drops it for pages that mention everything in passing.
+"""
 
 from __future__ import annotations
 
+import heapq
 import math
+import re
+from collections import Counter
 from dataclasses import dataclass, field
+from itertools import chain
+from typing import TYPE_CHECKING
 
+from kernelwiki.model.vocab import QUERY_ALIASES, composed, fold
 from kernelwiki.storage import termindex
-from kernelwiki.storage.index import Entry, Wiki, ranking_fields
-from kernelwiki.storage.termindex import TOKEN
-from kernelwiki.model.vocab import QUERY_ALIASES
+from kernelwiki.storage.index import Entry, Wiki
+from kernelwiki.storage.repo import Repo
+from kernelwiki.storage.termindex import SHORT, QueryIndex, segments
 
-# Where a query word is found, and what that is worth.
-WEIGHTS = {"id": 10.0, "alias": 9.0, "title": 6.0, "tag": 5.0, "summary": 3.0}
+if TYPE_CHECKING:
+    from kernelwiki.model.vocab import Vocabulary
+
+# Where a query word is found, and what that is worth (before its rarity weighs it).
+WEIGHTS = {"name": 10.0, "i": 5.0, "a": 4.0, "t": 6.0, "g": 5.0, "h": 3.0}
 SOURCE_FACTOR = 0.7
 """A source page describes upstream material; at equal relevance the wiki's own page on it comes first."""
+MISSING_FACTOR = 0.6
+"""A page lacking one word of the question keeps this share of its score."""
+NAME_BONUS = 10.0
+"""A page whose id, alias or title is the whole query: this much per word, times the words' rarity."""
 
 
 @dataclass
@@ -24,38 +45,66 @@ class Filters:
     evidence: list[str] = field(default_factory=list)
     statuses: list[str] = field(default_factory=list)
 
+    @property
+    def any(self) -> bool:
+        return any((self.types, self.tags, self.archs, self.evidence, self.statuses))
+
 
 @dataclass
 class Hit:
     entry: Entry
     score: float
+    missing: list[str] = field(default_factory=list)
+    """Words of the query the page does not hold."""
+    number: int = -1
+    """The page's number in the query index."""
 
     def to_json(self) -> dict:
         e = self.entry
         return {"id": e.id, "type": e.get("type"), "title": e.get("title"), "path": e.rel,
                 "evidence_level": e.get("evidence_level"), "evidence_by_arch": e.get("evidence_by_arch"),
                 "status": e.get("status"), "architectures": e.get("architectures"), "tags": e.get("tags"),
-                "summary": e.headline, "score": round(self.score, 3)}
+                "summary": e.headline, "score": round(self.score, 3), "missing": self.missing}
 
 
-def normalize_arch(wiki: Wiki, name: str) -> list[str]:
+def normalize_arch(source: Wiki | QueryIndex, name: str) -> list[str]:
     """'B200' -> ['sm_100a'], 'sm90' -> ['sm_90'], 'sm_90a' -> ['sm_90a']."""
     lowered = name.lower()
     if lowered in QUERY_ALIASES:
         return [a for a in QUERY_ALIASES[lowered] if a.startswith("sm_")]
-    return [wiki.vocab.canonical_arch(lowered)]
+    return [source.vocab.canonical_arch(lowered)]
 
 
-def _arch_matches(page_arch: str, wanted: str) -> bool:
-    # sm_90 asks for the family: sm_90 and sm_90a both answer it.
-    return page_arch == wanted or page_arch == wanted + "a"
+def _index(source: Wiki | QueryIndex) -> QueryIndex:
+    return source if isinstance(source, QueryIndex) else termindex.for_wiki(source)
 
 
-def search(wiki: Wiki, words: list[str], filters: Filters, limit: int = 20) -> list[Hit]:
-    """Pages matching every word (and the filters), best first; at most `limit` (0: all)."""
-    words = glued(words)
-    hits = rank(wiki, [variants(word) for word in words], filters, phrase(words))
-    return hits[:limit] if limit else hits
+# --- words -----------------------------------------------------------------------------------------
+STOP_WORDS = frozenset("a an and are as at be by can do does for from how i in is it its of on or the to "
+                       "vs versus what when where which why with work works use using about between difference explain "
+                       "there this that these those my our your me we you if should would could will has have had than "
+                       "then into so across over per through via onto among within during".split())
+_NUMBER_UNIT = re.compile(r"^([0-9]+(?:\.[0-9]+)?)([a-z]+)$")
+
+
+def split_words(words: list[str]) -> list[str]:
+    """The words as the index holds them: folded, punctuation around them dropped (`8192:`, `(TMA)`,
+    `sm_120a?`) and words joined by other characters taken apart (`P·V` is `p`, `v`)."""
+    out: list[str] = []
+    for word in words:
+        typed, folded = composed(word), fold(word)
+        if len(typed) != len(folded):   # a letter whose lower case is longer: the folded form only
+            out += termindex.words(folded)
+            continue
+        for match in termindex.TOKEN.finditer(folded):   # the words as typed (`Pallas`), found in the folded form
+            start, end = match.span()
+            while start < end and folded[start] in termindex.EDGES:
+                start += 1
+            while end > start and folded[end - 1] in termindex.EDGES:
+                end -= 1
+            if start < end:
+                out.append(typed[start:end])
+    return out
 
 
 def glued(words: list[str]) -> list[str]:
@@ -91,112 +140,14 @@ def phrase(words: list[str]) -> tuple[str, ...]:
     """A query of several words as the names a page may carry: `tensor memory` as `tensor-memory`."""
     if len(words) < 2:
         return ()
-    lowered = [w.lower() for w in words]
+    lowered = [fold(w) for w in words]
     return (" ".join(lowered), "-".join(lowered))
-
-
-def rank(wiki: Wiki, terms: list[list[str]], filters: Filters, names: tuple[str, ...] = ()) -> list[Hit]:
-    """Every page where each group of alternative terms matches at least once, best first; a page
-    whose id, alias or title is the whole query (`names`) ranks above pages that hold its words apart."""
-    wanted_archs = [a for name in filters.archs for a in normalize_arch(wiki, name)]
-    filtered = any((filters.types, filters.tags, filters.archs, filters.evidence, filters.statuses))
-    # Word counts from the term index where every term is a plain word, else from each page's text.
-    counts = None
-    if terms and all(TOKEN.fullmatch(term) for alternatives in terms for term in alternatives):
-        index = termindex.for_wiki(wiki)
-        counts = [[index.counts(term) or {} for term in alternatives] for alternatives in terms]
-    ranked: list[tuple[float, str, int, Entry]] = []
-    for number, entry in enumerate(wiki.by_id().values()):
-        if filtered and not _passes(wiki, entry, filters, wanted_archs):
-            continue
-        score = 0.0
-        if counts is not None:
-            found = [[by_page.get(entry.rel, 0) for by_page in group] for group in counts]
-            if not all(any(group) for group in found):
-                continue  # a word occurs nowhere in the page: no field can hold it either
-        else:
-            text = wiki.text(entry) if terms else ""
-            found = [[text.count(term) for term in alternatives] for alternatives in terms]
-        if terms and entry.ranking is None:
-            entry.ranking = ranking_fields(entry)
-        for alternatives, numbers in zip(terms, found):
-            best = max([_score(entry.ranking, count, term) for term, count in zip(alternatives, numbers)])
-            if best == 0:
-                break
-            score += best
-        else:
-            if names and _named_as(entry.ranking, names):
-                score += WEIGHTS["alias"] * len(terms)
-            if entry.get("type") == "source":
-                score *= SOURCE_FACTOR
-            ranked.append((-score, entry.id or "", number, entry))  # ids are unique: entries never compared
-    return [Hit(entry, -negative) for negative, _, _, entry in sorted(ranked)]
-
-
-def _named_as(fields: tuple, names: tuple[str, ...]) -> bool:
-    page_id, short_id, aliases, title, _, _ = fields
-    return any(name in (page_id, short_id, title) or name in aliases for name in names)
-
-
-def _passes(wiki: Wiki, entry: Entry, filters: Filters, wanted_archs: list[str]) -> bool:
-    if filters.types and entry.get("type") not in filters.types:
-        return False
-    tags = set(entry.get("tags") or [])
-    if any(tag not in tags for tag in filters.tags):
-        return False
-    page_archs = [wiki.vocab.canonical_arch(a) for a in entry.get("architectures") or [] if isinstance(a, str)]
-    matching = [a for a in page_archs if any(_arch_matches(a, w) for w in wanted_archs)]
-    if wanted_archs and not matching:
-        return False
-    if filters.evidence:
-        by_arch = entry.get("evidence_by_arch") or {}
-        levels = {by_arch.get(a) for a in matching} - {None} if matching and by_arch else {entry.get("evidence_level")}
-        if not levels & set(filters.evidence):
-            return False
-    if filters.statuses and entry.get("status") not in filters.statuses:
-        return False
-    return True
-
-
-def _score(fields: tuple, count: int, term: str) -> float:
-    """`count`: occurrences of the term in the page's search text."""
-    if not term:
-        return 0.0
-    if not count and not any(c.isspace() for c in term):
-        # The text holds the id, title, aliases, tags and headline; only a phrase can match the
-        # headline (whitespace normalized) without matching the text.
-        return 0.0
-    page_id, short_id, aliases, title, tags, headline = fields
-    score = 1.0 + math.log(count) if count else 0.0
-    if term == page_id or short_id == term:
-        score += WEIGHTS["id"]
-    elif term in page_id:
-        score += WEIGHTS["id"] / 2
-    if term in aliases:
-        score += WEIGHTS["alias"]
-    if term == title:
-        score += WEIGHTS["id"]
-    elif term in title:
-        score += WEIGHTS["title"]
-    if term in tags:
-        score += WEIGHTS["tag"]
-    if term in headline:
-        score += WEIGHTS["summary"]
-    return score
-
-
-# --- answers that do not dead-end ------------------------------------------------------------------
-PASSING = 3
-"""A word a page holds fewer times than this, and never in its id, title, aliases, tags or summary,
-is mentioned in passing: the page is not about it."""
-STOP_WORDS = frozenset("a an and are as at be by can do does for from how i in is it its of on or the to "
-                       "vs versus what when where which why with work works use using about between difference explain".split())
 
 
 def variants(word: str) -> list[str]:
     """The word, its aliases, and light stems (plural, -ing, -ed) so `barriers`, `stage` and
     `swizzled` find `barrier`, `stages` and `swizzle`; words with digits or punctuation stay as typed."""
-    lowered = word.lower()
+    lowered = fold(word)
     forms = [lowered]
     if lowered.isalpha() and len(lowered) > 3:
         if lowered.endswith("ies"):
@@ -214,6 +165,183 @@ def variants(word: str) -> list[str]:
     return list(dict.fromkeys(forms + [a.lower() for a in QUERY_ALIASES.get(lowered, [])]))
 
 
+# --- scoring ---------------------------------------------------------------------------------------
+@dataclass
+class Group:
+    """One word of the query with its variants, and where they stand on the pages that hold them."""
+
+    word: str
+    body: dict[int, int]
+    """page -> occurrences in the page's text of its likeliest variant"""
+    bonus: dict[int, float]
+    """page -> worth of the fields (name, id, alias, title, tag, summary) that hold a variant"""
+    weight: float = 1.0
+    """its rarity: ln(1 + pages / pages holding it)"""
+    pages: set[int] = field(default_factory=set)
+    """the pages holding it anywhere"""
+    _scores: dict[int, float] | None = field(default=None, repr=False)
+
+    def scores(self) -> dict[int, float]:
+        """page -> what the word is worth there: (1 + ln occurrences + the fields' worth) x rarity."""
+        if self._scores is None:
+            weight, log = self.weight, math.log
+            out = {page: weight * (1.0 + log(count)) for page, count in self.body.items() if count}
+            for page, worth in self.bonus.items():
+                out[page] = out.get(page, 0.0) + weight * worth
+            self._scores = out
+        return self._scores
+
+    def named(self, page: int) -> bool:
+        """Whether the page names the word where it says what it is about (not only in its body)."""
+        return page in self.bonus
+
+
+def group(index: QueryIndex, word: str) -> Group:
+    body: dict[int, int] = {}
+    bonus: dict[int, float] = {}
+    searched: list[str] = []
+    for variant in variants(word):
+        if not any(variant.startswith(s) and len(s) > SHORT and len(variant) - len(s) <= termindex.SUFFIX
+                   for s in searched):   # `warpgroups` after `warpgroup`: its words are among the first's
+            counts = index.body_counts(variant)
+            if not body:
+                body = counts
+            else:
+                for page, count in counts.items():
+                    if count > body.get(page, 0):
+                        body[page] = count
+        searched.append(variant)
+        found: dict[int, float] = {}
+        for page in index.holding("n", variant, prefix=False):
+            found[page] = found.get(page, 0.0) + WEIGHTS["name"]
+        for namespace in ("i", "a", "t", "h", "g"):
+            for page in index.holding(namespace, variant):
+                found[page] = found.get(page, 0.0) + WEIGHTS[namespace]
+        for page, worth in found.items():
+            bonus[page] = max(bonus.get(page, 0.0), worth)
+    pages = set(body) | set(bonus)
+    return Group(word, body, bonus, index.idf(len(pages)), pages)
+
+
+def _apart(index: QueryIndex, words: list[str]) -> list[str]:
+    """Words no page holds as typed, taken apart where they join words (`measure-5`, `228KB`)."""
+    out = []
+    for word in words:
+        parts = segments(fold(word))
+        unit = _NUMBER_UNIT.match(fold(word))
+        pieces = [p for p in (unit.groups() if unit else parts) if len(p) > 1 or p.isdigit()]
+        if (len(parts) > 1 or unit) and not any(index.body_counts(v) for v in variants(word)) \
+                and not index.holding("n", fold(word), prefix=False) and any(index.body_counts(p) for p in pieces):
+            out += pieces
+        else:
+            out.append(word)
+    return out
+
+
+@dataclass
+class Ranking:
+    """The pages a query matched: each one's score and how many of the words it holds."""
+
+    scores: dict[int, float]
+    held: dict[int, int]
+
+    def __len__(self) -> int:
+        return len(self.scores)
+
+    def best(self, limit: int = 0, most_words_first: bool = False) -> list[tuple[float, int]]:
+        """(score, page) of the first `limit` (0: all), best first; pages are numbered in id order,
+        which breaks ties."""
+        if most_words_first:
+            key = lambda page: (-self.held[page], -self.scores[page], page)
+        else:
+            key = lambda page: (-self.scores[page], page)
+        pages = heapq.nsmallest(limit, self.scores, key=key) if limit else sorted(self.scores, key=key)
+        return [(self.scores[page], page) for page in pages]
+
+
+def rank(index: QueryIndex, groups: list[Group], allowed: set[int] | None, names: tuple[str, ...] = (),
+         need: int | None = None) -> Ranking:
+    """The pages holding at least `need` of the groups (all when None), among `allowed` (None: every
+    page); a page whose id, alias or title is the whole query (`names`) ranks above pages that hold
+    its words apart. (Dictionaries and sets over the pages that hold a word: the cost grows with them.)"""
+    need = len(groups) if need is None else need
+    if not groups:
+        pages = allowed if allowed is not None else range(index.pages)
+        return Ranking(dict.fromkeys(pages, 0.0), dict.fromkeys(pages, 0))
+    if need == len(groups):
+        candidates = set.intersection(*(g.pages for g in sorted(groups, key=lambda g: len(g.pages))))
+        held = dict.fromkeys(candidates, len(groups))
+    else:
+        counted = Counter(chain.from_iterable(g.pages for g in groups))
+        held = {page: count for page, count in counted.items() if count >= need}
+    if allowed is not None:
+        held = {page: count for page, count in held.items() if page in allowed}
+    scores = dict.fromkeys(held, 0.0)
+    for g in groups:
+        for page, value in g.scores().items():
+            if page in scores:
+                scores[page] += value
+    if need < len(groups):
+        for page, count in held.items():
+            if count < len(groups):
+                scores[page] *= MISSING_FACTOR ** (len(groups) - count)
+    rarity = sum(g.weight for g in groups)
+    for name in names:
+        for page in index.holding("n", name, prefix=False) & held.keys():
+            scores[page] += NAME_BONUS * rarity
+    for page in index.holding("f", "type=source") & held.keys():
+        scores[page] *= SOURCE_FACTOR
+    return Ranking(scores, held)
+
+
+def hits(index: QueryIndex, groups: list[Group], ranked: list[tuple[float, int]]) -> list[Hit]:
+    """Ranked pages as hits, each naming the words it lacks."""
+    return [Hit(index.entry(page), score, [g.word for g in groups if page not in g.pages], page)
+            for score, page in ranked]
+
+
+def allowed_pages(index: QueryIndex, filters: Filters) -> set[int] | None:
+    """The pages that pass the filters (None: no filter given)."""
+    if not filters.any:
+        return None
+    sets: list[set[int]] = []
+    if filters.types:
+        sets.append(set().union(*(index.holding("f", f"type={t}") for t in filters.types)))
+    sets += [index.holding("f", f"tag={t}") for t in filters.tags]
+    wanted = [a for name in filters.archs for a in normalize_arch(index, name)]
+    archs = [k for w in wanted for k in (w, w + "a")]   # sm_90 asks for the family: sm_90 and sm_90a answer it
+    if wanted:
+        sets.append(set().union(*(index.holding("f", f"arch={a}") for a in archs)))
+    if filters.evidence:
+        by_level = set().union(*(index.holding("f", f"evidence={level}") for level in filters.evidence))
+        if wanted:   # that architecture's level, where the page gives levels by architecture
+            by_arch = index.holding("f", "by-arch")
+            per_arch = set().union(*(index.holding("f", f"ev@{a}={level}") for a in archs for level in filters.evidence))
+            sets.append(per_arch | (by_level - by_arch))
+        else:
+            sets.append(by_level)
+    if filters.statuses:
+        sets.append(set().union(*(index.holding("f", f"status={s}") for s in filters.statuses)))
+    allowed = sets[0]
+    for other in sets[1:]:
+        allowed &= other
+    return allowed
+
+
+def search(source: Wiki | QueryIndex, words: list[str], filters: Filters, limit: int = 20) -> list[Hit]:
+    """Pages matching every word (and the filters), best first; at most `limit` (0: all)."""
+    index = _index(source)
+    words = glued(split_words(words))
+    groups = [group(index, w) for w in words]
+    return hits(index, groups, rank(index, groups, allowed_pages(index, filters), phrase(words)).best(limit))
+
+
+# --- answers that do not dead-end ------------------------------------------------------------------
+PASSING = 3
+"""A word a page holds fewer times than this, and never in its id, title, aliases, tags or summary,
+is mentioned in passing: the page is not about it."""
+
+
 @dataclass
 class Answer:
     """What a query found and how: every word matched, or the nearest pages when none matched them all."""
@@ -227,8 +355,8 @@ class Answer:
     ignored: list[str]
     """stop words left out"""
     matched: str
-    """all: every word matched on each hit; any: no page has every word, the hits have some (nearest pages);
-    none: no word occurs on any page (the hits are empty)"""
+    """all: some page holds every word (the hits that lack one say which, in `missing`); any: no page
+    holds every word, the hits have some (nearest pages); none: no word occurs on any page"""
     unmatched: list[str]
     """words no page holds, or (matched any) words the best hit lacks"""
     in_passing: list[str]
@@ -244,86 +372,67 @@ class Answer:
     @property
     def covered(self) -> bool:
         """False when the wiki has no page on the question as asked (not every word matched)."""
-        return self.matched == "all" and bool(self.hits) and not self.in_passing
+        return self.matched == "all" and bool(self.hits) and not self.in_passing and not self.hits[0].missing
 
 
-def answer(wiki: Wiki, words: list[str], filters: Filters, limit: int = 20) -> Answer:
-    """Every-word matching first; when that finds nothing, any-word matching naming the words that
-    no page holds, so a question the wiki does not cover still gets its nearest pages."""
+def answer(source: Wiki | QueryIndex, words: list[str], filters: Filters, limit: int = 20) -> Answer:
+    """Every word, or all but one of three or more, ranked together; when no page holds every word,
+    the pages holding any, naming the words that no page holds, so a question the wiki does not cover
+    still gets its nearest pages."""
+    index = _index(source)
     cleaned = [w.strip() for w in words if w.strip()]
-    content = [w for w in cleaned if w.lower() not in STOP_WORDS] or cleaned
+    content = [w for w in cleaned if fold(w) not in STOP_WORDS] or cleaned
     ignored = [w for w in cleaned if w not in content]
-    kept = glued(content)
-    groups = [variants(w) for w in kept]
+    kept = _apart(index, glued(split_words(content)))
+    groups = [group(index, w) for w in kept]
+    allowed = allowed_pages(index, filters)
     # The whole query names a page as typed ("how to time a kernel": stop words are part of an alias)
     # or as kept ("split-K").
     names = tuple(dict.fromkeys(phrase(cleaned) + phrase(kept)))
-    hits, matched, unmatched = rank(wiki, groups, filters, names), "all", []
-    if not hits and len(groups) > 1:
-        per_word = [rank(wiki, [group], filters) for group in groups]
-        unmatched = [w for w, found in zip(kept, per_word) if not found]
-        scores: dict[str, tuple[int, float, Hit]] = {}
-        for found in per_word:
-            for hit in found:
-                words_matched, score, _ = scores.get(hit.entry.id or "", (0, 0.0, hit))
-                scores[hit.entry.id or ""] = (words_matched + 1, score + hit.score, hit)
-        nearest = sorted(scores.values(), key=lambda t: (-t[0], -t[1], t[2].entry.id or ""))
-        hits = [Hit(hit.entry, score) for _, score, hit in nearest]
-        matched = "any" if hits else "none"
-        if hits and not unmatched:  # each word is somewhere, never together: name what the best page lacks
-            best = hits[0].entry.id
-            unmatched = [w for w, found in zip(kept, per_word) if best not in {h.entry.id for h in found}]
-    elif not hits and groups:
+    ranked = rank(index, groups, allowed, names, need=len(groups) - 1 if len(groups) > 2 else None)
+    if len(groups) > 2 and len(groups) not in ranked.held.values():   # none holds every word: the nearest ones
+        ranked = Ranking({}, {})
+    matched, unmatched, most_words_first = "all", [], False
+    if not ranked and len(groups) > 1:
+        unmatched = [g.word for g in groups if not g.pages & (allowed if allowed is not None else g.pages)]
+        ranked, most_words_first = rank(index, groups, allowed, names, need=1), True
+        matched = "any" if ranked else "none"
+        if ranked and not unmatched:  # each word is somewhere, never together: name what the best page lacks
+            best = ranked.best(1, most_words_first)[0][1]
+            unmatched = [g.word for g in groups if best not in g.pages]
+    elif not ranked and groups:
         matched, unmatched = "none", list(kept)
-    in_passing = [w for w, group in zip(kept, groups)
-                  if not any(_named(hit.entry, group) or _mentions(wiki, hit.entry, group) >= PASSING for hit in hits)] \
-        if matched == "all" and hits else []
-    shown = hits[:limit] if limit else hits
-    return Answer(shown, len(hits), limit, kept, ignored, matched, unmatched, in_passing,
-                  suggest_tags(wiki, kept, filters),
-                  {hit.entry.id or "": sizes(wiki, hit.entry) for hit in shown})
+    in_passing = []
+    if matched == "all" and ranked:
+        pages = ranked.scores.keys()
+        in_passing = [g.word for g in groups if not g.bonus.keys() & pages
+                      and not any(count >= PASSING and page in pages for page, count in g.body.items())]
+    shown = hits(index, groups, ranked.best(limit, most_words_first))
+    for hit in shown:   # a hit shown must be the page as it is: one rewritten in place makes the index stale
+        if not index.current(hit.number):
+            raise termindex.StaleIndex(f"{hit.entry.rel} changed since the query index was built")
+    return Answer(shown, len(ranked), limit, kept, ignored, matched, unmatched, in_passing,
+                  suggest_tags(index.vocab, kept, filters),
+                  {hit.entry.id or "": {"page": hit.entry.size, "code": index.record(hit.number)["code"]}
+                   for hit in shown})
 
 
-def _mentions(wiki: Wiki, entry: Entry, group: list[str]) -> int:
-    """How often the page's text holds the likeliest of the terms."""
-    if all(TOKEN.fullmatch(term) for term in group):
-        index = termindex.for_wiki(wiki)
-        return max((index.counts(term) or {}).get(entry.rel, 0) for term in group)
-    text = wiki.text(entry)
-    return max(text.count(term) for term in group)
+def ask(repo: Repo, index: QueryIndex, words: list[str], filters: Filters, limit: int) -> tuple[QueryIndex, Answer]:
+    """The answer from a stored index, or from one built again when a page it would show changed since."""
+    try:
+        return index, answer(index, words, filters, limit)
+    except termindex.StaleIndex:
+        index = termindex.rebuild(repo)
+        return index, answer(index, words, filters, limit)
 
 
-def _named(entry: Entry, group: list[str]) -> bool:
-    """Whether the page names one of the terms where it says what it is about (not only in its body)."""
-    page_id, _, aliases, title, tags, headline = entry.ranking or ranking_fields(entry)
-    return any(term in page_id or term in aliases or term in title or term in tags or term in headline for term in group)
-
-
-def suggest_tags(wiki: Wiki, words: list[str], filters: Filters) -> list[str]:
+def suggest_tags(vocab: Vocabulary, words: list[str], filters: Filters) -> list[str]:
     """Vocabulary tags a query word names or nearly names (a --tag filter is sharper than a word)."""
     import difflib
 
-    tags = sorted(wiki.vocab.tags)
+    tags = sorted(vocab.tags)
     found: list[str] = []
     for word in words:
         lowered = word.lower()
-        found += [lowered] if lowered in wiki.vocab.tags else difflib.get_close_matches(lowered, tags, n=2, cutoff=0.8)
+        found += [lowered] if lowered in vocab.tags else difflib.get_close_matches(lowered, tags, n=2, cutoff=0.8)
     return [t for t in dict.fromkeys(found) if t not in filters.tags]
-
-
-def sizes(wiki: Wiki, entry: Entry) -> dict[str, int]:
-    """What reading the page costs: its file, and the code `get --include-code` adds."""
-    directories = []
-    artifact = entry.get("artifact_dir")
-    if isinstance(artifact, str):
-        try:
-            directories.append(wiki.repo.inside(artifact))
-        except ValueError:
-            pass
-    directories += [wiki.repo.probes / p for p in entry.get("probes") or [] if isinstance(p, str) and "/" not in p]
-    code = 0
-    for directory in directories:
-        if directory.is_dir() and not directory.is_symlink():
-            code += sum(p.stat().st_size for p in directory.rglob("*")
-                        if p.is_file() and not p.is_symlink() and "__pycache__" not in p.parts)
-    return {"page": entry.size, "code": code}

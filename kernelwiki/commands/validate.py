@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from kernelwiki.model import yamlio
+from kernelwiki.harness import peaks
 from kernelwiki.harness.env import FAKE_DRIVER, is_fake, short_gpu_name
+from kernelwiki.harness.peaks import ceiling_name_problem
 from kernelwiki.storage.index import Entry, Wiki
 from kernelwiki.model.pages import Page, line_of, read_page_bytes, render_page
 from kernelwiki.model.yamlio import LineMap
@@ -28,6 +30,7 @@ from kernelwiki.commands.upstream import repo_name
 from kernelwiki.commands.citations import locator_problem
 from kernelwiki.commands.evidence import (HEADLINE_RULE_FROM, claim_source_problem, headline_exception, headline_problem,
                                           stale_compile_problem)
+from kernelwiki.model.safe_links import link_problems, markup_problems, wiki_file_problems
 from kernelwiki.model.schema import check as schema_check
 from kernelwiki.model.spans import body_first_line, span_problems
 from kernelwiki.model.vocab import did_you_mean
@@ -67,6 +70,7 @@ def validate(wiki: Wiki, fix: bool = False) -> Report:
             wiki.dirty = True
         report.problems.extend(entry.local_problems)
     report.problems.extend(wiki.misnamed_problems())
+    report.problems.extend(Problem(f"wiki/{rel}", 1, "-", message) for rel, message in wiki_file_problems(wiki.repo.wiki))
     wiki.save()
     records = _load_json_files(wiki, report)
     probes = _check_probes(wiki, report)
@@ -147,23 +151,30 @@ def page_problems(wiki: Wiki, page: Page) -> list[Problem]:
         wrong = alias_problem(alias)
         if wrong:
             add(("aliases", index), wrong)
-    for path, value in _texts(meta):
+    # A page read as dump writes it (its values are pieces of its text) whose text is NFC has NFC values.
+    composed = page.canonical and unicodedata.is_normalized("NFC", page.frontmatter_text)
+    for path, value in () if composed else _texts(meta):
         if not unicodedata.is_normalized("NFC", value):
             add(path, "text is not in Unicode NFC (composed) form, so a lookup typed the usual way would not "
                       "match it; write composed characters (validate --fix does not change text)")
+        for _, message in link_problems(value)[:1]:
+            add(path, message)
     problems += _evidence_problems(meta, add)
-    for path, value in _non_finite(meta):
+    for path, value in () if page.canonical else _non_finite(meta):   # read_canonical reads no NaN or infinity
         add(path, f"{value} is not a finite number; write the value, or leave the field out")
     first_body_line = body_first_line(page.frontmatter_text)
-    for offset, text in enumerate(page.body.split("\n")):
+    for offset, text in enumerate(page.body.split("\n") if CONTROL.search(page.body) else ()):
         control = CONTROL.search(text.removesuffix("\r"))
         if control:
             problems.append(Problem(rel, first_body_line + offset, "-", f"control character U+{ord(control.group()):04X} "
                                     "in the prose; commands would print it to terminals; remove it"))
+    problems += [Problem(rel, first_body_line + line, "-", message) for line, message in markup_problems(page.body)]
     claims = [claim for _, claim in _dicts(meta.get("claims"))]  # a non-list is the schema's problem
     problems += span_problems(rel, page.body, claims, body_first_line(page.frontmatter_text))
-    comment = yamlio.comment_line(page.frontmatter_text)
-    if comment is not None:
+    comment = None if page.canonical else yamlio.comment_line(page.frontmatter_text)
+    if page.canonical:
+        pass   # read as dump writes it (yamlio.read_canonical): no comment, nothing to compare
+    elif comment is not None:
         problems.append(Problem(rel, comment + Page.FRONTMATTER_FIRST_LINE, "-", COMMENT_PROBLEM))
     elif not page.problems:
         canonical = yamlio.dump(meta)
@@ -213,10 +224,11 @@ def _check_cross_references(wiki: Wiki, report: Report, probes: dict[str, Any], 
                 others = ", ".join(e.rel for e in files if e is not entry)
                 report.problems.append(Problem(entry.rel, _line(wiki, entry, ("id",)), "id", f"duplicate id {page_id!r} (also in {others})"))
     aliases: dict[str, Entry] = {}
+    lowered_ids = {i.lower() for i in ids}
     for entry in ids.values():
         for index, alias in _strings(entry.get("aliases")):
             key = alias.lower()
-            if key in {i.lower() for i in ids} and ids.get(alias) is not entry:
+            if key in lowered_ids and ids.get(alias) is not entry:
                 report.problems.append(Problem(entry.rel, _line(wiki, entry, ("aliases", index)), f"aliases[{index}]", f"alias {alias!r} is the id of another page"))
             elif key in aliases and aliases[key] is not entry:
                 report.problems.append(Problem(entry.rel, _line(wiki, entry, ("aliases", index)), f"aliases[{index}]", f"alias {alias!r} is also an alias of {aliases[key].id}"))
@@ -242,6 +254,13 @@ def _check_cross_references(wiki: Wiki, report: Report, probes: dict[str, Any], 
                 add(("probes", index), f"no probe probes/{ref}/probe.yaml{did_you_mean(ref, probes)}")
             elif probes[ref] is not None and entry.id not in [p for _, p in _strings(probes[ref].get("pages"))]:
                 add(("probes", index), f"probe {ref} does not list this page in its pages")
+        claim_ids = {c.get("id") for _, c in _dicts(entry.get("claims"))}
+        if isinstance(entry.get("headline"), str) and entry.get("headline") not in claim_ids:
+            add(("headline",), f"no claim {entry.get('headline')!r} on this page: the headline names one of its claims")
+        for index, goal in _dicts(entry.get("goals")):
+            target = str(goal.get("claim", ""))
+            if target not in claim_ids and target.removesuffix(".ratio") not in claim_ids:
+                add(("goals", index, "claim"), f"no claim {target!r} on this page (a claim id, or ID.ratio)")
         cited = set(s for _, s in _strings(entry.get("sources")))
         for index, claim in _dicts(entry.get("claims")):
             source = claim.get("source")
@@ -322,11 +341,15 @@ def _check_named_runs(wiki: Wiki, report: Report, records: dict[str, Any]) -> No
             probe = str(data.get("probe"))
             latest[probe] = max(latest.get(probe, ""), run)
     for entry in wiki.entries.values():
+        if entry.rel not in wiki.fresh and not entry.names_runs:
+            continue   # the body names no run: no need to read the page again
         page = wiki.page(entry.rel)
         if page.meta is None:
             continue
         cited = {Path(c["record"]).name.split("-", 1)[0] for _, c in _dicts(page.meta.get("claims"))
                  if isinstance(c.get("record"), str)}
+        if "Z" not in page.body or not RUN_ID.search(page.body):   # a run id ends in Z
+            continue
         first, in_block = body_first_line(page.frontmatter_text), False
         for offset, line in enumerate(page.body.split("\n")):
             marker = GENERATED.match(line)
@@ -388,6 +411,13 @@ def measured_claim_problems(claim: dict, record: dict, page_probes: list, probe:
         out.append((("value",), f"{claim.get('value')!r} is not the value of case {claim.get('case')!r} in {name} "
                                 f"({headline.get('value')!r}); run `kernelwiki refresh`"))
     baseline = claim.get("baseline") if isinstance(claim.get("baseline"), dict) else None
+    if baseline is not None and baseline.get("name") != headline.get("baseline"):
+        # a versus claim (probe.yaml `versus`): ours over another candidate of the case's baselines
+        entry = next((b for b in case.get("baselines") or [] if isinstance(b, dict) and b.get("name") == baseline.get("name")), None)
+        if entry is None or entry.get("value") != baseline.get("value") or entry.get("ratio") != claim.get("ratio"):
+            out.append((("baseline",), f"{baseline.get('name')!r} {baseline.get('value')!r} (ratio {claim.get('ratio')!r}) is "
+                                       f"not a candidate timed in case {claim.get('case')!r} of {name}; run `kernelwiki refresh`"))
+        return out
     if baseline is not None and baseline.get("value") != headline.get("baseline_value"):
         out.append((("baseline", "value"), f"{baseline.get('value')!r} is not the baseline of case "
                                            f"{claim.get('case')!r} in {name} ({headline.get('baseline_value')!r})"))
@@ -438,6 +468,11 @@ def _check_probes(wiki: Wiki, report: Report) -> dict[str, Any]:
         for index, arch in _strings(data.get("archs")):
             if arch not in wiki.vocab.archs:
                 report.problems.append(Problem(rel, line(("archs", index)), f"archs[{index}]", f"unknown architecture {arch!r}"))
+        for index, case in enumerate(data.get("cases") if isinstance(data.get("cases"), list) else []):
+            level = (case.get("params") or {}).get("level") if isinstance(case, dict) and isinstance(case.get("params"), dict) else None
+            if level is not None and level not in peaks.LEVELS:
+                report.problems.append(Problem(rel, line(("cases", index, "params", "level")), f"cases[{index}].params.level",
+                                               f"unknown memory level {str(level)[:40]!r}; known: {', '.join(peaks.LEVELS)}"))
         quoted[rel] = (data, line)
     _check_declared_ceilings(quoted, report)
     return probes
@@ -451,6 +486,12 @@ def _check_declared_ceilings(probes: dict[str, tuple[dict, Any]], report: Report
                 for case in data.get("cases") or [] if isinstance(case, dict) and isinstance(case.get("params"), dict)
                 and isinstance(case["params"].get("ceiling"), str)}
     for rel, (data, line) in probes.items():
+        for index, case in _dicts(data.get("cases") if data.get("kind") == "calibration" else None):
+            params = case.get("params")
+            wrong = ceiling_name_problem(params["ceiling"]) if isinstance(params, dict) and "ceiling" in params else None
+            if wrong:
+                report.problems.append(Problem(rel, line(("cases", index, "params", "ceiling")),
+                                               f"cases[{index}].params.ceiling", wrong))
         for index, key in _strings(data.get("ceilings")):
             if key not in measured:
                 report.problems.append(Problem(rel, line(("ceilings", index)), f"ceilings[{index}]",
@@ -471,8 +512,8 @@ def _load_json_files(wiki: Wiki, report: Report) -> dict[str, Any]:
 
 def _check_ceiling_sources(report: Report, records: dict[str, Any]) -> None:
     """A record's `ceilings.record` names the calibration run its fractions of the ceiling were
-    taken against; that run stays while a record cites it (a pruned calibration record would
-    leave the pages' fraction_of_ceiling without its evidence). Records made under
+    taken against; that run stays while a record cites it with a run id of the same invocation
+    (a pruned calibration record would leave the pages' fraction_of_ceiling without its evidence). Records made under
     KERNELWIKI_FAKE_GPU (the runner's tests, never a measurement) are left out: their probes read
     the ceilings of the checkout the package sits in, not of the repository they write to."""
     for rel, data in records.items():
@@ -480,7 +521,9 @@ def _check_ceiling_sources(report: Report, records: dict[str, Any]) -> None:
         if not isinstance(environment, dict) or environment.get("driver") == FAKE_DRIVER:
             continue
         ceilings = data.get("ceilings")
-        source = ceilings.get("record") if isinstance(ceilings, dict) else None
+        # Only a same-invocation calibration (named by its run id) backs fractions a reader shows;
+        # an older record's `record` alone named another run's, whose fractions nothing quotes.
+        source = ceilings.get("record") if isinstance(ceilings, dict) and ceilings.get("run_id") else None
         if isinstance(source, str) and source not in records:
             report.problems.append(Problem(rel, 1, "ceilings.record", f"no run record {source}: the calibration "
                                            "run its ceilings and fractions of the ceiling come from must stay"))

@@ -23,28 +23,28 @@ def page_uri(entry: Entry) -> str:
 
 def headline_rows(probes: dict[str, ProbeSpec], records: dict[str, list[Record]],
                   ids: dict[str, Entry], titles: dict[str, str]) -> list[str]:
-    """Per kernel probe, its latest run over every case set: the geomean and the worst case of ours
-    over the strongest baseline (never the best case), teaching variants labelled as such."""
+    """Per kernel probe, its latest run over the cases of the kernel page it links (the cases that
+    page's strip summarises, so the two agree): one row per baseline, with the geomean and the
+    worst case of ours over that baseline (never the best case, never two baselines in one
+    geomean), teaching variants labelled as such."""
     uri = "index.md"
     rows = []
-    for spec, record, sets in summary.kernel_runs(probes, records):
-        whole = summary.overall(sets) or summary.SetSummary(spec.id, "all sets", True,
-                                                            tuple(c for s in sets for c in s.cases))
+    for spec in probes.values():
         pages = [p for p in spec.pages if p in ids]
         page = next((p for p in pages if ids[p].get("type") == "kernel"), pages[0] if pages else None)
+        found = summary.kernel_runs({spec.id: spec}, records, page)
+        if not found:
+            continue
+        _, record, sets = found[0]
         name = (f"[{cell(titles.get(page) or ids[page].get('title'))}]({rel_link(uri, page_uri(ids[page]))}#measurements)"
                 if page else cell(spec.id))
         if summary.is_variant(spec):
             name += " — *teaching variant, not the kernel*"
-        worst = whole.worst
         env = record.data.get("environment") or {}
-        bases = whole.baselines
-        shown = ", ".join(bases[:2]) + (f" +{len(bases) - 2}" if len(bases) > 2 else "")
-        rows.append(f"| {name} | **{fmt_ratio(whole.geomean)}** over {len(whole.cases)} cases in "
-                    f"{sum(1 for s in sets if s.variant == whole.variant)} sets | {fmt_ratio(worst.ratio)} "
-                    f"<span class=\"kw-note\">{text(worst.case)}</span> | {cell(shown)} | "
-                    f"{cell(short_gpu_name(env.get('gpu')))} [{cell(record.started[:10])}]"
-                    f"({rel_link(uri, record_uri(record.path))}) |")
+        when = (f"{cell(short_gpu_name(env.get('gpu')))} [{cell(record.started[:10])}]"
+                f"({rel_link(uri, record_uri(record.path))})")
+        for aggregate in summary.overall(sets):
+            rows.append(f"| {name} | {cell(aggregate.baseline)} | {aggregate.html().replace('|', '&#124;')} | {when} |")
     return rows
 
 
@@ -59,12 +59,13 @@ def home(entries: list[Entry], records: dict[str, list[Record]], probes: dict[st
                                         if page_uri(e).startswith(section + "/"))
         for section, title in SECTION_TITLES.items() if section != "sources")
     headlines = headline_rows(probes, records, ids, titles)
-    headline_table = ("## Headline measurements\n\nEach kernel probe's latest run over all its case sets "
-                      "(the held-out ones included): the geometric mean and the worst case of ours ÷ the "
-                      "strongest baseline timed in the same process, per case. Above 1× is faster than "
-                      "the baseline.\n\n<div class=\"kw-home-table\" markdown>\n\n"
-                      "| kernel | geomean | worst case | strongest baseline | GPU, date |\n"
-                      "|---|---|---|---|---|\n" + "\n".join(headlines) + "\n\n</div>\n") if headlines else ""
+    headline_table = ("## Headline measurements\n\nEach kernel probe's latest run over the cases its kernel page "
+                      "shows (the held-out ones included): per baseline, the geometric mean and the worst case "
+                      "of ours ÷ that baseline, timed in the same process, case by case (a case's baseline is "
+                      "the strongest one that ran in it; cases of different baselines are never averaged "
+                      "together). Above 1× is faster than the baseline.\n\n<div class=\"kw-home-table\" markdown>\n\n"
+                      "| kernel | baseline | ours ÷ baseline | GPU, date |\n"
+                      "|---|---|---|---|\n" + "\n".join(headlines) + "\n\n</div>\n") if headlines else ""
     return f"""---
 title: kernelwiki
 ---
@@ -102,8 +103,17 @@ the level of its first-listed (primary) architecture. The status says how curren
 
 
 def dashboard(entries: list[Entry]) -> str:
-    rows = ["| page | claim | level | value | GPU | arch | date | cites |", "|---|---|---|---|---|---|---|---|"]
+    """Every page's claims counted by evidence level, then every claim (behind a fold: a thousand rows)."""
     uri = "evidence/index.md"
+    levels = list(LEVEL_TEXT)
+    counts = ["| page | claims | " + " | ".join(badge("level", level) for level in levels) + " |",
+              "|---|---|" + "---|" * len(levels)]
+    for entry in entries:
+        claims = [c for c in entry.get("claims") or [] if isinstance(c, dict)]
+        if claims:
+            counts.append(f"| [{cell(entry.id)}]({rel_link(uri, page_uri(entry))}) | {len(claims)} | " + " | ".join(
+                str(sum(1 for c in claims if c.get("evidence") == level) or "") for level in levels) + " |")
+    rows = ["| page | claim | level | value | GPU | arch | date | cites |", "|---|---|---|---|---|---|---|---|"]
     for entry in entries:
         for claim in entry.get("claims") or []:
             if not isinstance(claim, dict):
@@ -116,8 +126,10 @@ def dashboard(entries: list[Entry]) -> str:
             rows.append(f"| [{cell(entry.id)}]({rel_link(uri, page_uri(entry))}) | {cell(claim.get('id'))} | "
                         f"{badge('level', claim.get('evidence'))} | {value} | {cell(claim.get('gpu', ''))} | "
                         f"{cell(claim.get('arch', ''))} | {cell(str(claim.get('measured_at', ''))[:10])} | {cites} |")
-    return "---\ntitle: Evidence dashboard\n---\n# Evidence dashboard\n\nEvery claim on every page, " \
-           "with its evidence level and what it cites.\n\n" + "\n".join(rows) + "\n"
+    return ("---\ntitle: Evidence dashboard\n---\n# Evidence dashboard\n\nEvery claim on every page, with its "
+            "evidence level and what it cites: first counted per page, then each one.\n\n" + "\n".join(counts)
+            + f'\n\n<details class="kw-fold" markdown="1">\n<summary>every claim ({len(rows) - 2}), with its value, '
+            "GPU, architecture, date and what it cites</summary>\n\n" + "\n".join(rows) + "\n\n</details>\n")
 
 
 def probe_catalogue(probes: dict[str, ProbeSpec], records: dict[str, list[Record]], ids: dict[str, Entry]) -> str:
@@ -131,23 +143,25 @@ def probe_catalogue(probes: dict[str, ProbeSpec], records: dict[str, list[Record
         probe_records = records.get(spec.id, [])
         runs = [r for r in probe_records if r.data.get("mode") == "run"]
         out.append(f"## {spec.id}\n\n**{text(spec.data.get('title'))}** — kind {code(spec.kind)}, targets "
-                   f"{text(', '.join(spec.archs))}.\n\n{prose(spec.data.get('description', ''))}\n\n"
-                   f"**Backs** {pages}" + (f" (claims {claims})" if claims else "") + ".  \n"
+                   f"{text(', '.join(spec.archs))}. **Backs** {pages}" + (f" (claims {claims})" if claims else "") + ".  \n"
                    f"**Backed by** {len(runs)} run record{'s' if len(runs) != 1 else ''} on a GPU and "
                    f"{len(probe_records) - len(runs)} compile-only record{'s' if len(probe_records) - len(runs) != 1 else ''}.\n")
         headline = _headline_history(runs)
         if headline:
             out.append(headline)
         newest = latest_by(probe_records, lambda r: [((r.data.get("environment") or {}).get("gpu") or "no GPU", r.mode)])
+        # What it measures and its latest records, behind a fold: 48 probes, each its own screen, were 30,000 px.
+        out.append('<details class="kw-fold" markdown="1">\n<summary>what it measures, and its latest records'
+                   f"</summary>\n\n{prose(spec.data.get('description', ''))}\n")
         if not newest:
-            out.append("Not run yet.\n")
+            out.append("Not run yet.\n\n</details>\n")
             continue
         out.append("| GPU | mode | status | date | record |\n|---|---|---|---|---|")
         for (gpu, mode), record in sorted(newest.items()):
             link = rel_link(uri, record_uri(record.path))
             out.append(f"| {cell(gpu)} | {cell(mode)} | {badge('status-run', record.data.get('status'))} | "
                        f"{cell(record.started[:10])} | [{cell(record.path.rsplit('/', 1)[-1])}]({link}) |")
-        out.append("")
+        out.append("\n</details>\n")
     return "\n".join(out) + "\n"
 
 
@@ -284,5 +298,10 @@ STYLE = """
 .kw-home-table table { font-size: .68rem !important; }
 .kw-home-table .kw-note { display: block; margin-left: 0; word-break: break-all; }
 .kw-chart { display: block; margin: .5rem auto 1rem; max-width: 100%; }
+/* the tags index: each tag a short heading and its pages on one line, not a screen per tag */
+.md-typeset:has(> h1#tags) h2 { font-size: .8rem; margin: .8em 0 .1em; }
+.md-typeset:has(> h1#tags) ul { margin: 0 0 .4em; padding: 0; }
+.md-typeset:has(> h1#tags) ul li { display: inline; margin: 0 1em 0 0; }
+.md-typeset:has(> h1#tags) ul li::before { display: none; }
 [data-md-color-scheme="slate"] .kw-badge { filter: brightness(.9); }
 """

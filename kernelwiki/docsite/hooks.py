@@ -6,6 +6,7 @@ Markdown as mkdocs reads it, from the frontmatter, the probe specs and the run r
 
 from __future__ import annotations
 
+import html
 import re
 from pathlib import Path
 from urllib.parse import quote
@@ -21,7 +22,7 @@ from kernelwiki.commands.upstream import repo_name
 from kernelwiki.model import yamlio
 from kernelwiki.model.claims import page_claims
 from kernelwiki.model.fences import map_prose
-from kernelwiki.docsite import charts, generated, links, render, searchrank, strip, summary
+from kernelwiki.docsite import charts, generated, links, render, sanitize, searchrank, strip, summary
 from kernelwiki.docsite import records as records_page
 
 GENERATED_BLOCK = re.compile(r"(^## Claims and measurements\n\s*)?"
@@ -37,9 +38,40 @@ EVIDENCE_PAGES = {"evidence/index.md": "Dashboard", "evidence/probes.md": "Probe
 _state: dict = {}
 
 
+def _lex_once() -> None:
+    """Pygments lexes each code file once per build, not once per page that shows it (a probe's code
+    stands on every page it backs; lexing was half of rendering the pages): pymdownx's highlight is
+    given tokens lexed before, and formats them as it would have."""
+    import pymdownx.highlight as highlight
+
+    if getattr(highlight.highlight, "kernelwiki_lexes_once", False):
+        return
+    tokens: dict[tuple, list] = {}
+    formatted = highlight.highlight
+
+    def lexed_once(code, lexer, formatter, outfile=None):
+        key = (type(lexer), repr(sorted(lexer.options.items(), key=str)), code)
+        if key not in tokens:
+            tokens[key] = list(lexer.get_tokens(code))
+        if outfile is None:
+            import io
+
+            out = io.StringIO()
+            formatter.format(iter(tokens[key]), out)
+            return out.getvalue()
+        formatter.format(iter(tokens[key]), outfile)
+        return None
+
+    lexed_once.kernelwiki_lexes_once = True
+    lexed_once.__wrapped__ = formatted
+    highlight.highlight = lexed_once
+
+
 @event_priority(100)  # before the tags plugin reads tags_allowed
 def on_config(config):
     repo = Repo.find(Path(config.config_file_path).resolve().parent)
+    _refuse_unpublishable_files(repo)
+    _lex_once()
     wiki = Wiki.load(repo)
     _refuse_unreadable_pages(wiki)
     ids = wiki.by_id()
@@ -62,7 +94,7 @@ def on_config(config):
             from material.plugins.tags.structure.tag import Tag
 
             plugin.config.tags_allowed = {Tag(tag) for tag in wiki.vocab.tags}
-    config.mdx_configs.setdefault("pymdownx.snippets", {})["base_path"] = [str(repo.root)]
+    _state["abbreviations"] = (Path(__file__).parent / "abbreviations.md").read_text(encoding="utf-8")
     config.extra_css.append("assets/kernelwiki.css")
     titles = {i: heading(repo.root / e.rel) or str(e.get("title")) for i, e in ids.items()}
     _state["titles"] = titles
@@ -70,13 +102,26 @@ def on_config(config):
                                     titles)
     nav: list = [{"Home": "index.md"}]
     for section in SECTIONS:
-        pages = [{titles[e.id]: generated.page_uri(e)} for e in entries
+        pages = [{html.escape(titles[e.id]): generated.page_uri(e)} for e in entries
                  if generated.page_uri(e).startswith(section + "/")]
         if pages:
             nav.append({generated.SECTION_TITLES[section]: _grouped(pages)})
     nav.append({"Evidence": [{title: uri} for uri, title in EVIDENCE_PAGES.items()]})
     config.nav = nav
     return config
+
+
+def _refuse_unpublishable_files(repo: Repo) -> None:
+    """Nothing under wiki/ is published but pages and checked images: mkdocs copies every file it
+    finds there and walks into linked folders, so a link would publish any file of the builder."""
+    from mkdocs.exceptions import PluginError
+
+    from kernelwiki.model.safe_links import wiki_file_problems
+
+    problems = wiki_file_problems(repo.wiki)
+    if problems:
+        raise PluginError(f"{len(problems)} file(s) under wiki/ cannot be published; first: wiki/{problems[0][0]}: "
+                          f"{problems[0][1]} (run `kernelwiki validate`)")
 
 
 def _refuse_unreadable_pages(wiki: Wiki) -> None:
@@ -138,27 +183,35 @@ def on_files(files: Files, config) -> Files:
                                                                              citing.get(record.path, []))
             uri = "records/" + record.path.removeprefix("artifacts/evidence/")
             files.append(File.generated(config, uri, abs_src_path=str(_state["repo"].root / record.path)))
-    cache = _state["repo"].cache / "charts"
-    _state["charts"] = {}
-    for page_id in ids:
-        page_charts = charts.page_charts(page_id, probes, records)
-        _state["charts"][page_id] = page_charts
-        for chart in page_charts:
-            for scheme, name in (("light", chart.name), ("dark", chart.dark_name)):
-                if f"assets/charts/{name}" not in pages:
-                    pages[f"assets/charts/{name}"] = charts.draw(chart, cache, scheme)
+    _state["charts"] = {page_id: charts.page_charts(page_id, probes, records) for page_id in ids}
+    drawn = charts.draw_all([c for page_charts in _state["charts"].values() for c in page_charts],
+                            _state["repo"].cache / "charts")
+    pages.update({f"assets/charts/{name}": svg for name, svg in drawn.items()})
     for uri, content in pages.items():
         files.append(File.generated(config, uri, content=content))
     return files
 
 
 def on_page_markdown(markdown: str, page, config, files) -> str:
+    """Every page with its abbreviations (tooltips) appended; a wiki page with its card, tables,
+    charts, cross-links and code."""
+    return _page_markdown(markdown, page) + "\n" + _state["abbreviations"]
+
+
+def on_page_content(content: str, page, config, files) -> str:
+    """The page's HTML rebuilt from an allow-list (docsite.sanitize): whatever a page, spec or
+    record holds, no script, handler, script URL or other host's image reaches the site."""
+    return sanitize.clean_html(content)
+
+
+def _page_markdown(markdown: str, page) -> str:
     meta, uri = page.meta, page.file.src_uri
     if uri in ("index.md", *EVIDENCE_PAGES) or not meta.get("id"):
         return markdown
     markdown = map_prose(markdown, lambda prose: GENERATED_BLOCK.sub(_generated_block, prose))
     # mkdocs prefers the frontmatter title over the nav's; the nav shows the page's own heading.
-    meta["title"] = _state["titles"].get(meta["id"], meta.get("title"))
+    # The theme puts it into <title> unescaped.
+    meta["title"] = html.escape(str(_state["titles"].get(meta["id"], meta.get("title"))))
     title, body = _split_title(markdown)
     claims = page_claims(meta)
     body = render.claim_spans(body, {str(c.get("id")) for c in claims}, uri)
@@ -173,16 +226,20 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
     # A kernel page sums up its kernel probes' runs; another page (hw-wgmma, also backed by the GEMM
     # probe) shows its own measured claims.
     runs = summary.kernel_runs(_state["probes"], _state["records"], meta["id"]) if meta.get("type") == "kernel" else []
-    headline = strip.kernel_strip(runs, uri) if runs else strip.claims_strip(claims, uri)
+    headline = strip.kernel_strip(runs, uri) if runs else strip.claims_strip(claims, uri, meta.get("headline"))
     parts = [title, card, "\n", first, "\n" + headline + "\n" if headline else "", rest.rstrip() + "\n"]
     figures = _state["charts"].get(meta["id"]) or []
     if figures:
-        parts.append("\n## Measurements\n\nFrom the latest run record, drawn when the site is built: ours "
-                     "(solid) and the baseline timed in the same run (dashed), in their unit.\n\n")
-        parts += [f"![{render.text(c.title)}]({render.rel_link(uri, 'assets/charts/' + c.name)}#only-light)"
+        parts.append("\n## Measurements\n\nFrom the latest run records, drawn when the site is built: one chart "
+                     "per quantity, ours and the baseline timed in the same run, with the datasheet and the "
+                     "measured ceilings.\n\n")
+        images = [f"![{render.text(c.title)}]({render.rel_link(uri, 'assets/charts/' + c.name)}#only-light)"
                   f"{{ .kw-chart loading=lazy }}"
                   f"![{render.text(c.title)}]({render.rel_link(uri, 'assets/charts/' + c.dark_name)}#only-dark)"
                   f"{{ .kw-chart loading=lazy }}\n\n" for c in figures]
+        parts += [image for image, c in zip(images, figures) if not c.folded]
+        parts += [f'<details class="kw-fold" markdown="1">\n<summary>{render.text(c.title)}</summary>\n\n{image}'
+                  "</details>\n\n" for image, c in zip(images, figures) if c.folded]
     if tables:
         parts.append(f"\n## Claims and measurements\n\n{tables}")
     parts.append(_page_list("See also", meta.get("related"), uri))
@@ -190,12 +247,24 @@ def on_page_markdown(markdown: str, page, config, files) -> str:
     return "".join(parts)
 
 
+FOLDED_ROWS = 8
+"""A generated table longer than this stands behind a fold (its summary says what it holds): a page's
+first screens are for the prose and the charts, and no page is taller than 15,000 px at 1440 px."""
+
+
 def _generated_block(match: re.Match) -> str:
     """The claims block (and the heading it stood under) goes: the site shows its own claims table.
-    The runs and versus tables stay where the prose refers to them, without their markers."""
-    if match.group(2) in SHOWN_BLOCKS:
-        return (match.group(1) or "") + match.group(3).strip("\n") + "\n"
-    return ""
+    The runs and versus tables stay where the prose refers to them, without their markers, a long
+    one folded."""
+    if match.group(2) not in SHOWN_BLOCKS:
+        return ""
+    table = match.group(3).strip("\n")
+    rows = sum(1 for line in table.split("\n") if line.startswith("|")) - 2
+    if rows > FOLDED_ROWS:
+        what = {"runs": "ratio to the baseline in every passing run", "versus": "ours against each candidate"}
+        table = (f'<details class="kw-fold" markdown="1">\n<summary>{rows} cases: {what[match.group(2)]}</summary>\n\n'
+                 f"{table}\n\n</details>")
+    return (match.group(1) or "") + table + "\n"
 
 
 def _first_paragraph(body: str) -> tuple[str, str]:
@@ -211,9 +280,15 @@ def _first_paragraph(body: str) -> tuple[str, str]:
 def _page_list(heading_text: str, page_ids: list | None, uri: str) -> str:
     """A section listing pages by their heading, with each page's summary."""
     ids, uris = _state["ids"], _state["page_uris"]
-    items = [f"- [{render.text(_state['titles'][p])}]({render.rel_link(uri, uris[p])})"
-             + (f" — {render.prose(ids[p].get('summary'))}" if ids[p].get("summary") and ids[p].get("type") != "source" else "")
-             for p in page_ids or [] if isinstance(p, str) and p in uris]
+    shown = [p for p in page_ids or [] if isinstance(p, str) and p in uris]
+    links = [f"[{render.text(_state['titles'][p])}]({render.rel_link(uri, uris[p])})" for p in shown]
+    items = [f"- {link}" + (f" — {render.prose(ids[p].get('summary'))}"
+                            if ids[p].get("summary") and ids[p].get("type") != "source" else "")
+             for p, link in zip(shown, links)]
+    if len(items) > FOLDED_ROWS:   # the titles open, the summaries behind a fold
+        return (f"\n\n## {heading_text}\n\n" + " · ".join(links)
+                + f'\n\n<details class="kw-fold" markdown="1">\n<summary>what each of these {len(items)} pages is '
+                f"about</summary>\n\n" + "\n".join(items) + "\n\n</details>\n")
     return f"\n\n## {heading_text}\n\n" + "\n".join(items) + "\n" if items else ""
 
 
@@ -247,14 +322,15 @@ def _own_files_order(directory: Path):
 def _code_section(meta: dict) -> str:
     directory = meta.get("artifact_dir")
     root = _state["repo"].root
-    if not isinstance(directory, str) or not (root / directory).is_dir():
+    # Never a folder outside (an absolute path, `..`) nor through a link: rglob would walk it and publish it.
+    if not sanitize.below(root, directory) or not (root / directory).is_dir():
         return ""
     own = sorted((p for p in (root / directory).rglob("*")
-                  if p.is_file() and "__pycache__" not in p.parts and p.suffix in render.CODE_LANGUAGES),
+                  if "__pycache__" not in p.parts and p.suffix in render.CODE_LANGUAGES),
                  key=_own_files_order(root / directory))
+    shown = [(p.relative_to(root / directory).as_posix(), p.relative_to(root).as_posix()) for p in own]
     out = [f"\n\n## Code\n\nFrom {render.code(directory)} in this repository.\n"]
-    out.append(render.code_tabs([(p.relative_to(root / directory).as_posix(), p.relative_to(root).as_posix())
-                                 for p in own], _line_count(own)))
+    out.append(render.code_tabs(_shown(shown)))
     provenance = root / directory / "PROVENANCE.yaml"
     if provenance.is_file():
         data, _ = yamlio.load(provenance.read_text(encoding="utf-8"))
@@ -288,20 +364,16 @@ def _probe_section(meta: dict) -> str:
         files = [(spec.entry.name, spec.entry.relative_to(root).as_posix()),
                  ("probe.yaml", (spec.directory / "probe.yaml").relative_to(root).as_posix())]
         out.append(f"### {spec.id}\n\n{render.prose(spec.data.get('description', spec.data.get('title', '')))}\n")
-        out.append(render.code_tabs(files, _line_count([spec.entry, spec.directory / "probe.yaml"]), "probe"))
+        out.append(render.code_tabs(_shown(files), "probe"))
     return "\n".join(out) + "\n"
 
 
-def _line_count(paths: list[Path]) -> int:
-    """Lines of the files shown in a folded code block (its summary says how long it is)."""
-    total = 0
-    for path in paths:
-        try:
-            with path.open("rb") as handle:
-                total += sum(1 for _ in handle)
-        except OSError:
-            pass
-    return total
+def _shown(files: list[tuple[str, str]]) -> list[tuple[str, str, str]]:
+    """(tab label, path, text) of each file that can be shown: a link, a FIFO, a file too large or
+    not UTF-8 is left out (validate reports links and unreadable artifact files)."""
+    root = _state["repo"].root
+    shown = [(label, path, sanitize.shown_file(root, path)) for label, path in files]
+    return [(label, path, text) for label, path, text in shown if text is not None]
 
 
 _CODE_AND_TABLES = re.compile(r'<details class="kw-fold[^"]*"[^>]*>.*?</details>'

@@ -3,7 +3,6 @@ the JSON itself (published next to it)."""
 
 from __future__ import annotations
 
-import html
 import json
 import posixpath
 from typing import Any
@@ -21,7 +20,7 @@ def _value(value: Any) -> str:
         return ", ".join(_value(v) for v in value)
     if isinstance(value, int) and not isinstance(value, bool):
         return str(value)
-    return fmt(value) if is_number(value) else html.escape(str(value))
+    return fmt(value) if is_number(value) else text(value)
 
 
 def ceiling_units(calibration: Record | None) -> dict[str, str]:
@@ -51,8 +50,13 @@ def _ceilings(data: Any, uri: str, records: dict[str, Record]) -> list[str]:
         else:   # a run id, a protocol, a reason: untrusted text in a table cell
             shown = cell(value)
         rows.append(f"| {cell(key)} | {shown} |")
-    return ["## Ceilings\n", "Measured by the calibration probe on the same GPU in the same invocation (newer records "
-            "name its run id); a case's fraction of the ceiling is its throughput over the ceiling of its kind.\n",
+    where = ("Measured by the calibration probe on the same GPU in the same invocation (its run id); a case's "
+             "fraction of the ceiling is its throughput over the ceiling of its kind.\n" if data.get("run_id") else
+             "No usable calibration ran in this invocation (the reason below): no fraction of a ceiling is shown.\n"
+             if data.get("reason") else
+             "Read from another run's calibration record (before ceilings were measured in the same invocation): "
+             "no fraction of these ceilings is shown.\n")
+    return ["## Ceilings\n", where,
             "| ceiling | value |", "|---|---|", *rows, ""]
 
 
@@ -80,7 +84,19 @@ def _claims_from(record: Record, citing: list[tuple[str, dict]], uri: str, page_
     return ["## Claims from this run\n",
             "A page's measured claim is the median of the case's latest passing runs (at most three, of one kernel "
             "version and GPU model) and cites the run whose value is that median; these cite this run.\n",
-            "| claim | page | case | value | runs |", "|---|---|---|---|---|", *rows, ""]
+            *fold(["| claim | page | case | value | runs |", "|---|---|---|---|---|", *rows], f"{len(rows)} claims"), ""]
+
+
+FOLDED_ROWS = 12
+"""A table longer than this stands behind a fold (its summary says what it holds): no page is taller
+than 15,000 px at 1440 px."""
+
+
+def fold(table: list[str], what: str) -> list[str]:
+    """The lines of a Markdown table, behind a closed fold when it has more than FOLDED_ROWS rows."""
+    if len(table) - 2 <= FOLDED_ROWS:
+        return table
+    return [f'<details class="kw-fold" markdown="1">\n<summary>{html.escape(what)}</summary>\n', *table, "\n</details>"]
 
 
 def _pairs(title: str, data: dict | None) -> list[str]:
@@ -109,12 +125,12 @@ def record_page(record: Record, page_uris: dict[str, str], pages_of_probe: list[
         f"Probe [{text(probe)}]({rel_link(uri, 'evidence/probes.md')}#{text(probe)}), mode {code(data.get('mode'))}, "
         f"status {badge('status-run', data.get('status'))}, started {text(data.get('started_at', '?'))}, "
         f"{fmt(data.get('wall_s')) if is_number(data.get('wall_s')) else '?'} s on "
-        f"{html.escape(str(env.get('gpu') or 'no GPU'))}." + (f" Backs {backs}." if backs else "")
+        f"{text(env.get('gpu') or 'no GPU')}." + (f" Backs {backs}." if backs else "")
         + (f" Seed {code(_value(data['seed']))}." if data.get("seed") is not None else ""),
         f"\nThe record as the runner wrote it: [{json_name}]({json_name}).\n",
     ]
     if data.get("reason"):
-        out.append(f"!!! note \"Why\"\n    {html.escape(str(data['reason']))}\n")
+        out.append(f"!!! note \"Why\"\n    {text(data['reason'])}\n")
     cases = [c for c in data.get("cases") or [] if isinstance(c, dict)]
     if cases:
         protocol = data.get("protocol") if isinstance(data.get("protocol"), dict) else {}

@@ -15,6 +15,7 @@ from typing import Any
 
 from kernelwiki.model.claims import ClaimRow, claim_rows, page_claims, runs_text
 from kernelwiki.model.spans import find_spans
+from kernelwiki.docsite.sanitize import code_block
 
 LEVEL_TEXT = {
     "spec": "stated by vendor documentation",
@@ -23,7 +24,7 @@ LEVEL_TEXT = {
     "measured": "our probe ran on matching hardware, passed its correctness gate and negative control",
 }
 STATUS_TEXT = {
-    "draft": "incomplete: no probe backs it yet, or a probe has not run",
+    "draft": "incomplete: no probe backs it yet, a probe has not run, or a goal the page states is missed",
     "verified": "every linked probe's latest record passed, every claim cites a source or a record",
     "regressed": "a linked probe's latest record failed, or fell more than 10% behind the previous one",
     "stale": "the newest evidence is old, or from another toolchain than the project pins",
@@ -31,10 +32,15 @@ STATUS_TEXT = {
 _FACT = re.compile(r"fact:([^:,]+):(.*?)(?=, fact:|$)")
 
 
+_MARKDOWN = {ord(c): f"&#{ord(c)};" for c in "[]{}"}
+"""Markdown's link, image and attribute-list brackets: as entities, `[x](javascript:...)`,
+`![p](http://host/p.png)` and `{: onclick=... }` stay text."""
+
+
 def text(value: Any) -> str:
     """Untrusted text (anything from a page, spec or record) for HTML or Markdown: markup
-    characters as entities, so that no value ever becomes a tag or an attribute."""
-    return html.escape(str(value))
+    characters as entities, so that no value ever becomes a tag, an attribute, a link or an image."""
+    return html.escape(str(value)).translate(_MARKDOWN)
 
 
 def cell(value: Any) -> str:
@@ -59,9 +65,9 @@ def prose(value: Any) -> str:
     code spans as entities; code spans are left to Markdown, which escapes what they hold."""
     value, out, start = str(value), [], 0
     for match in _CODE_SPAN.finditer(value):
-        out += [html.escape(value[start:match.start()]), match.group()]
+        out += [text(value[start:match.start()]), match.group()]
         start = match.end()
-    return "".join(out + [html.escape(value[start:])])
+    return "".join(out + [text(value[start:])])
 
 
 def web_url(value: Any) -> str | None:
@@ -108,7 +114,7 @@ def claim_anchor(claim_id: str) -> str:
 def fmt(value: Any) -> str:
     """A number as a reader wants it in a table: 3-4 significant digits, no exponent below 10^6."""
     if not is_number(value):
-        return html.escape(str(value))
+        return text(value)
     if float(value).is_integer() and abs(value) < 1e6:
         return str(int(value))
     magnitude = abs(value)
@@ -134,11 +140,14 @@ def badge(kind: str, value: str | None) -> str:
 
 
 def own_evidence(meta: dict) -> tuple[dict | None, str | None]:
-    """The page's headline measurement (its first record-backed claim with a baseline ratio, else its
-    first measured claim) and the date of the page's own newest measured claim: the card speaks for
-    this page's evidence, not for the newest record of any probe it links."""
+    """The page's headline measurement and the date of the page's own newest measured claim: the
+    card speaks for this page's evidence, not for the newest record of any probe it links. The
+    headline is the claim the page names in `headline` (a ping-pong page's ping-pong over
+    cooperative), else its first record-backed claim with a baseline ratio, else its first measured
+    claim."""
     measured = [c for c in page_claims(meta) if c.get("evidence") == "measured" and c.get("record")
                 and is_number(c.get("value"))]
+    named = next((c for c in measured if c.get("id") == meta.get("headline")), None)
     # A teaching variant's measurement is not the page's headline (its probe id ends in -naive).
     kernel = [c for c in measured if "-naive/" not in str(c.get("record"))] or measured
     # A case set's summary first (its geomean over the set; a held-out set before the tuning set),
@@ -151,9 +160,32 @@ def own_evidence(meta: dict) -> tuple[dict | None, str | None]:
 
     ranked = sorted(kernel, key=lambda c: (summary_rank(c), c.get("candidate") is not None,
                                            not is_number(c.get("ratio")), not str(c.get("unit", "")).endswith("/s")))
-    head = ranked[0] if ranked else None
+    head = named or (ranked[0] if ranked else None)
     dates = sorted(str(c.get("measured_at"))[:10] for c in measured if c.get("measured_at"))
     return head, (dates[-1] if dates else None)
+
+
+def is_geomean(claim: dict) -> bool:
+    """A claim whose value is a geomean over shapes (a held-out set's summary case): its absolute
+    value names no shape, so only its ratio is shown as a headline."""
+    return "headline_statistic=geomean" in str(claim.get("conditions") or "")
+
+
+def claim_figure(claim: dict) -> str:
+    """A measured claim as a headline: the value with its shape (or case) and its ratio to its
+    baseline; for a geomean over shapes, the ratio alone and over how many shapes. Escaped HTML."""
+    baseline = claim.get("baseline") if isinstance(claim.get("baseline"), dict) else None
+    ratio = (f"{fmt_ratio(claim['ratio'])} {text(baseline.get('name', 'baseline'))}"
+             if baseline and is_number(claim.get("ratio")) else "")
+    if is_geomean(claim) and ratio:
+        shapes = re.search(r"(?:^|, )(?:count|shapes)=(\d+)", str(claim.get("conditions") or ""))
+        over = f" over {shapes.group(1)} shapes" if shapes else ""
+        name = text(baseline.get("name", "baseline"))
+        return (f'<span class="kw-agg" data-baseline="{name}">geomean {fmt_ratio(claim["ratio"])} vs {name}{over} '
+                f'<span class="kw-note">(case {text(claim.get("case", ""))})</span></span>')
+    where = claim.get("shape") or claim.get("case") or ""
+    value = f"{fmt(claim['value'])} {text(claim.get('unit', ''))}".strip()
+    return f"{value}{f' — {ratio}' if ratio else ''} <span class=\"kw-note\">{text(where)}</span>"
 
 
 def evidence_card(meta: dict, src_uri: str) -> str:
@@ -174,11 +206,9 @@ def evidence_card(meta: dict, src_uri: str) -> str:
         status_cell = f'<span title="{html.escape(STATUS_TEXT.get(status, ""))}">{badge("status", meta.get("status"))}</span>'
     rows = [("Evidence", arch_cells), ("Status", status_cell)]
     if head is not None:
-        ratio = (f" — {fmt_ratio(head['ratio'])} {text((head.get('baseline') or {}).get('name', 'baseline'))}"
-                 if is_number(head.get("ratio")) and isinstance(head.get("baseline"), dict) else "")
-        where = " · ".join(text(x) for x in (head.get("gpu"), head.get("dtype"), head.get("shape")) if x)
-        rows.append(("Headline", f'<a href="#{claim_anchor(str(head.get("id")))}">{fmt(head["value"])} '
-                                 f'{text(head.get("unit", ""))}</a>{ratio} <span class="kw-note">{where}</span> '
+        where = " · ".join(text(x) for x in (head.get("gpu"), head.get("dtype")) if x)
+        rows.append(("Headline", f'<a href="#{claim_anchor(str(head.get("id")))}">{claim_figure(head)}</a> '
+                                 f'<span class="kw-note">{where}</span> '
                                  f'<a href="{text(href(src_uri, record_uri(str(head["record"]))))}">record</a>'))
         rows.append(("Measured on", html.escape(str(meta.get("measured_on") or head.get("gpu") or ""))
                      + (f' <span class="kw-note">(this page\'s evidence: {html.escape(date)})</span>' if date else "")))
@@ -378,15 +408,17 @@ def _fact_row(label: dict, src_uri: str, page_uris: dict[str, str]) -> str:
 CODE_LANGUAGES = {".py": "python", ".cu": "cuda", ".cuh": "cuda", ".yaml": "yaml", ".sh": "bash", ".json": "json"}
 
 
-def code_tabs(files: list[tuple[str, str]], lines: int | None = None, what: str = "source") -> str:
-    """Content tabs, one per file, each a snippet include of the file itself (never a pasted copy),
-    folded in a closed <details> whose summary gives the line count; excluded from the search
-    index, so a search finds the page about a thing, not code using it."""
-    count = f", {lines} lines" if lines is not None else ""
+def code_tabs(files: list[tuple[str, str, str]], what: str = "source") -> str:
+    """Content tabs, one per (label, path, text) of a file, each the file's text read when the site
+    is built (never a copy pasted into a page), folded in a closed <details> whose summary gives the
+    line count; excluded from the search index, so a search finds the page about a thing, not code
+    using it."""
+    lines = sum(len(text.splitlines()) for _, _, text in files)
+    count = f", {lines} lines"
     out = [f'<details class="kw-fold kw-code" data-search-exclude markdown>\n'
            f"<summary>{html.escape(what)}: {len(files)} file{'s' if len(files) != 1 else ''}{count}</summary>\n"]
-    for label, path in files:
+    for label, path, content in files:
         language = CODE_LANGUAGES.get(posixpath.splitext(path)[1], "text")
-        out.append(f'=== "{label}"\n\n    ```{language}\n    --8<-- "{path}"\n    ```\n')
+        out.append(f'=== "{text(label)}"\n\n{code_block(content, language, "    ")}')
     out.append("</details>\n")
     return "\n".join(out)

@@ -1,10 +1,13 @@
-"""What a kernel's run says in one line: per case set, the geometric mean and the worst case of ours
-over the strongest baseline, from the latest passing run of each kernel probe.
+"""What a kernel's run says in one line: per case set and per baseline, the geometric mean and the
+worst case of ours over that baseline, from the latest passing run of each kernel probe.
 
 A best case is never a headline: the home page and the first screen of a kernel page show the
-geomean and the worst case of every set (the held-out set included), each against the baseline the
-probe's headline names (the strongest one timed in the same run). A teaching variant (a probe or a
-set named so) is labelled as such, never shown as the kernel.
+geomean and the worst case (with its shape), each against the baseline the cases' headlines name
+(the strongest one timed in the same run). An aggregate never mixes baselines: cases whose headline
+is against FlashMLA and cases where only torch ran are two geomeans, each naming its baseline
+(`Aggregate` refuses anything else). A case whose headline is itself a geomean over shapes (the
+held-out set's) is shown as it is, never averaged again. A teaching variant (a probe or a set named
+so) is labelled as such, never shown as the kernel.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from dataclasses import dataclass
 
 from kernelwiki.probing.specs import ProbeSpec
 from kernelwiki.storage.records import Record, latest
-from kernelwiki.docsite.render import is_number
+from kernelwiki.docsite.render import fmt_ratio, is_number, text
 
 _VARIANT = re.compile(r"\b(teaching|naive)\b", re.I)
 
@@ -28,16 +31,39 @@ class CaseRatio:
     unit: str
     baseline: str
     baseline_value: float | None
+    shape: str = ""
+    aggregate: bool = False
+    """The case's headline is itself a geomean over shapes (metrics.headline_statistic)."""
+    shapes: int | None = None
+    """How many shapes such a case's geomean is over (metrics.shapes)."""
+
+    @property
+    def label(self) -> str:
+        """The case id, and its shape where that says more."""
+        return self.case if not self.shape or self.shape in self.case else f"{self.case} ({self.shape})"
 
 
 @dataclass(frozen=True)
-class SetSummary:
-    """One case set of one run: geomean and worst ratio to the strongest baseline."""
+class Aggregate:
+    """One geomean over cases that share one baseline: ours / `baseline`, case by case."""
 
     probe: str
     name: str
+    baseline: str
     variant: bool
     cases: tuple[CaseRatio, ...]
+
+    def __post_init__(self) -> None:
+        if not self.cases:
+            raise ValueError(f"an aggregate of {self.probe} {self.name!r} needs at least one case")
+        others = sorted({c.baseline for c in self.cases} - {self.baseline})
+        if others:
+            raise ValueError(f"an aggregate of {self.probe} {self.name!r} against {self.baseline!r} holds cases "
+                             f"against {', '.join(map(repr, others))}: one geomean per baseline, never mixed")
+        nested = [c.case for c in self.cases if c.aggregate]
+        if nested and len(self.cases) > 1:
+            raise ValueError(f"an aggregate of {self.probe} {self.name!r} averages the geomean case(s) "
+                             f"{', '.join(nested)} with other cases")
 
     @property
     def geomean(self) -> float:
@@ -47,9 +73,44 @@ class SetSummary:
     def worst(self) -> CaseRatio:
         return min(self.cases, key=lambda c: (c.ratio, c.case))
 
+    def html(self) -> str:
+        """The aggregate in words, in one `kw-agg` element that names its one baseline (the site
+        test reads every geomean on every page through it): the geomean, how many cases, the worst
+        case and its shape; a case that is itself a geomean says over how many shapes, and whose."""
+        open_tag = f'<span class="kw-agg" data-baseline="{text(self.baseline)}">'
+        only = self.cases[0]
+        if len(self.cases) == 1 and not only.aggregate:
+            return f"{open_tag}<b>{fmt_ratio(only.ratio)}</b> vs {text(self.baseline)} (1 case: <code>{text(only.label)}</code>)</span>"
+        head = f"{open_tag}geomean <b>{fmt_ratio(self.geomean)}</b> vs {text(self.baseline)}"
+        if only.aggregate:
+            over = f" over {only.shapes} shapes" if only.shapes else ""
+            return f'{head}{over} <span class="kw-note">(the probe\'s own geomean: <code>{text(only.case)}</code>)</span></span>'
+        worst = self.worst
+        return (f"{head} over {len(self.cases)} cases; worst <b>{fmt_ratio(worst.ratio)}</b> "
+                f"<code>{text(worst.label)}</code></span>")
+
+
+def per_baseline(probe: str, name: str, variant: bool, cases: list[CaseRatio]) -> list[Aggregate]:
+    """`cases` as one Aggregate per baseline (most cases first), a geomean case always on its own."""
+    groups: dict[tuple[str, str], list[CaseRatio]] = {}
+    for case in cases:
+        groups.setdefault((case.baseline, case.case if case.aggregate else ""), []).append(case)
+    out = [Aggregate(probe, name, baseline, variant, tuple(group)) for (baseline, _), group in groups.items()]
+    return sorted(out, key=lambda a: (a.cases[0].aggregate, -len(a.cases), a.baseline))
+
+
+@dataclass(frozen=True)
+class SetSummary:
+    """One case set of one run: its cases, summarised per baseline."""
+
+    probe: str
+    name: str
+    variant: bool
+    cases: tuple[CaseRatio, ...]
+
     @property
-    def baselines(self) -> list[str]:
-        return sorted({c.baseline for c in self.cases})
+    def aggregates(self) -> list[Aggregate]:
+        return per_baseline(self.probe, self.name, self.variant, list(self.cases))
 
 
 def is_variant(spec: ProbeSpec) -> bool:
@@ -78,19 +139,26 @@ def set_summaries(spec: ProbeSpec, record: Record, cases: set[str] | None = None
                 and str(head.get("unit", "")).endswith("/s")):
             continue
         params = case.get("params") if isinstance(case.get("params"), dict) else {}
+        metrics = case.get("metrics") if isinstance(case.get("metrics"), dict) else {}
         base_value = head.get("baseline_value")
         groups.setdefault(str(params.get("set") or ""), []).append(CaseRatio(
             str(case.get("id")), float(head["ratio"]), float(head["value"]), str(head.get("unit")),
-            str(head.get("baseline") or "baseline"), float(base_value) if is_number(base_value) else None))
+            str(head.get("baseline") or "baseline"), float(base_value) if is_number(base_value) else None,
+            str(params.get("shape") or ""), str(metrics.get("headline_statistic") or "").startswith("geomean"),
+            metrics["shapes"] if isinstance(metrics.get("shapes"), int) and not isinstance(metrics["shapes"], bool) else None))
     variant = is_variant(spec)
     return [SetSummary(spec.id, name, variant or bool(_VARIANT.search(name)), tuple(group))
             for name, group in groups.items()]
 
 
-def overall(summaries: list[SetSummary]) -> SetSummary | None:
-    """Every case of the sets that are the kernel itself (no teaching variant), as one set."""
-    cases = tuple(c for s in summaries if not s.variant for c in s.cases)
-    return SetSummary(summaries[0].probe, "all sets", False, cases) if cases else None
+def overall(summaries: list[SetSummary]) -> list[Aggregate]:
+    """Every case of the sets that are the kernel itself (no teaching variant), one Aggregate per
+    baseline; the variant's sets the same way when the probe has nothing else."""
+    kernel = [c for s in summaries if not s.variant for c in s.cases]
+    if kernel:
+        return per_baseline(summaries[0].probe, "all sets", False, kernel)
+    every = [c for s in summaries for c in s.cases]
+    return per_baseline(summaries[0].probe, "all sets", True, every) if every else []
 
 
 def kernel_runs(probes: dict[str, ProbeSpec], records: dict[str, list[Record]],

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from kernelwiki.commands.query import Filters
     from kernelwiki.model.vocab import Vocabulary
     from kernelwiki.storage.index import Wiki
+    from kernelwiki.storage.termindex import QueryIndex
 
 PAGE_TYPES = ("hardware", "kernel", "technique", "footgun", "language", "source")
 EVIDENCE = ("spec", "source-reported", "compiled", "measured")
@@ -99,7 +100,7 @@ def tags(vocab: Vocabulary, values: Any) -> list[str]:
     return chosen
 
 
-def query_archs(wiki: Wiki, values: Any) -> list[str]:
+def query_archs(wiki: Wiki | QueryIndex, values: Any) -> list[str]:
     """Architectures or GPU names a page filter understands (sm_90, sm_90a, H100, B200, ...)."""
     from kernelwiki.commands.query import normalize_arch
 
@@ -135,8 +136,12 @@ def count(field: str, value: Any, default: int, minimum: int = 0) -> int:
     return value
 
 
+DEFAULT_LIMIT = 10
+"""Query hits shown unless asked for more: two lines each, so that an answer stays a few kB."""
+
+
 def limit(value: Any) -> int:
-    return count("limit", value, 20)
+    return count("limit", value, DEFAULT_LIMIT)
 
 
 def max_bytes(value: Any) -> int | None:
@@ -264,7 +269,7 @@ def known_case_ids(specs: list, cases: list[str]) -> list[str]:
     return cases
 
 
-def query(wiki: Wiki, raw: dict) -> tuple[list[str], Filters, int]:
+def query(wiki: Wiki | QueryIndex, raw: dict) -> tuple[list[str], Filters, int]:
     """A query's words, filters and limit from the raw arguments of either face."""
     from kernelwiki.commands.query import Filters
 
@@ -309,6 +314,22 @@ def get(raw: dict) -> GetRequest:
                             "(choose less with part, files or include_code)")
     if start and size is None:
         raise ArgumentError("offset: continues a cut answer; give max_bytes too")
-    options = Options(part(raw.get("part")), flag("follow_sources", raw.get("follow_sources")), include_code, fmt,
-                      fetch, tuple(patterns))
+    cases, shapes = claim_patterns("case", raw.get("case")), claim_patterns("shape", raw.get("shape"))
+    chosen = part(raw.get("part"))
+    if (cases or shapes) and chosen not in ("page", "claims"):
+        raise ArgumentError(f"{'case' if cases else 'shape'}: chooses among the claims; give part claims "
+                            "(--claims) or the whole page, not part " + chosen)
+    heading = None if raw.get("section") is None else _name("section", raw.get("section"), "a heading's text")
+    if heading is not None and chosen not in ("page", "body", "prose"):
+        raise ArgumentError(f"section: chooses a part of the body; give part body, prose or page, not {chosen}")
+    if heading is not None and patterns:
+        raise ArgumentError("section: a section of the page, or files by name: ask for one at a time")
+    options = Options(chosen, flag("follow_sources", raw.get("follow_sources")), include_code, fmt,
+                      fetch, tuple(patterns), tuple(cases), tuple(shapes), heading)
     return GetRequest(name, options, size, start)
+
+
+def claim_patterns(field: str, values: Any) -> list[str]:
+    """--case / --shape: text a claim's case (or id) or shape holds, or a shell pattern it matches
+    (`bf16-*`, `*x7168`); a single string counts as a list of one (MCP)."""
+    return [_name(field, value, f"a {field} pattern") for value in _list(field, [values] if isinstance(values, str) else values)]

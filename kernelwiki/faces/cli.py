@@ -154,14 +154,24 @@ def add_get_arguments(p: argparse.ArgumentParser) -> None:
     part.add_argument("--frontmatter-only", action="store_true", help="only the YAML frontmatter")
     part.add_argument("--body-only", action="store_true", help="only the Markdown body")
     part.add_argument("--prose", action="store_true",
-                      help="only the body's prose: no generated tables, no code blocks, no claim marks")
+                      help="only the body's prose: no generated tables, no code blocks (but those under a Fix or "
+                           "Solution heading), no claim marks")
     part.add_argument("--claims", action="store_true", help="only the claims, as a table")
+    p.add_argument("--case", action="append", default=[], metavar="PATTERN",
+                   help="only the claims whose case (or id) holds this text or matches this shell pattern (bf16-*); "
+                        "repeatable; with --claims or the whole page")
+    p.add_argument("--shape", action="append", default=[], metavar="PATTERN",
+                   help="only the claims whose shape holds this text or matches this pattern (*x7168); repeatable")
+    p.add_argument("--section", metavar="HEADING",
+                   help="only the body's sections whose heading holds this text, each whole with its code")
     p.add_argument("--follow-sources", action="store_true", help="append the source pages the page cites")
     p.add_argument("--include-code", action="store_true",
-                   help="append the artifact bundle, the probe code and the latest run record of each probe")
+                   help="append the artifact bundle: the kernel's own files while the answer stays under 80,000 "
+                        "characters, every other file (probe code, upstream) listed with its size, and each "
+                        "probe's latest run record")
     p.add_argument("--files", action="append", default=[], metavar="PATTERN",
                    help="with --include-code: only the code files whose path or name matches (e.g. '*.py', "
-                        "hopper_gemm.py; repeatable); the others are named, not printed")
+                        "hopper_gemm.py; repeatable; '*' for all), not the page; the others are named, not printed")
     p.add_argument("--fetch-upstream", action="store_true",
                    help="with --include-code: upstream files that are not installed, from a local git mirror "
                         "($KERNELWIKI_UPSTREAM_MIRROR) or downloaded ($KERNELWIKI_UPSTREAM_URL), SHA-256 checked, "
@@ -175,7 +185,7 @@ def add_get_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_get(args) -> int:
-    from kernelwiki.commands.get import build, window
+    from kernelwiki.commands.get import NoSection, build, window
     from kernelwiki.faces.output import continuation
     from kernelwiki.storage.index import UnknownPage
     from kernelwiki.storage.lookup import open_page
@@ -185,19 +195,20 @@ def cmd_get(args) -> int:
     request = arguments.get({"page": args.page, "part": part, "include_code": args.include_code,
                              "follow_sources": args.follow_sources, "fetch_upstream": args.fetch_upstream,
                              "files": args.files or None, "max_bytes": args.max_bytes, "offset": args.offset or None,
-                             "format": args.fmt})
+                             "format": args.fmt, "case": args.case or None, "shape": args.shape or None,
+                             "section": args.section})
     try:
         wiki, entry = open_page(_repo(args), request.page)
-    except (UnknownPage, OutsideRepo) as err:
+        result = build(wiki, entry, request.options)
+    except (UnknownPage, OutsideRepo, NoSection) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
-    result = build(wiki, entry, request.options)
     if args.fmt == "json":
         if _print_json(result.document, f"{entry.rel}: "):
             return 1
     else:
         text, next_offset, total = window(result.markdown(), request.offset, request.max_bytes)
-        sys.stdout.write(text + continuation(next_offset, total, "--offset"))
+        sys.stdout.write(text + continuation(next_offset, total))
     for message in result.errors:
         print(f"error: {message}", file=sys.stderr)
     return 1 if result.errors else 0
@@ -211,21 +222,22 @@ def add_query_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--arch", action="append", default=[], dest="archs", help="sm_90a, sm_100a, H100, B200, ...")
     p.add_argument("--evidence", action="append", default=[], help=f"one of {', '.join(arguments.EVIDENCE)}")
     p.add_argument("--status", action="append", default=[], dest="statuses", help=f"one of {', '.join(arguments.STATUSES)}")
-    p.add_argument("--limit", type=int, default=20, help="at most this many results (0: all)")
-    p.add_argument("--json", action="store_true", help="machine-readable output (schemas/output/query.v2)")
+    p.add_argument("--limit", type=int, default=arguments.DEFAULT_LIMIT, help="at most this many results (0: all)")
+    p.add_argument("--json", action="store_true", help="machine-readable output (schemas/output/query.v3)")
 
 
 def cmd_query(args) -> int:
-    from kernelwiki.storage.index import Wiki
-    from kernelwiki.commands.query import answer
+    from kernelwiki.commands.query import ask
     from kernelwiki.faces.output import query_document, query_text
+    from kernelwiki.storage.termindex import open_index
 
-    wiki = Wiki.load(_repo(args))
-    words, filters, limit = arguments.query(wiki, {"words": args.words, "type": args.types, "tag": args.tags,
-                                                   "arch": args.archs, "evidence": args.evidence,
-                                                   "status": args.statuses, "limit": args.limit})
-    result = answer(wiki, words, filters, limit)
-    for problem in wiki.misnamed_problems():   # the rest of the wiki answers; say what was left out
+    repo = _repo(args)
+    index = open_index(repo)
+    words, filters, limit = arguments.query(index, {"words": args.words, "type": args.types, "tag": args.tags,
+                                                    "arch": args.archs, "evidence": args.evidence,
+                                                    "status": args.statuses, "limit": args.limit})
+    index, result = ask(repo, index, words, filters, limit)
+    for problem in index.misnamed_problems():   # the rest of the wiki answers; say what was left out
         print(problem, file=sys.stderr)
     if args.json:
         return _print_json(query_document(result))
@@ -266,7 +278,8 @@ def cmd_audit(args) -> int:
         print(problem)
     share = f"{100 * result.unclaimed / result.total:.1f}%" if result.total else "0%"
     print(f"{result.total} performance numbers in prose: {result.spans} in claim spans, "
-          f"{result.unclaimed} marked unclaimed ({share}), {result.bare} bare", file=sys.stderr)
+          f"{result.unclaimed} marked unclaimed ({share}), {result.bare} bare; {result.verdicts} verdict "
+          f"sentences, {result.no_verdict} marked no-verdict", file=sys.stderr)
     return 1 if result.problems else 0
 
 

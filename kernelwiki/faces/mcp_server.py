@@ -1,6 +1,6 @@
 """`kernelwiki mcp`: the lookups of the command line as a Model Context Protocol server over stdio.
 
-Tools: query, get_page, get_record, list_probes, latest_record, validate. Each answer is sent once:
+Tools: query, get_page, get_record, probe_show, list_probes, latest_record, validate. Each answer is sent once:
 get_page answers Markdown text only (as `kernelwiki get` prints it; with format json, the get.v2
 document as structured content and a one-line text), the other tools answer their JSON document
 (schemas/output/, as `--json` prints it) as structured content with a short plain-text summary.
@@ -80,23 +80,27 @@ class ToolSpec:
 
 # --- the tools -------------------------------------------------------------------------------------
 def _query(repo: Repo, args: dict) -> Answer:
-    from kernelwiki.commands.query import answer
+    from kernelwiki.commands.query import ask
+    from kernelwiki.storage.termindex import open_index
 
-    wiki = Wiki.load(repo)
-    words, filters, limit = arguments.query(wiki, args)
-    result = answer(wiki, words, filters, limit)
+    index = open_index(repo)
+    words, filters, limit = arguments.query(index, args)
+    index, result = ask(repo, index, words, filters, limit)
     lines, notes = output.query_text(result)
-    left_out = [str(problem) for problem in wiki.misnamed_problems()]
+    left_out = [str(problem) for problem in index.misnamed_problems()]
     return Answer("\n".join(left_out + notes + lines) + "\n", _checked(output.query_document(result)))
 
 
 def _get_page(repo: Repo, args: dict) -> Answer:
-    from kernelwiki.commands.get import build, window
+    from kernelwiki.commands.get import NoSection, build, window
+    from kernelwiki.storage.lookup import open_page
 
     request = arguments.get(args)
-    wiki = Wiki.load(repo)
-    entry = _resolve(wiki, request.page)
-    result = build(wiki, entry, request.options)
+    try:
+        wiki, entry = open_page(repo, request.page)   # as `kernelwiki get` finds it: the same answer
+        result = build(wiki, entry, request.options)
+    except (UnknownPage, OutsideRepo, NoSection) as err:
+        raise ToolFailure(str(err)) from None
     if result.errors:
         raise ToolFailure(f"\n{ERROR}".join(result.errors))
     if request.options.fmt == "json":
@@ -104,7 +108,7 @@ def _get_page(repo: Repo, args: dict) -> Answer:
         return Answer(f"{entry.id}: the get.v2 document is the structured content "
                       f"({len(output.dumps(document).encode())} bytes)", document)
     text, next_offset, total = window(result.markdown(), request.offset, request.max_bytes)
-    return Answer(text + output.continuation(next_offset, total, "offset"))
+    return Answer(text + output.continuation(next_offset, total))
 
 
 def _get_record(repo: Repo, args: dict) -> Answer:
@@ -118,6 +122,15 @@ def _get_record(repo: Repo, args: dict) -> Answer:
     except LookupError as err:
         raise ToolFailure(str(err)) from None
     return Answer(output.record_text(document), _checked(document))
+
+
+def _probe_show(repo: Repo, args: dict) -> Answer:
+    from kernelwiki.probing.specs import load_probes
+
+    probes = load_probes(repo)
+    spec = probes[arguments.probe_id(probes, args.get("probe"))]
+    document = _checked(output.probe_show_document(Wiki.load(repo), spec))
+    return Answer(output.probe_show_text(document), document)
 
 
 def _list_probes(repo: Repo, args: dict) -> Answer:
@@ -161,7 +174,7 @@ TOOLS: dict[str, ToolSpec] = {
         "words occur. When no page holds every word, the nearest pages by any word, with the words no page holds "
         "(matched any, covered false); total and truncated say what the limit left out. Hits carry ids, titles, "
         "evidence levels (per architecture), summaries and sizes (bytes of the page and of its code). Answers the "
-        "query.v2 document as structured content and the hits as short text lines.",
+        "query.v3 document as structured content and the hits as short text lines.",
         _object({
             "words": {"type": "string", "description": "words to look for, separated by spaces"},
             "type": _strings("page types to keep", arguments.PAGE_TYPES),
@@ -169,24 +182,32 @@ TOOLS: dict[str, ToolSpec] = {
             "arch": _strings("architectures: sm_90a, sm_100a, H100, B200, ..."),
             "evidence": _strings("evidence levels to keep (of the given arch when arch is set)", arguments.EVIDENCE),
             "status": _strings("page statuses to keep", arguments.STATUSES),
-            "limit": {"type": "integer", "minimum": 0, "default": 20, "description": "at most this many (0: all)"},
+            "limit": {"type": "integer", "minimum": 0, "default": arguments.DEFAULT_LIMIT,
+                      "description": "at most this many (0: all)"},
         }),
         output.QUERY, _query),
     "get_page": ToolSpec(
-        "Read one page by id, alias or repository path: frontmatter (claims with their evidence and conditions, "
-        "sources, records) and Markdown body; part prose for the body without generated tables and code. "
-        "Optionally the cited sources, and with include_code the artifact code (our kernels with their requires "
-        "and run lines; pinned upstream files from the installed package, or with fetch_upstream from a local "
-        "mirror or a download, checked against their SHA-256), the probes' code and each probe's latest run "
-        "record; files chooses which code files are printed. Answers Markdown text only (what `kernelwiki get` "
-        "prints); max_bytes cuts it after a whole line and its last line gives the offset to continue from. "
-        "With format json: the get.v2 document as structured content and a one-line text.",
+        "Read one page by id, alias or repository path: frontmatter, Markdown body and its claims table (each "
+        "claim with its evidence and conditions, once); part claims for the claims alone (case and shape "
+        "choose among them), part prose for the reasoning without generated tables and code (but the code "
+        "under a Fix or Solution heading), section for the sections whose heading holds a text. Optionally "
+        "the cited sources, and with include_code the artifact code: the kernel's own files while the answer "
+        "stays under 80,000 characters (with their requires and run lines), every other file (probe code; "
+        "pinned upstream files, from the installed package or with fetch_upstream from a mirror or a "
+        "download, checked against their SHA-256) listed with its size, and each probe's latest run record; "
+        "files sends only the code files it names, without the page. Answers Markdown text only (what "
+        "`kernelwiki get` prints, byte for byte); max_bytes cuts it after a whole line and its last line gives "
+        "the offset to continue from. With format json: the get.v2 document as structured content and a "
+        "one-line text.",
         _object({
             "page": {"type": "string", "description": "page id (hw-wgmma), alias (skill-wgmma) or path"},
             "part": {"type": "string", "enum": list(arguments.PARTS), "default": "page"},
             "include_code": {"type": "boolean", "default": False},
-            "files": _strings("with include_code: shell patterns (*.py, hopper_gemm.py) choosing the code files "
-                              "printed by path or name; the others are named only"),
+            "files": _strings("with include_code: shell patterns (*.py, hopper_gemm.py, * for all) choosing the "
+                              "code files sent by path or name, without the page; the others are named only"),
+            "case": _strings("only the claims whose case (or id) holds this text or matches this shell pattern"),
+            "shape": _strings("only the claims whose shape holds this text or matches this shell pattern"),
+            "section": {"type": "string", "description": "only the body's sections whose heading holds this text"},
             "follow_sources": {"type": "boolean", "default": False},
             "fetch_upstream": {"type": "boolean", "default": False,
                                "description": "with include_code: upstream files not installed, from a mirror or "
@@ -209,6 +230,12 @@ TOOLS: dict[str, ToolSpec] = {
                  "record": {"type": "string", "description": "artifacts/evidence/<probe>/<run>.json or <run>.json"},
                  "case": {"type": "string", "description": "case id"}}, ("probe",)),
         output.RECORD, _get_record),
+    "probe_show": ToolSpec(
+        "One probe's spec - what it measures, for which pages and claims, its architectures, cases and their "
+        "params, baselines, timeout, requires, expected instructions and negative control - and a summary of its "
+        "latest run record. Answers the probe-show.v1 document as structured content and a short text.",
+        _object({"probe": {"type": "string", "description": "probe id, e.g. probe-hopper-gemm"}}, ("probe",)),
+        output.PROBE_SHOW, _probe_show),
     "list_probes": ToolSpec(
         "Every probe: kind, architectures, the pages it backs, and a summary of its latest run record. Answers "
         "the probe-list.v1 document as structured content and one text line per probe.",

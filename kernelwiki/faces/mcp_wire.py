@@ -10,7 +10,12 @@ one -32600: MCP removed batches in protocol 2025-06-18, and this server speaks 2
 asks for an older one; in a session of 2025-03-26, the one version with batches, a batch is answered by
 one array of the answers to its requests and its malformed elements (nothing when it holds only
 notifications). A malformed notification (no id) is dropped with a line on stderr: JSON-RPC never
-answers a notification. A blank line carries nothing and is skipped.
+answers a notification. A blank line carries nothing and is skipped. A line is at most MAX_LINE bytes:
+a longer one is answered -32600 (id null) after its bytes are skipped, never held in memory.
+
+The server exits when its input ends and every request it read is answered or cancelled (the SDK
+sends nothing for a request a `notifications/cancelled` names; a batch then goes out without it). Two
+requests in flight with one id are each answered.
 
 While serving, fd 0 reads /dev/null and fd 1 writes to stderr, so that a handler or a child process that
 reads stdin or prints cannot take a message off the wire or tear one on it.
@@ -21,12 +26,13 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections import Counter
 from contextlib import contextmanager
-from typing import Any, BinaryIO, Iterator
+from typing import Any, AsyncIterator, BinaryIO, Iterator
 
 import anyio
 from mcp_types import (INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError,
-                       JSONRPCMessage, JSONRPCRequest, JSONRPCResponse, jsonrpc_message_adapter)
+                       JSONRPCMessage, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse, jsonrpc_message_adapter)
 
 from kernelwiki.model.problems import utf8_text
 
@@ -36,6 +42,10 @@ BATCHES = ("a JSON-RPC batch (a JSON array) is not part of MCP since protocol 20
            "batches; send one message a line")
 BATCH_PROTOCOLS = ("2025-03-26",)
 """The MCP versions whose servers must take batches (2025-03-26 added them, 2025-06-18 removed them)."""
+MAX_LINE = 1 << 20
+"""Bytes of one line (a message): every request of the tools is a few hundred bytes."""
+TOO_LONG = object()
+"""What read_lines yields for a line longer than MAX_LINE (its bytes skipped)."""
 PARAMS = {"tools/call": (("name", str, True), ("arguments", dict, False)), "resources/read": (("uri", str, True),)}
 """(field, type, required) of the params of the methods that take arguments: the SDK refuses a wrong one
 with a bare "Invalid request parameters"; checked here, the answer names the field."""
@@ -136,6 +146,28 @@ def _what_is_wrong(value: dict) -> str:
     return "a response needs an object result or error"
 
 
+async def read_lines(wire_in: BinaryIO, limit: int = MAX_LINE) -> AsyncIterator[bytes | object]:
+    """Each line of `wire_in`, or TOO_LONG for a line of more than `limit` bytes, whose rest is read
+    in pieces and dropped: memory stays bounded whatever the client sends, newline or not."""
+    while True:
+        line = await anyio.to_thread.run_sync(wire_in.readline, limit + 1)
+        if not line:
+            return
+        if len(line) > limit and not line.endswith(b"\n"):
+            while True:
+                rest = await anyio.to_thread.run_sync(wire_in.readline, 1 << 16)
+                if not rest or rest.endswith(b"\n"):
+                    break
+            yield TOO_LONG
+        else:
+            yield line
+
+
+def _too_long() -> JSONRPCError:
+    return _error(None, INVALID_REQUEST, f"the line is longer than {MAX_LINE:,} bytes; it was not read "
+                                         "(a message of this server is a few hundred bytes)")
+
+
 def _dropped(why: str) -> None:
     print(f"kernelwiki mcp: dropped a malformed {why} (JSON-RPC answers no notification)", file=sys.stderr)
     return None
@@ -182,13 +214,15 @@ async def run_wire(server, wire_in: BinaryIO, wire_out: BinaryIO) -> None:
 
     to_server, server_input = create_context_streams[SessionMessage | Exception](0)
     server_output, from_server = create_context_streams[SessionMessage](0)
-    lines, out = anyio.wrap_file(wire_in), anyio.wrap_file(wire_out)
+    out = anyio.wrap_file(wire_out)
     writing = anyio.Lock()
-    pending: set = set()
+    pending: Counter = Counter()
+    """request id -> how many requests with it are in flight (a client may reuse an id)."""
     answered = anyio.Event()
     session: dict[str, Any] = {"initialize": None, "protocol": None}
-    batches: dict[Any, tuple[set, list]] = {}
-    """request id -> (the ids of its batch not yet answered, the batch's answers so far)."""
+    batches: dict[Any, list[tuple[Counter, list]]] = {}
+    """request id -> for each batch holding it, oldest first: (its request ids not yet answered, its
+    answers so far)."""
 
     async def write(text: str | None) -> None:
         if text is not None:
@@ -204,23 +238,45 @@ async def run_wire(server, wire_in: BinaryIO, wire_out: BinaryIO) -> None:
         encoded = [text for text in map(_encoded, messages) if text is not None]
         await write("[" + ",".join(encoded) + "]" if encoded else None)
 
+    async def done(request_id: Any, answer: JSONRPCMessage | None) -> bool:
+        """One request with this id answered (or, answer None, cancelled): False when it is no batch's."""
+        if pending[request_id] > 0:
+            pending[request_id] -= 1
+        answered.set()
+        if not batches.get(request_id):
+            return False
+        waiting, answers = batches[request_id].pop(0)
+        if not batches[request_id]:
+            del batches[request_id]
+        waiting[request_id] -= 1
+        if answer is not None:
+            answers.append(answer)
+        if not +waiting:
+            await send_batch(answers)
+        return True
+
     async def take(message: JSONRPCMessage | None) -> None:
         if isinstance(message, JSONRPCError):
             await send(message)
         elif message is not None:
             if isinstance(message, JSONRPCRequest):
-                pending.add(message.id)
+                pending[message.id] += 1
                 if message.method == "initialize":
                     session["initialize"] = message.id
             await to_server.send(SessionMessage(message))
+            if isinstance(message, JSONRPCNotification) and message.method == "notifications/cancelled":
+                # The SDK sends nothing for a request it cancels: it is no longer waited for.
+                cancelled = (message.params or {}).get("requestId")
+                if _usable_id(cancelled) and pending[cancelled] > 0:
+                    await done(cancelled, None)
 
     async def take_batch(messages: list[JSONRPCMessage | None]) -> None:
         errors = [m for m in messages if isinstance(m, JSONRPCError)]
-        waiting = {m.id for m in messages if isinstance(m, JSONRPCRequest)}
+        waiting = Counter(m.id for m in messages if isinstance(m, JSONRPCRequest))
         if not waiting and errors:
             await send_batch(errors)
-        for request_id in waiting:
-            batches[request_id] = (waiting, errors)
+        for request_id, count in waiting.items():
+            batches.setdefault(request_id, []).extend([(waiting, errors)] * count)
         for message in messages:
             if not isinstance(message, JSONRPCError):
                 await take(message)
@@ -228,10 +284,10 @@ async def run_wire(server, wire_in: BinaryIO, wire_out: BinaryIO) -> None:
     async def forward_input() -> None:
         nonlocal answered
         async with to_server:
-            async for line in lines:
-                checked = check_line(line, session["protocol"])
+            async for line in read_lines(wire_in):
+                checked = _too_long() if line is TOO_LONG else check_line(line, session["protocol"])
                 await (take_batch(checked) if isinstance(checked, list) else take(checked))
-            while pending:
+            while +pending:
                 await answered.wait()
                 answered = anyio.Event()
 
@@ -241,17 +297,8 @@ async def run_wire(server, wire_in: BinaryIO, wire_out: BinaryIO) -> None:
                 message = session_message.message
                 if isinstance(message, JSONRPCResponse) and message.id == session["initialize"]:
                     session["protocol"] = message.result.get("protocolVersion")
-                if isinstance(message, (JSONRPCResponse, JSONRPCError)) and message.id in batches:
-                    waiting, answers = batches.pop(message.id)
-                    waiting.discard(message.id)
-                    answers.append(message)
-                    if not waiting:
-                        await send_batch(answers)
-                else:
+                if not (isinstance(message, (JSONRPCResponse, JSONRPCError)) and await done(message.id, message)):
                     await send(message)
-                if isinstance(message, (JSONRPCResponse, JSONRPCError)):
-                    pending.discard(message.id)
-                    answered.set()
 
     async with anyio.create_task_group() as group:
         group.start_soon(forward_input)

@@ -17,7 +17,7 @@ if TYPE_CHECKING:  # `get --format json` imports this module; it needs none of t
     from kernelwiki.probing.specs import ProbeSpec
     from kernelwiki.commands.query import Answer
 
-QUERY = "query.v2"
+QUERY = "query.v3"
 PROBE_LIST = "probe-list.v1"
 PROBE_SHOW = "probe-show.v1"
 LATEST_RECORD = "latest-record.v1"
@@ -146,11 +146,12 @@ def validate_document(report: Any) -> dict:
                        "records": report.records}}
 
 
-def continuation(next_offset: int | None, total: int, name: str) -> str:
-    """The line that ends a cut answer: where it stopped and how to go on (`--offset` or `offset`)."""
+def continuation(next_offset: int | None, total: int) -> str:
+    """The line that ends a cut answer: where it stopped and how to go on, the same words on either face
+    (so that a cut answer too is byte for byte the CLI's over MCP)."""
     if next_offset is None:
         return ""
-    return f"\n[cut at byte {next_offset} of {total}; continue with {name} {next_offset}]\n"
+    return f"\n[cut at byte {next_offset} of {total}; continue with --offset {next_offset} (MCP: offset)]\n"
 
 
 def probe_list_text(document: dict) -> str:
@@ -159,6 +160,28 @@ def probe_list_text(document: dict) -> str:
         latest = probe["latest_record"]
         state = f"{latest['status']} ({latest['mode']}, {latest['started_at']})" if latest else "never run"
         lines.append(f"{probe['id']} [{probe['kind']}; {', '.join(probe['archs'])}] {state}; pages: {', '.join(probe['pages'])}")
+    return "\n".join(lines) + "\n"
+
+
+def probe_show_text(document: dict) -> str:
+    """A probe spec as an agent reads it: what it measures, where it runs, its timeout and requirements,
+    each case with its params, and its latest record (the structured content has every field)."""
+    spec = document["spec"]
+    lines = [f"{document['id']}: {spec.get('title')} [{document['kind']}; {', '.join(document['archs'])}; "
+             f"{document['path']}]", f"description: {spec.get('description')}",
+             f"pages: {', '.join(document['pages'])}; timeout_s: {spec.get('timeout_s')}; entry: {spec.get('entry')}"]
+    for key in ("requires", "compile_requires", "tools", "ceilings", "min_gpus", "baselines", "negative_control",
+                "expected_instructions"):
+        if spec.get(key) is not None:
+            lines.append(f"{key}: {json.dumps(spec[key], ensure_ascii=False, default=str)}")
+    cases = [c for c in spec.get("cases") or [] if isinstance(c, dict)]
+    lines.append(f"{len(cases)} case(s):")
+    lines += [f"- {c.get('id')}: {json.dumps(c.get('params'), ensure_ascii=False, default=str)}"
+              + "".join(f"; {k} {json.dumps(v, ensure_ascii=False, default=str)}" for k, v in c.items()
+                        if k not in ("id", "params")) for c in cases]
+    latest = document["latest_record"]
+    lines.append("latest record: " + (f"{latest['path']}, {latest['status']} ({latest['mode']}) at {latest['started_at']}"
+                                      if latest else "none yet"))
     return "\n".join(lines) + "\n"
 
 

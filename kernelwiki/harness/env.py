@@ -39,6 +39,10 @@ def detect_gpu() -> Gpu | None:
     return Gpu(name, ARCH_SUFFIX.get(cap, "sm_" + cap.replace(".", "")), driver)
 
 
+MAX_GPUS = 256
+"""More GPUs than one host has: a KERNELWIKI_FAKE_GPU_COUNT above it is malformed."""
+
+
 @dataclass(frozen=True)
 class Device:
     """One GPU of this host, as the runner places a probe on it (CUDA_VISIBLE_DEVICES=index)."""
@@ -52,15 +56,19 @@ def list_gpus() -> list[Device]:
     (tests), KERNELWIKI_FAKE_GPU_COUNT fake GPUs of that model (default 1)."""
     if os.environ.get("KERNELWIKI_FAKE_GPU"):
         gpu = detect_gpu()
-        assert gpu is not None
-        count = int(os.environ.get("KERNELWIKI_FAKE_GPU_COUNT") or 1)
-        return [Device(i, f"GPU-fake-{i:04d}", gpu) for i in range(count)]
+        count = os.environ.get("KERNELWIKI_FAKE_GPU_COUNT") or "1"
+        if gpu is None or not re.fullmatch(r"[0-9]{1,3}", count.strip()) or int(count) > MAX_GPUS:
+            return []   # malformed, as detect_gpu reads it: no GPU
+        return [Device(i, f"GPU-fake-{i:04d}", gpu) for i in range(int(count))]
     out = _run(["nvidia-smi", "--query-gpu=index,uuid,name,compute_cap,driver_version", "--format=csv,noheader"])
     devices = []
     for line in (out or "").splitlines():
-        index, uuid, name, cap, driver = [part.strip() for part in line.split(",")]
+        fields = [part.strip() for part in line.split(",")]
+        if len(fields) != 5 or not re.fullmatch(r"[0-9]{1,3}", fields[0]) or not re.fullmatch(r"[0-9]+\.[0-9]+", fields[3]):
+            return []   # an nvidia-smi whose answer we cannot read: no GPU, as for detect_gpu
+        index, uuid, name, cap, driver = fields
         devices.append(Device(int(index), uuid, Gpu(name, ARCH_SUFFIX.get(cap, "sm_" + cap.replace(".", "")), driver)))
-    return devices
+    return devices[:MAX_GPUS]
 
 
 FAKE_DRIVER = "fake"

@@ -247,17 +247,69 @@ def combine(parts: dict[str, dict]) -> dict:
 
 
 CONTROL_BLUNT_FACTOR = 10.0
-"""A negative control must fail its gate by at most this factor: a control whose error is 100x the
+"""A negative control must fail a gate by at most this factor: a control whose error is 100x the
 tolerance would also fail a gate ten times looser, so it shows the gate catches gross bugs but says
 nothing about whether the tolerance is tight enough to catch the subtle ones."""
+CONTROL_NEAR_FACTOR = 1.5
+"""... and by at least this factor: a control that fails by less sits where run-to-run noise could
+let it through, and one that passes a test shows nothing about that test."""
+
+_NOT_PARTS = ("parts",)
+
+
+def gate_ratios(correctness: Any, prefix: str = "") -> dict[str, float]:
+    """Each numeric test of a gate result -> its error over that test's tolerance:
+    `<part>.rel` (`check`'s relative Frobenius error, `check_relative_elements`' worst element),
+    `<part>.max_abs` (`check`'s largest element error over its element tolerance), `<part>.abs`
+    (`check_lse`'s largest error). The parts of `combine` (and gate results nested under their own
+    name, as a probe with two gates returns them) are visited under their names; `combine`'s
+    top-level copy of its first part is not counted twice. Exact gates (tolerance 0, bit-exact
+    counts) and outputs with NaN have no finite ratio and are left out: any mismatch is the smallest
+    possible failure, and the poison test caught the NaN."""
+    out: dict[str, float] = {}
+    if not isinstance(correctness, dict):
+        return out
+    parts = correctness.get("parts") if isinstance(correctness.get("parts"), dict) else None
+    nested = {k: v for k, v in correctness.items()
+              if k not in _NOT_PARTS and isinstance(v, dict) and "passed" in v}
+    if parts is None:
+        error, tol = correctness.get("rel_err"), correctness.get("tolerance")
+        abs_err, abs_tol = correctness.get("max_abs_err"), correctness.get("max_abs_tolerance")
+        if _finite(error) and _finite(tol) and tol > 0:
+            out[prefix + "rel"] = float(error) / float(tol)
+        if _finite(abs_err) and _finite(abs_tol) and abs_tol > 0:
+            out[prefix + "max_abs"] = float(abs_err) / float(abs_tol)
+        elif "rel_err" not in correctness and _finite(abs_err) and _finite(tol) and tol > 0:
+            out[prefix + "abs"] = float(abs_err) / float(tol)   # check_lse: one absolute tolerance
+    for name, part in {**nested, **(parts or {})}.items():
+        out.update(gate_ratios(part, f"{prefix}{name}."))
+    return out
+
+
+def control_reach(controls: list[dict]) -> list[str]:
+    """What the negative controls leave unproven: for each gate test any control was judged by
+    (`gate_ratios` of its correctness), at least one control must fail it at CONTROL_NEAR_FACTOR to
+    CONTROL_BLUNT_FACTOR times its tolerance. Returns one line per test that none does, naming each
+    control's ratio (`rel: control 0.09x`), or [] when every test is within reach."""
+    seen: dict[str, list[tuple[str, float]]] = {}
+    for entry in controls:
+        if not isinstance(entry, dict):
+            continue
+        for key, ratio in gate_ratios(entry.get("correctness")).items():
+            seen.setdefault(key, []).append((str(entry.get("name") or "control"), ratio))
+    problems = []
+    for key, ratios in seen.items():
+        if not any(CONTROL_NEAR_FACTOR <= r <= CONTROL_BLUNT_FACTOR for _, r in ratios):
+            problems.append(f"{key}: " + ", ".join(f"{name} {r:.3g}x" for name, r in ratios))
+    return problems
+
 
 def error_over_gate(correctness: dict) -> float | None:
     """A control's relative error over the tolerance it was gated with (`check`'s rel_err /
     tolerance; over `combine`'s parts, the largest): a relative-error gate that many times looser
-    would still fail this output. The element and lse tests are left out: a bug confined to a few
-    elements trips the largest-element test by orders of magnitude however subtle it is, and the
-    question is whether the norm's tolerance is tight. None where no finite ratio exists (an exact
-    gate, an output with NaN: the poison test, not the tolerance, caught it)."""
+    would still fail this output. Kept beside `gate_ratios` (every test, the element and lse ones
+    included), which is what the runner judges a control by. None where no finite ratio exists (an
+    exact gate, an output with NaN: the poison test, not the tolerance, caught it)."""
     ratios: list[float] = []
 
     def visit(result: Any) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 # short GPU name -> metric key -> dense datasheet peak. TFLOP/s for math, TB/s for bandwidth.
 DATASHEET: dict[str, dict[str, float]] = {
@@ -21,6 +22,19 @@ DATASHEET: dict[str, dict[str, float]] = {
 }
 
 CEILINGS_ENV = "KERNELWIKI_CEILINGS"
+CEILING_FIELDS = ("run_id", "record", "protocol", "reason")
+"""The fields of the ceilings that say where they come from: no ceiling is called so."""
+CEILING_NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
+
+
+def ceiling_name_problem(key: object) -> str | None:
+    """Why a calibration case's `params.ceiling` cannot name a ceiling, or None: a name such as bf16
+    or copy, and none of CEILING_FIELDS (it would overwrite where the ceilings come from)."""
+    if not isinstance(key, str) or not CEILING_NAME.fullmatch(key):
+        return f"{key!r} is not a ceiling name (lowercase letters, digits, '_', like bf16 or copy)"
+    if key in CEILING_FIELDS:
+        return f"{key!r} is a field of the ceilings themselves ({', '.join(CEILING_FIELDS)}), not a ceiling"
+    return None
 
 
 def datasheet(gpu_short: str, key: str) -> float | None:
@@ -58,29 +72,67 @@ def ceilings_from_record(record: dict, path: str | None) -> dict:
     for case in record.get("cases", []):
         headline = case.get("headline") or {}
         key = (case.get("params") or {}).get("ceiling")
-        if key and case.get("status") == "passed" and "value" in headline:
+        if key and ceiling_name_problem(key) is None and case.get("status") == "passed" and "value" in headline:
             out[key] = headline["value"]
     return out
 
 
-PEAK_UNITS = {"TFLOP/s": None, "TB/s": "copy"}
-"""Headline units a datasheet peak bounds: TFLOP/s by the case's dtype (params.dtype, or the peak
-the headline was quoted against), TB/s by the memory bandwidth."""
+LEVELS = ("hbm", "l2", "smem")
+"""The memory level a bandwidth case reads (its `params.level`; `hbm` when it names none): each
+has its own ceiling, since a working set that the L2 or shared memory serves is legitimately read
+faster than HBM delivers."""
+
+SM_LOAD_PATH: dict[str, tuple[int, float]] = {"H200": (132, 1980.0), "H100-80GB-HBM3": (132, 1980.0)}
+"""Short GPU name -> (SMs, top SM clock in MHz), as the records' environment reports them
+(sm_count, nvidia-smi's clock under load)."""
+BYTES_PER_SM_CLOCK = 128
+"""What one SM's shared-memory / L1 data path delivers per clock: 32 banks of 4 bytes
+(hw-shared-memory-banks). Every load's data lands in that path, so neither a shared-memory nor an
+L2 read can be faster than all SMs taking 128 bytes per clock at the top clock."""
+
+
+def level_ceiling(level: str, gpu_short: str) -> tuple[float | None, str]:
+    """(TB/s, where it comes from) that no read of `level` can exceed on this GPU: HBM by the
+    datasheet; the L2 and shared memory by the SMs' load path (SMs x BYTES_PER_SM_CLOCK x top
+    clock), an upper bound, not the level's own bandwidth, which probe-l2-cache and
+    probe-smem-banks measure. (None, why) for a GPU without figures here."""
+    if level not in LEVELS:
+        raise ValueError(f"unknown memory level {level!r}; known: {', '.join(LEVELS)}")
+    if level == "hbm":
+        peak = datasheet(gpu_short, "copy")
+        return peak, "HBM datasheet bandwidth (src-nvidia-h200)" if peak else f"no HBM datasheet figure for {gpu_short!r}"
+    if gpu_short not in SM_LOAD_PATH:
+        return None, f"no SM count and clock for {gpu_short!r}"
+    sms, mhz = SM_LOAD_PATH[gpu_short]
+    return (round(sms * BYTES_PER_SM_CLOCK * mhz * 1e6 / 1e12, 2),
+            f"{sms} SMs x {BYTES_PER_SM_CLOCK} B per clock (32 banks of 4 bytes) x {mhz:g} MHz: the SMs' load path")
+
+
+PEAK_UNITS = ("TFLOP/s", "TB/s")
+"""Headline units a ceiling bounds: TFLOP/s by the datasheet peak of the case's dtype (params.dtype),
+TB/s by the ceiling of the memory level it reads (params.level, default hbm)."""
 
 
 def peak_for(unit: object, params: dict | None, gpu_short: str) -> tuple[str | None, float | None]:
-    """(peak key, datasheet peak) bounding a headline in `unit` on this GPU: TFLOP/s by the case's
-    dtype, TB/s by the memory bandwidth; (None, None) for other units or a GPU without a datasheet here."""
+    """(peak key, ceiling) bounding a headline in `unit` on this GPU: TFLOP/s by the case's dtype,
+    TB/s by its memory level (`hbm` -> the datasheet's `copy`, `l2`/`smem` -> the SMs' load path);
+    (None, None) for other units or a GPU without figures here."""
     if unit not in PEAK_UNITS:
         return None, None
-    key = PEAK_UNITS[unit] or (params or {}).get("dtype")
+    params = params or {}
+    if unit == "TB/s":
+        level = params.get("level", "hbm")
+        if not isinstance(level, str) or level not in LEVELS:
+            return None, None   # validate reports the probe.yaml; a case is not failed for it
+        return ("copy" if level == "hbm" else level), level_ceiling(level, gpu_short)[0]
+    key = params.get("dtype")
     return (key, datasheet(gpu_short, key)) if isinstance(key, str) else (None, None)
 
 
 def impossible(headline: dict, params: dict, gpu_short: str) -> str | None:
-    """Why a headline cannot be true on this GPU (above the datasheet peak for its dtype), or None.
-    A number above the peak is a timing or accounting bug (a graph that captured no work, FLOPs
-    counted twice), never a result."""
+    """Why a headline cannot be true on this GPU (above the datasheet peak for its dtype, or the
+    ceiling of the memory level it reads), or None. A number above it is a timing or accounting
+    bug (a graph that captured no work, FLOPs or bytes counted twice), never a result."""
     if not isinstance(headline, dict) or not isinstance(headline.get("value"), (int, float)):
         return None
     fraction = headline.get("fraction_of_peak")
@@ -90,6 +142,7 @@ def impossible(headline: dict, params: dict, gpu_short: str) -> str | None:
     unit = headline.get("unit")
     key, peak = peak_for(unit, params, gpu_short)
     if peak and headline["value"] > peak:
-        return (f"headline {headline['value']:g} {unit} exceeds the {gpu_short}'s datasheet peak for {key} "
-                f"({peak:g} {unit}): a timing or FLOP-count bug, not a result")
+        what = f"the ceiling of {params.get('level', 'hbm')} reads" if unit == "TB/s" else f"the datasheet peak for {key}"
+        return (f"headline {headline['value']:g} {unit} exceeds the {gpu_short}'s {what} "
+                f"({peak:g} {unit}): a timing or byte/FLOP-count bug, not a result")
     return None

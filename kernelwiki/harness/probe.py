@@ -12,8 +12,10 @@ and the script ends with `Probe(__file__).main(run_case=..., negative_control=..
 - `negative_control`: `fn(ctx) -> dict` runs the deliberately broken variant and returns its
   `correctness`, or `{name: fn}` for one control per code path (probe.yaml's `negative_control`
   then maps each name to its description). Each control's `error_over_gate` (its error over the
-  tolerance it was gated with) is recorded; the runner fails the probe if a control passes the
-  gate (control-passed) or misses it by more than gates.CONTROL_BLUNT_FACTOR (control-too-blunt).
+  tolerance it was gated with) and `gate_ratios` (the same per test: relative, largest element,
+  lse, per part) are recorded; the runner fails the probe if a control passes the gate
+  (control-passed) or if some test no control fails at gates.CONTROL_NEAR_FACTOR to
+  CONTROL_BLUNT_FACTOR times its tolerance (control-too-blunt: `gates.control_reach`).
 - `compile(arch) -> Emitted` compiles the probe's kernel for one architecture without running it.
 - `unavailable() -> str | None`: why this process cannot run the probe's subject (a library built
   outside the repository and not importable here), or None; in run mode a reason makes the probe
@@ -279,7 +281,8 @@ def run_control(name: str, description: str, fn: Callable[[Context], dict], ctx:
         return {**entry, "error": _short_error(err), "failed_gate": False, "error_over_gate": None}
     ratio = gates.error_over_gate(correctness)
     return {**entry, "correctness": correctness, "failed_gate": not correctness.get("passed", False),
-            "error_over_gate": None if ratio is None else round(ratio, 3)}
+            "error_over_gate": None if ratio is None else round(ratio, 3),
+            "gate_ratios": {key: round(r, 3) for key, r in gates.gate_ratios(correctness).items()}}
 
 
 def summarize_controls(entries: list[dict], single: bool) -> dict:

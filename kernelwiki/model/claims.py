@@ -75,6 +75,14 @@ class Style:
     grouped: bool = True
     ratio_digits: int = 3
     record_link: Callable[[str], str] | None = None
+    record_label: Callable[[str], str] | None = None
+    """Where set, a cited record is this text (a reference such as `[R1]`) instead of a link or its path."""
+
+
+def cell(value: Any) -> str:
+    """Any text as one Markdown table cell: a `|` cannot end the cell and a line break cannot end the
+    row (the one escaper of every Markdown table get and MCP print; the site's is docsite.render.cell)."""
+    return " ".join(str(value).splitlines()).replace("|", "\\|")
 
 
 def value_text(claim: dict, style: Style) -> str:
@@ -127,10 +135,12 @@ def _conditions_cell(claim: dict, style: Style) -> str:
         return ""
     if isinstance(value, dict):
         value = ", ".join(f"{k}={v}" for k, v in value.items())
-    return str(value).replace("|", "\\|")
+    return str(value)
 
 
 def _from(claim: dict, style: Style) -> str:
+    if claim.get("record") and style.record_label is not None:
+        return style.record_label(str(claim["record"]))
     if claim.get("record") and style.record_link is not None:
         return f"[record]({style.record_link(str(claim['record']))})"
     return str(claim.get("record") or claim.get("source") or "")
@@ -157,15 +167,14 @@ COLUMNS: dict[str, tuple[str, Callable[[dict, Style], str]]] = {
 
 
 def markdown_rows(claims: list[dict], style: Style) -> list[str]:
-    """The table's lines: header, separator and one line per claim (line breaks in a value become
-    spaces, so that a row stays one line)."""
+    """The table's lines: header, separator and one line per claim, every cell through cell()."""
     headers = [COLUMNS[key][0] for key in style.columns]
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     for claim in _grouped(claims) if style.grouped else claims:
-        cells = [COLUMNS[key][1](claim, style) for key in style.columns]
+        cells = [cell(COLUMNS[key][1](claim, style)) for key in style.columns]
         if style.grouped and claim.get("reproduces"):
             cells[0] = f"↳ {cells[0]}"
-        lines.append(("| " + " | ".join(cells) + " |").replace("\n", " "))
+        lines.append("| " + " | ".join(cells) + " |")
     return lines
 
 

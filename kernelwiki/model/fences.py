@@ -37,6 +37,8 @@ def _indent(text: str) -> int:
 def code_mask(lines: list[str]) -> list[bool]:
     """For each line (with or without its line ending): True when it belongs to a fenced code
     block, the fence lines included."""
+    if not any("```" in line or "~~~" in line for line in lines):
+        return [False] * len(lines)   # no line can open a fence
     mask: list[bool] = []
     fence: Fence | None = None
     containers: list[int] = []   # content columns of the list items the current line sits in
@@ -110,3 +112,39 @@ def map_prose(text: str, change: Callable[[str], str]) -> str:
     if run:
         out.append(change("".join(run)))
     return "".join(out)
+
+
+# --- generated blocks ------------------------------------------------------------------------------
+BLOCK = re.compile(r"^<!-- kernelwiki:(begin|end) ([a-z0-9-]+) -->\s*$")
+
+
+def fill_blocks(body: str, meta: dict, newline: str, renderers: dict) -> str:
+    """Replace the inside of each generated block `renderers` names (`<!-- kernelwiki:begin NAME -->` ...
+    `<!-- kernelwiki:end NAME -->`) by renderers[NAME](meta); everything outside stays as it is, and a
+    marker inside fenced code (an example) is no marker."""
+    lines = body.splitlines(keepends=True)
+    markers = [None if code else BLOCK.match(line.rstrip("\r\n")) for line, code in zip(lines, code_mask(lines))]
+    out: list[str] = []
+    index = 0
+    while index < len(lines):
+        marker = markers[index]
+        if marker and marker.group(1) == "begin" and marker.group(2) in renderers:
+            end = _find_end(markers, index + 1, marker.group(2))
+            if end is not None:
+                out.append(lines[index])
+                rendered = renderers[marker.group(2)](meta)
+                out.append(rendered.replace("\n", newline))
+                out.append(lines[end])
+                index = end + 1
+                continue
+        out.append(lines[index])
+        index += 1
+    return "".join(out)
+
+
+def _find_end(markers: list[re.Match | None], start: int, name: str) -> int | None:
+    for index in range(start, len(markers)):
+        marker = markers[index]
+        if marker and marker.group(1) == "end" and marker.group(2) == name:
+            return index
+    return None

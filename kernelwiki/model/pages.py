@@ -38,6 +38,8 @@ class Page:
     """Field path -> 0-based line inside the frontmatter text."""
     problems: list[Problem] = field(default_factory=list)
     """What went wrong while reading (encoding, fences, YAML)."""
+    canonical: bool = False
+    """The frontmatter is known to be in canonical form (yamlio.read_canonical read it)."""
 
     FRONTMATTER_FIRST_LINE = 2  # line 1 is the opening fence
 
@@ -107,6 +109,10 @@ def parse_page(raw: bytes, rel: str) -> Page:
     fm_text = "\n".join(lines[1:close]) + ("\n" if close > 1 else "")
     body = "\n".join(lines[close + 1:])
     page = Page(rel, None, body, frontmatter_text=fm_text, problems=problems)
+    fast = yamlio.read_canonical(fm_text) if not problems else None
+    if fast is not None:
+        page.meta, page.lines, page.canonical = fast[0], fast[1], True
+        return page
     try:
         meta, line_map = yamlio.load(fm_text)
     except yamlio.YamlProblem as err:

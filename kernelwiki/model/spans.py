@@ -4,6 +4,7 @@
     <!-- claim:ID.ratio -->1.11×<!-- /claim -->            value / baseline (measured claims)
     <!-- claim:ID.baseline -->534.4 TFLOP/s<!-- /claim --> the baseline's value and unit
     <!-- claim:ID.peak -->60%<!-- /claim -->               fraction_of_peak as a percentage
+    <!-- claim:ID.ceiling -->97.1%<!-- /claim -->          fraction_of_ceiling (of the measured ceiling) as a percentage
 
 The text between the markers belongs to the tool: `refresh` rewrites it, `refresh --check` fails
 when it differs, `validate` reports a span whose claim (or variant) does not exist. Spans inside
@@ -19,7 +20,7 @@ from kernelwiki.model.fences import prose_lines
 from kernelwiki.model.problems import Problem
 
 SPAN = re.compile(r"<!-- claim:([A-Za-z0-9][A-Za-z0-9._-]*) -->(.*?)<!-- /claim -->")
-VARIANTS = ("ratio", "baseline", "peak")
+VARIANTS = ("ratio", "baseline", "peak", "ceiling")
 MULTIPLIER_UNITS = ("x", "×")
 
 
@@ -30,7 +31,7 @@ class Span:
     start: int
     end: int
     name: str
-    """What follows `claim:` — an id, or an id plus `.ratio`/`.baseline`/`.peak`."""
+    """What follows `claim:` — an id, or an id plus `.ratio`/`.baseline`/`.peak`/`.ceiling`."""
     text: str
 
 
@@ -46,7 +47,8 @@ def resolve(name: str, claims: dict[str, dict]) -> tuple[dict, str] | str:
     base, _, variant = name.rpartition(".")
     if variant in VARIANTS and base in claims:
         claim = claims[base]
-        missing = {"ratio": "ratio", "baseline": "baseline", "peak": "fraction_of_peak"}[variant]
+        missing = {"ratio": "ratio", "baseline": "baseline", "peak": "fraction_of_peak",
+                   "ceiling": "fraction_of_ceiling"}[variant]
         if claim.get(missing) is None:
             return f"claim {base!r} has no {missing}, so it has no .{variant}"
         return claim, variant
@@ -59,8 +61,8 @@ def render(claim: dict, variant: str) -> str:
     """The text of a span: 3-4 significant digits and the unit."""
     if variant == "ratio":
         return f"{_number(claim['ratio'], 3)}×"
-    if variant == "peak":
-        return f"{_number(claim['fraction_of_peak'] * 100, 3)}%"
+    if variant in ("peak", "ceiling"):
+        return f"{_number(claim['fraction_of_' + variant] * 100, 3)}%"
     if variant == "baseline":
         return with_unit(claim["baseline"]["value"], claim.get("unit"))
     return with_unit(claim.get("value"), claim.get("unit"))
@@ -102,6 +104,8 @@ def render_spans(body: str, claims: list) -> str:
 
 def span_problems(rel: str, body: str, claims: list, first_body_line: int) -> list[Problem]:
     """`path:line: claim span: ...` for each span that names no claim (or a variant the claim lacks)."""
+    if "claim" not in body:
+        return []   # no span, whole or broken, can stand in a body without the word
     by_id = {c["id"]: c for c in claims if isinstance(c, dict) and isinstance(c.get("id"), str)}
     problems = []
     for span in find_spans(body):

@@ -8,6 +8,7 @@ canonical form of a page's frontmatter: `validate` compares against it and `--fi
 from __future__ import annotations
 
 import io
+import re
 from pathlib import Path
 from typing import Any
 
@@ -287,3 +288,206 @@ def _represent(dumper: Dumper, data: Any) -> yaml.Node:
     if data is None:
         return yaml.ScalarNode(_NULL_TAG, "null")
     return dumper.represent_data(data)
+
+
+# --- the canonical form, read without a YAML parser ---------------------------------------------------
+_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_.+-]*")
+_TEXT = re.compile("[\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd]*")
+"""Characters dump writes as they are (outside the Basic Multilingual Plane it writes escapes)."""
+_INT = re.compile(r"-?(?:0|[1-9][0-9]*)")
+_FLOAT = re.compile(r"-?[0-9]+\.[0-9]+(?:e[-+][0-9]+)?")
+_LEADING = frozenset("#,[]{}&*!|>'\"%@`")
+_tags: dict[str, str] = {}
+
+
+def _plain_tag(value: str) -> str:
+    """The tag the loader resolves a plain scalar to (its implicit resolvers, remembered)."""
+    tag = _tags.get(value)
+    if tag is None:
+        tag = _STR_TAG
+        for candidate, regexp in Loader.yaml_implicit_resolvers.get(value[:1], []):
+            if regexp.match(value):
+                tag = candidate
+                break
+        if len(_tags) < 100_000:
+            _tags[value] = tag
+    return tag
+
+
+def _block_plain(text: str) -> bool:
+    """Whether the emitter writes this one-line text plain in block context (its analysis of leading and
+    trailing spaces and of block indicators, as yaml.emitter.Emitter.analyze_scalar makes it)."""
+    if text[0] == " " or text[-1] == " " or text.startswith(("---", "...")) or text[0] in _LEADING:
+        return False
+    if text[0] in "?:-" and (len(text) == 1 or text[1] == " "):
+        return False
+    return ": " not in text and not text.endswith(":") and " #" not in text
+
+
+def _emitted(value: Any) -> str | None:
+    """How dump writes a scalar, for the scalars read_canonical knows (None: another kind)."""
+    kind = type(value)
+    if kind is str:
+        if not value:
+            return "''"
+        if not _TEXT.fullmatch(value) or CONTROL.search(value):
+            return None   # double quotes, escapes or a control character: the YAML reader decides
+        if _plain_tag(value) == _STR_TAG and _block_plain(value):
+            return value
+        return "'" + value.replace("'", "''") + "'"
+    if kind is bool:
+        return "true" if value else "false"
+    if kind is int:
+        return str(value)
+    if kind is float:
+        if value != value or value in (float("inf"), float("-inf")):
+            return None
+        text = repr(value).lower()
+        return text.replace("e", ".0e", 1) if "." not in text and "e" in text else text
+    if value is None:
+        return "null"
+    return None
+
+
+_scalars: dict[str, tuple[bool, Any]] = {}
+
+
+def _scalar(token: str) -> tuple[bool, Any]:
+    """(True, value) of a scalar as dump writes it, else (False, None); remembered (pages repeat their
+    keys' values: architectures, dtypes, evidence levels, units)."""
+    found = _scalars.get(token)
+    if found is None:
+        found = _read_scalar(token)
+        if len(_scalars) < 100_000:
+            _scalars[token] = found
+    return found
+
+
+def _read_scalar(token: str) -> tuple[bool, Any]:
+    if token.startswith("'"):
+        inner = token[1:-1]
+        if len(token) < 2 or not token.endswith("'") or "'" in inner.replace("''", ""):
+            return False, None
+        value: Any = inner.replace("''", "'")
+    elif not token or token[0] == '"':
+        return False, None
+    else:
+        tag = _plain_tag(token)
+        if tag == _STR_TAG:
+            value = token
+        elif tag == _INT_TAG and _INT.fullmatch(token) and len(token) <= MAX_INT_DIGITS:
+            value = int(token)
+        elif tag == _FLOAT_TAG and _FLOAT.fullmatch(token):
+            value = float(token)
+        elif tag == _BOOL_TAG and token in ("true", "false"):
+            value = token == "true"
+        elif tag == _NULL_TAG and token == "null":
+            value = None
+        else:
+            return False, None
+    return _emitted(value) == token, value
+
+
+class _NotCanonical(Exception):
+    pass
+
+
+def read_canonical(text: str) -> tuple[Any, LineMap] | None:
+    """The data and line map of frontmatter that is exactly dump's text of a mapping of text, numbers,
+    booleans, nulls, lists and mappings, read line by line without a YAML parser; None for any other
+    text (the YAML reader then reads it: flow style, double quotes, comments, anchors, a value dump
+    would write otherwise). What it returns is what load returns, and dump gives `text` back."""
+    lines = text.split("\n")
+    if not text.endswith("\n") or not lines[0] or lines[0][0] in " -":
+        return None
+    lines.pop()
+    line_map: LineMap = {(): 0}
+    try:
+        data, end = _mapping(lines, 0, 0, (), line_map)
+    except _NotCanonical:
+        return None
+    return (data, line_map) if end == len(lines) else None
+
+
+_keys: set[str] = set()
+"""Keys found to be plain text dump writes as they are (pages repeat a few hundred)."""
+
+
+def _mapping(lines: list[str], at: int, indent: int, path: tuple, line_map: LineMap) -> tuple[dict, int]:
+    if len(path) > MAX_DEPTH:
+        raise _NotCanonical
+    out: dict[str, Any] = {}
+    pad, count = " " * indent, len(lines)
+    while at < count:
+        line = lines[at]
+        if not line.startswith(pad):
+            if not line.strip():
+                raise _NotCanonical   # dump writes no empty line
+            break   # a shallower line: this mapping has ended
+        if line[indent:indent + 1] in ("", " ", "-"):
+            raise _NotCanonical   # an empty line, deeper than a key here, or a list where dump writes none
+        key, colon, rest = line[indent:].partition(":")
+        if key not in _keys:
+            if not colon or not _KEY.fullmatch(key) or len(key) >= 128 or _plain_tag(key) != _STR_TAG:
+                raise _NotCanonical
+            if len(_keys) < 100_000:
+                _keys.add(key)
+        if not colon or key in out:
+            raise _NotCanonical
+        line_map[path + (key,)] = at
+        if rest[:1] == " " and rest not in (" []", " {}"):   # `key: value`, the most common line
+            found = _scalars.get(rest[1:]) or _scalar(rest[1:])
+            if not found[0]:
+                raise _NotCanonical
+            out[key] = found[1]
+            at += 1
+            continue
+        out[key], at = _value(lines, at, rest, indent, path + (key,), line_map, in_mapping=True)
+    return out, at
+
+
+def _sequence(lines: list[str], at: int, indent: int, path: tuple, line_map: LineMap) -> tuple[list, int]:
+    if len(path) > MAX_DEPTH:
+        raise _NotCanonical
+    out: list[Any] = []
+    marker = " " * indent + "- "
+    while at < len(lines) and lines[at].startswith(marker):
+        item = path + (len(out),)
+        line_map.setdefault(item, at)
+        rest = lines[at][len(marker):]
+        if rest.startswith("- "):   # a list in a list: `- - a`, its items two columns in
+            lines[at] = " " * (indent + 2) + rest
+            value, at = _sequence(lines, at, indent + 2, item, line_map)
+        else:
+            key, colon, tail = rest.partition(":")
+            if colon and _KEY.fullmatch(key) and (not tail or tail.startswith(" ")):   # a mapping: `- k: v`
+                lines[at] = " " * (indent + 2) + rest
+                value, at = _mapping(lines, at, indent + 2, item, line_map)
+            else:
+                value, at = _value(lines, at, " " + rest, indent, item, line_map, in_mapping=False)
+        out.append(value)
+    return out, at
+
+
+def _value(lines: list[str], at: int, rest: str, indent: int, path: tuple, line_map: LineMap,
+           in_mapping: bool) -> tuple[Any, int]:
+    """The value after `key:` (or `- `) on line `at`: on the line, or (a mapping's key with nothing
+    after its colon) the block below it."""
+    if rest == "" and in_mapping:
+        following = lines[at + 1] if at + 1 < len(lines) else ""
+        if following.startswith(" " * indent + "- "):   # dump writes a mapping's lists without indenting them
+            return _sequence(lines, at + 1, indent, path, line_map)
+        if following.startswith(" " * (indent + 2)) and following[indent + 2:indent + 3] not in (" ", "-", ""):
+            return _mapping(lines, at + 1, indent + 2, path, line_map)
+        raise _NotCanonical
+    if not rest.startswith(" "):
+        raise _NotCanonical
+    token = rest[1:]
+    if token == "[]":
+        return [], at + 1
+    if token == "{}":
+        return {}, at + 1
+    ok, value = _scalar(token)
+    if not ok:
+        raise _NotCanonical
+    return value, at + 1

@@ -12,11 +12,16 @@ Back here each record is untrusted input: it lands in artifacts/evidence only if
 check_record (schema, probe, run id, times), written atomically; a record that does not is replaced
 by a `failed` one saying why. A task whose worker or node dies is retried by Ray (max_retries); when
 the retries are spent the probe is recorded `crashed`. A record is never half-written.
+
+Reaching the cluster has one deadline (CONNECT_TIMEOUT_S): an address nothing listens on is refused
+before Ray is asked, and a Ray that cannot connect (no cluster for `auto`, a port that is no Ray's)
+is a FleetError, one `error:` line, never a hang or a traceback.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import socket
@@ -39,6 +44,8 @@ from kernelwiki.storage.repo import Repo
 RESOURCE_PREFIX = "kernelwiki-gpu:"
 SHIPPED_EXCLUDES = [".git", ".venv", ".kernelwiki-cache", "site", "node_modules", "**/__pycache__"]
 SAFE_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,200}")
+CONNECT_TIMEOUT_S = 60.0
+"""The one deadline for reaching the cluster (ray.init): Ray alone retries an unreachable GCS for minutes."""
 
 
 class FleetError(RuntimeError):
@@ -86,12 +93,57 @@ def run_on_ray(repo: Repo, specs: list[ProbeSpec], options: Options, address: st
     if os.environ.get("KERNELWIKI_FAKE_GPU"):  # tests: the fake GPUs of the nodes are those of this one
         env_vars["KERNELWIKI_FAKE_GPU"] = os.environ["KERNELWIKI_FAKE_GPU"]
     # The checkout goes to the nodes as the job's working directory (only a job can ship one).
-    ray.init(address=address, log_to_driver=False, runtime_env={"working_dir": str(repo.root), "excludes": SHIPPED_EXCLUDES,
-                                                                 "env_vars": env_vars})
+    connect(ray, address, {"working_dir": str(repo.root), "excludes": SHIPPED_EXCLUDES, "env_vars": env_vars})
     try:
         return _schedule(ray, repo, specs, options, models, repeat, max_retries, out)
     finally:
         ray.shutdown()
+
+
+def connect(ray, address: str, runtime_env: dict, timeout_s: float | None = None) -> None:
+    """ray.init within one deadline, or a FleetError that says why in one line."""
+    timeout_s = CONNECT_TIMEOUT_S if timeout_s is None else timeout_s
+    result: dict[str, BaseException | None] = {}
+
+    def init() -> None:
+        try:
+            _listening(address, min(timeout_s, 10.0))
+            # logging_level: Ray's own notes ("SIGTERM handler is not set ...") stay off the runner's output.
+            ray.init(address=address, log_to_driver=False, runtime_env=runtime_env, logging_level=logging.ERROR)
+            result["error"] = None
+        except BaseException as err:   # noqa: BLE001 - reported in the calling thread
+            result["error"] = err
+
+    # In a thread of its own: neither a name lookup nor ray.init, for an address that answers but is no
+    # Ray's, has a deadline of its own.
+    thread = threading.Thread(target=init, name="kernelwiki-ray-init", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if thread.is_alive():
+        raise FleetError(f"--ray {address}: no Ray cluster answered within {timeout_s:.0f} s; start one "
+                         "(ray start --head) or give the address of its head node")
+    if isinstance(result.get("error"), FleetError):
+        raise result["error"]
+    if result.get("error") is not None:
+        err = result["error"]
+        words = " ".join(str(err).split())[:300] or type(err).__name__
+        raise FleetError(f"--ray {address}: cannot connect to the Ray cluster: {words}")
+
+
+def _listening(address: str, timeout_s: float) -> None:
+    """For HOST:PORT and ray://HOST:PORT, whether anything accepts a connection there (a refused or
+    silent port is a FleetError at once, not minutes of Ray's retries)."""
+    if address in ("auto", "local"):
+        return
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    host = host.strip("[]")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout_s):
+            pass
+    except (OSError, ValueError, OverflowError) as err:   # OverflowError: a port above 65535
+        reason = getattr(err, "strerror", None) or str(err) or type(err).__name__
+        raise FleetError(f"--ray {address}: nothing accepts a connection there ({reason}); start the cluster "
+                         "(ray start --head) or give the address of its head node") from None
 
 
 def _schedule(ray, repo: Repo, specs: list[ProbeSpec], options: Options, models: list[str] | None, repeat: int,

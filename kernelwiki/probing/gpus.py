@@ -135,7 +135,9 @@ class _Runs:
                 record["run_id"] = _unique_run_id(self.repo, unit.spec.id, record["run_id"], visible)
                 try:
                     outcome.path = _write_record(self.repo, unit.spec.id, record)
-                except (OSError, ValueError) as err:
+                except (OSError, ValueError, RecursionError) as err:
+                    # Evidence asked for and not kept is a failed run, as under the plain runner.
+                    outcome.status = "failed"
                     outcome.reason = f"{outcome.reason}; record not written: {err}".lstrip("; ")
         print(f"{unit.spec.id}{cases}: {outcome.status}" + (f" ({outcome.reason})" if outcome.reason else "")
               + (f" -> {outcome.path}" if outcome.path else ""), file=out)
@@ -150,7 +152,7 @@ class _Runs:
         out = _Prefixed(self.out, f"[gpu {device.index}] ", self.lock)
         extra_env: dict[str, str] = {}
         for spec in calibration:
-            outcome = self.run(Unit(spec), [device], extra_env, out)
+            outcome = self.guarded(Unit(spec), [device], extra_env, out)
             if outcome and (outcome.status == "passed" or CEILINGS_ENV not in extra_env):
                 extra_env[CEILINGS_ENV] = json.dumps(ceilings_after(outcome))
         while not self.stop.is_set():
@@ -158,7 +160,17 @@ class _Runs:
                 unit = self.units.get_nowait()
             except queue.Empty:
                 return
-            self.run(unit, [device], extra_env, out)
+            self.guarded(unit, [device], extra_env, out)
+
+    def guarded(self, unit: Unit, devices: list[env_mod.Device], extra_env: dict[str, str], out: TextIO) -> Outcome | None:
+        """run(), where a fault of the runner itself is that probe's failed outcome: in a worker
+        thread it would otherwise vanish (a thread traceback, no outcome, and exit 0)."""
+        try:
+            return self.run(unit, devices, extra_env, out)
+        except Exception as err:   # noqa: BLE001 - any fault here must reach the summary and the exit code
+            reason = f"the runner failed on this probe: {type(err).__name__}: {' '.join(str(err).split())}"[:1000]
+            print(f"{unit.spec.id}: failed ({reason})", file=out)
+            return self._keep(Outcome(unit.spec.id, "failed", reason))
 
 
 def run_on_gpus(repo: Repo, specs: list[ProbeSpec], options: Options, devices: list[env_mod.Device],
@@ -177,7 +189,7 @@ def run_on_gpus(repo: Repo, specs: list[ProbeSpec], options: Options, devices: l
     alone = {CEILINGS_ENV: json.dumps(ceilings_unavailable("a probe on several GPUs at once has no calibration of "
                                                              "its own; each GPU's ceilings are that GPU's"))}
     for spec in together:
-        thread = threading.Thread(target=runs.run, args=(Unit(spec), devices, alone, _Prefixed(out, "[all gpus] ", runs.lock)),
+        thread = threading.Thread(target=runs.guarded, args=(Unit(spec), devices, alone, _Prefixed(out, "[all gpus] ", runs.lock)),
                                   daemon=True)
         _wait(repo, runs, [thread])
     return runs.outcomes

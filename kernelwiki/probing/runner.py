@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Iterator, TextIO
+from typing import Any, Iterator, TextIO
 
 from kernelwiki.probing import processes
 from kernelwiki.harness import env as env_mod
@@ -37,6 +37,8 @@ from kernelwiki.model.schema import check as schema_check
 
 LOG_TAIL_CHARS = 4000
 RUN_STATUSES_OK = ("passed", "compiled")
+MAX_RESULT_DEPTH = 64
+"""Levels of lists and objects a probe's result may nest (a record nests about eight)."""
 
 
 class RunnerBusy(RuntimeError):
@@ -206,7 +208,7 @@ def _run_one(repo: Repo, spec: ProbeSpec, options: Options, environment: dict, t
     if options.write:
         try:
             path = _write_record(repo, spec.id, record)
-        except (OSError, ValueError) as err:
+        except (OSError, ValueError, RecursionError) as err:
             # Evidence that was asked for and not kept is a failed run, whatever the probe said.
             status, reason = "failed", f"{reason}; record not written: {err}".lstrip("; ")
     return Outcome(spec.id, status, reason, record, path)
@@ -214,16 +216,33 @@ def _run_one(repo: Repo, spec: ProbeSpec, options: Options, environment: dict, t
 
 def _read_result(path: Path) -> tuple[dict | None, str]:
     """The probe's result.json as a mapping, or why it cannot be used ('' when it is simply absent).
-    NaN and infinities become null: a record is standard JSON, and the record schema then decides."""
+    NaN and infinities (1e999 too) become null: a record is standard JSON, and the record schema then decides.
+    A result nested deeper than MAX_RESULT_DEPTH cannot be used: everything that walks a record
+    (rounding, the schema, the site) recurses, and the record would be lost to a RecursionError."""
     if not path.is_file():
         return None, ""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"), parse_constant=lambda name: None)
+        data = json.loads(path.read_text(encoding="utf-8"), parse_constant=lambda name: None,
+                          parse_float=lambda literal: None if abs(float(literal)) == float("inf") else float(literal))
     except (ValueError, RecursionError) as err:
         return None, f"the probe wrote a result that is not JSON ({str(err)[:200]})"
     if not isinstance(data, dict):
         return None, f"the probe's result is a JSON {type(data).__name__}, not an object"
+    if nesting(data) > MAX_RESULT_DEPTH:
+        return None, f"the probe's result nests more than {MAX_RESULT_DEPTH} levels deep; a record is flatter"
     return data, ""
+
+
+def nesting(value: Any) -> int:
+    """How deep lists and objects nest in `value` (a scalar: 0), counted without recursing."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is not None:
+            deepest = max(deepest, depth)
+            stack.extend((child, depth + 1) for child in children)
+    return deepest
 
 
 def _execute(argv: list[str], repo: Repo, timeout: float, extra_env: dict[str, str],
@@ -320,19 +339,18 @@ def _status(spec: ProbeSpec, mode: str, result: dict | None, returncode: int | N
             return "control-passed", "the deliberately broken variant passed the gate, so the gate proves nothing"
         blunt = too_blunt(control)
         if blunt:
-            return "control-too-blunt", (f"negative control(s) {blunt} failed the gate by more than "
-                                         f"{gates.CONTROL_BLUNT_FACTOR:g}x its tolerance: a gate that much looser would "
-                                         f"still catch them, so they do not show the gate is tight")[:1000]
+            return "control-too-blunt", (f"no negative control fails these gate tests at {gates.CONTROL_NEAR_FACTOR:g}-"
+                                         f"{gates.CONTROL_BLUNT_FACTOR:g}x their tolerance, so they are not shown to be "
+                                         f"tight: {blunt}")[:1000]
     return "passed", ""
 
 
 def too_blunt(control: dict) -> str:
-    """The controls (name=error/gate, comma-separated) whose error is over CONTROL_BLUNT_FACTOR x the
-    tolerance they were gated with; '' when none. Records of one control without `controls` are read
-    from the top-level error_over_gate."""
-    entries = control.get("controls") or [{"name": "control", "error_over_gate": control.get("error_over_gate")}]
-    return ", ".join(f"{e.get('name')}={e['error_over_gate']:g}" for e in entries
-                     if isinstance(e.get("error_over_gate"), (int, float)) and e["error_over_gate"] > gates.CONTROL_BLUNT_FACTOR)
+    """The gate tests no negative control fails at gates.CONTROL_NEAR_FACTOR to CONTROL_BLUNT_FACTOR
+    times their tolerance (`gates.control_reach`, '; '-separated), '' when none. Records of one
+    control without `controls` are read from the top-level correctness."""
+    entries = control.get("controls") or [{"name": "control", "correctness": control.get("correctness")}]
+    return "; ".join(gates.control_reach(entries))
 
 
 def _run_id(repo: Repo, probe_id: str, started: datetime, gpu: str | None, mode: str) -> str:

@@ -33,10 +33,9 @@ MAX_BYTES = 1 << 30
 """A cache file larger than this is not read (20,000 pages make about 60 MB)."""
 
 INDEX = "index.json"     # per page: stat, hash, listing fields, problems, ranking; and the vocabulary
-TEXT = "text.json"       # search text, kept apart so that lookups need not load it
 META = "meta.json"       # the full frontmatter of each page, read only when asked for
 NAMES = "names.json"     # alias -> page file, so that `get ALIAS` need not load the index
-TERMS = "terms.json"     # the word index (kernelwiki.storage.termindex)
+QUERY = "query.json"     # the query index's manifest (kernelwiki.storage.termindex; its data is query.dat)
 
 
 def cache_key(repo: Repo) -> str:
@@ -86,6 +85,13 @@ def write(repo: Repo, name: str, key: str, data: Any) -> bool:
             raise
         return False
     return True
+
+
+def forget(repo: Repo, name: str) -> None:
+    """Remove cache file `name` (what was built from pages that have changed since); never through a link."""
+    if not repo.cache.is_symlink():
+        with suppress(OSError):
+            os.unlink(repo.cache / name)
 
 
 @contextmanager

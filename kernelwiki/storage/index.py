@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import multiprocessing
 import os
 import re
 from dataclasses import astuple, dataclass, field
@@ -44,19 +43,21 @@ class Entry:
     """What the index keeps of one page file."""
 
     __slots__ = ("rel", "mtime_ns", "size", "ctime_ns", "sha256", "_meta", "_blob", "head", "headline", "text",
-                 "read_problems", "local_problems", "ranking")
+                 "read_problems", "local_problems", "ranking", "names_runs")
 
     def __init__(self, rel: str, mtime_ns: int, size: int, ctime_ns: int, sha256: str, meta: dict[str, Any] | None,
                  headline: str, text: str | None, read_problems: list[Problem],
                  local_problems: list[Problem] | None = None, blob: "_MetaFile | None" = None,
-                 head: dict | None = None):
+                 head: dict | None = None, names_runs: bool = True):
         self.rel, self.mtime_ns, self.size, self.ctime_ns, self.sha256 = rel, mtime_ns, size, ctime_ns, sha256
         self._meta, self._blob = meta, blob
         self.head = head if head is not None else _head(meta)
         self.headline = headline
         """summary, or the first paragraph of the body, for listings."""
         self.text = text
-        """Lower-cased searchable text: title, aliases, tags and body (None until Wiki.text loads it)."""
+        """Lower-cased searchable text: title, aliases, tags and body (None until Wiki.text makes it)."""
+        self.names_runs = names_runs
+        """Whether the body may name a run (holds a run id's shape): validate reads again only those pages."""
         self.read_problems = read_problems
         self.local_problems = local_problems
         """Problems found by the per-file checks; None until validate has run them."""
@@ -67,7 +68,7 @@ class Entry:
     @property
     def meta(self) -> dict[str, Any] | None:
         """The frontmatter mapping (None when it could not be read)."""
-        if isinstance(self._blob, _MetaFile):
+        if isinstance(self._blob, (_MetaFile, _MetaJson)):
             self._meta, self._blob = self._blob.meta(self), None
         return self._meta
 
@@ -75,7 +76,7 @@ class Entry:
         """The frontmatter as the cache stores it: JSON text, or None where there is none or JSON
         cannot hold it (a !!binary or !!set value): then it is read again from the page file when
         asked for. (yamlio admits only string keys, which JSON keeps as they are.)"""
-        if isinstance(self._blob, _MetaFile):
+        if isinstance(self._blob, (_MetaFile, _MetaJson)):
             text = self._blob.text(self)
             if text is not None:
                 return text
@@ -95,6 +96,24 @@ class Entry:
         if self.head is not None and key in HEAD_KEYS:
             return self.head.get(key, default)
         return (self.meta or {}).get(key, default)
+
+
+class _MetaJson:
+    """The frontmatter of a page parsed in a worker process, as the JSON text the cache stores: the
+    worker encodes it (in parallel), the index decodes it when some field outside the listing's is
+    asked for (pickling the mapping back cost the parent as much)."""
+
+    __slots__ = ("json",)
+
+    def __init__(self, text: str):
+        self.json = text
+
+    def text(self, entry: "Entry") -> str:
+        return self.json
+
+    def meta(self, entry: "Entry") -> dict | None:
+        meta = json.loads(self.json)
+        return meta if isinstance(meta, dict) else None
 
 
 class _MetaFile:
@@ -168,7 +187,6 @@ class Wiki:
     partial: bool = False
     """Only some pages are loaded (a single-page lookup, see kernelwiki.storage.lookup); the first
     question about all pages loads the rest, and a partial index is never saved."""
-    _texts: dict[str, str] | None = None
     terms: Any = None
     """(signature, TermIndex) once a query has needed the word index (kernelwiki.storage.termindex)."""
     misnamed: list[str] = field(default_factory=list)
@@ -181,6 +199,12 @@ class Wiki:
         """The index. `verify` compares content hashes even where the file's stat is unchanged
         (validate does); `check(wiki, page)` is run on each page parsed, as its local problems.
         Many pages to parse are shared among the CPUs."""
+        with cache.collector_paused():   # millions of frontmatter values, no cycles: the collector only costs
+            return cls._load(repo, use_cache, verify, check)
+
+    @classmethod
+    def _load(cls, repo: Repo | None, use_cache: bool, verify: bool,
+              check: Callable[["Wiki", Page], list[Problem]] | None) -> "Wiki":
         repo = repo or Repo.find()
         key = cache_key(repo)
         cached_vocab, cached = _read_cache(repo, key) if use_cache else (None, {})
@@ -197,6 +221,8 @@ class Wiki:
                 todo.append((rel, stat, old))
         workers = min(os.cpu_count() or 1, 8) if len(todo) >= PARALLEL_MIN and _single_threaded() else 1
         if workers > 1:
+            import multiprocessing   # only for many pages: its import costs a lookup of one page 8 ms
+
             global _SHARED
             _SHARED = (wiki, check)  # the forked workers inherit it
             chunks = [[(rel, stat, old.sha256 if old else None) for rel, stat, old in todo[i::workers]]
@@ -225,7 +251,7 @@ class Wiki:
             return rel, digest
         page = parse_page(raw, rel) if raw is not None else read_page(self.repo.root / rel, rel)
         # The search text goes only into the cache and queries; without a cache, a query makes it.
-        entry = _entry(page, stat, digest, with_text=self.use_cache)
+        entry = _entry(page, stat, digest)
         if check is not None:
             entry.local_problems = check(self, page)
         self.fresh[rel] = page
@@ -277,28 +303,38 @@ class Wiki:
         if self.repo.cache.is_symlink():  # it could point anywhere; write nothing through it
             return
         written = [
-            cache.write(self.repo, cache.TEXT, key, {rel: self.text(entry) for rel, entry in self.entries.items()}),
             cache.write(self.repo, cache.META, key,
                         {rel: [entry.sha256, entry.meta_text()] for rel, entry in self.entries.items()}),
             cache.write(self.repo, cache.INDEX, key, {"vocabulary": self.vocab.data,
                                                       "entries": {rel: _to_plain(e) for rel, e in self.entries.items()}}),
             cache.write(self.repo, cache.NAMES, key, {alias: entry.rel for alias, entry in self.aliases().items()}),
         ]
+        if self.dirty:   # a page changed (perhaps in place, which a query cannot see): its index is built again
+            cache.forget(self.repo, cache.QUERY)
         self.dirty = not all(written)
 
     def text(self, entry: Entry) -> str:
-        """The search text of a page, from the text cache when the entry came from the cache."""
+        """The search text of a page (made from the page, which is read again when it was not parsed here:
+        only building the query index needs every page's text, and that is rare)."""
         if entry.text is None:
-            if self._texts is None:
-                data = cache.read(self.repo, cache.TEXT, self.key) if self.use_cache else None
-                self._texts = data if isinstance(data, dict) else {}
-            cached = self._texts.get(entry.rel)
-            if isinstance(cached, str):
-                entry.text = cached
-            else:   # missing or damaged in the text cache: made again, and the cache rewritten at the next save
-                entry.text = _search_text(self.page(entry.rel))
-                self.dirty = self.dirty or self.use_cache
+            body = None if entry.rel in self.fresh or entry.read_problems or entry.meta is None \
+                else self._body(entry)
+            entry.text = _search_text(self.page(entry.rel)) if body is None else _text_of(entry.meta, body)
         return entry.text
+
+    def _body(self, entry: Entry) -> str | None:
+        """The body of a page that read without problems, cut from its bytes at the closing fence (its
+        frontmatter is in the index); None when the file is not as the index saw it."""
+        try:
+            raw = read_page_bytes(self.repo.root / entry.rel)
+        except UnsafeFile:
+            return None
+        if hashlib.sha256(raw).hexdigest() != entry.sha256 or not raw.startswith(b"---\n"):
+            return None
+        end = raw.find(b"\n---\n", 3)
+        if end < 0:
+            return "" if raw.endswith(b"\n---") else None
+        return raw[end + 5:].decode("utf-8")
 
     def read_entry(self, rel: str) -> Entry | None:
         """A new entry for one page file, read and parsed now (None when it is not there), kept in
@@ -412,25 +448,25 @@ def _read_cache(repo: Repo, key: str) -> tuple[dict | None, dict[str, Entry]]:
 def _to_plain(entry: Entry) -> list:
     local = None if entry.local_problems is None else [astuple(p) for p in entry.local_problems]
     return [entry.mtime_ns, entry.size, entry.ctime_ns, entry.sha256, entry.head, entry.headline,
-            [astuple(p) for p in entry.read_problems], local]
+            [astuple(p) for p in entry.read_problems], local, entry.names_runs]
 
 
 def _from_plain(rel: Any, plain: Any, metas: _MetaFile) -> Entry | None:
     """The entry a cached list describes, or None when it is not of the shape _to_plain writes.
     (Exact type checks and str.join, which refuses anything but strings, keep this cheap: it runs
     for every page a lookup loads.)"""
-    if type(rel) is not str or type(plain) is not list or len(plain) != 8:
+    if type(rel) is not str or type(plain) is not list or len(plain) != 9:
         return None
-    mtime_ns, size, ctime_ns, sha256, head, headline, read, local = plain
+    mtime_ns, size, ctime_ns, sha256, head, headline, read, local, names_runs = plain
     if not (type(mtime_ns) is int and type(size) is int and type(ctime_ns) is int and type(sha256) is str
-            and type(headline) is str and (head is None or _is_head(head))):
+            and type(headline) is str and (head is None or _is_head(head)) and type(names_runs) is bool):
         return None
     problems = _problems(read)
     local_problems = None if local is None else _problems(local)
     if problems is None or (local is not None and local_problems is None):
         return None
     return Entry(rel, mtime_ns, size, ctime_ns, sha256, None, headline, None, problems, local_problems,
-                 blob=metas, head=head)
+                 blob=metas, head=head, names_runs=names_runs)
 
 
 _HEAD_LISTS = ("aliases", "tags", "architectures")
@@ -524,10 +560,23 @@ def _read_chunk(chunk: list[tuple[str, os.stat_result, str | None]]) -> list[tup
     """Worker: read and check a share of the pages (the wiki and the check come by fork)."""
     assert _SHARED is not None
     wiki, check = _SHARED
-    return [wiki._read(rel, stat, known, check) for rel, stat, known in chunk]
+    out = []
+    for rel, stat, known in chunk:
+        result = wiki._read(rel, stat, known, check)
+        entry = result[1]
+        if isinstance(entry, Entry) and entry._meta:
+            text = entry.meta_text()
+            if text is not None:   # sent back as JSON text, decoded when asked for
+                entry._meta, entry._blob = None, _MetaJson(text)
+        out.append(result)
+    return out
 
 
-def _entry(page: Page, stat: os.stat_result, digest: str, with_text: bool = True) -> Entry:
+RUN_SHAPE = re.compile(r"\d{8}T\d{6}Z")
+"""What a run id looks like (validate checks the runs a page's prose names)."""
+
+
+def _entry(page: Page, stat: os.stat_result, digest: str) -> Entry:
     meta = page.meta
     headline = ""
     if meta and isinstance(meta.get("summary"), str):
@@ -540,13 +589,17 @@ def _entry(page: Page, stat: os.stat_result, digest: str, with_text: bool = True
                 break
     return Entry(
         rel=page.rel, mtime_ns=stat.st_mtime_ns, size=stat.st_size, ctime_ns=stat.st_ctime_ns, sha256=digest,
-        meta=meta, headline=headline, text=_search_text(page) if with_text else None, read_problems=page.problems,
+        meta=meta, headline=headline, text=None, read_problems=page.problems,
+        names_runs="Z" in page.body and RUN_SHAPE.search(page.body) is not None,
     )
 
 
 def _search_text(page: Page) -> str:
-    meta = page.meta
-    parts: list[str] = [page.body]
+    return _text_of(page.meta, page.body)
+
+
+def _text_of(meta: dict | None, body: str) -> str:
+    parts: list[str] = [body]
     if meta:
         for key in ("id", "title", "summary"):
             if isinstance(meta.get(key), str):

@@ -89,7 +89,7 @@ def shared_problems(record: Any) -> list[tuple[str, str]]:
             for key in sorted(set(entry) & set(shared) - {"protocol"}):
                 add((*where, key), f"also in {here}: a field is shared or the entry's own, not both")
             own = entry.get("protocol", {})
-            if protocol and not isinstance(own, dict):
+            if "protocol" in shared and not isinstance(own, dict):   # an empty shared protocol too
                 add((*where, "protocol"), f"is not an object, so it cannot take {here}.protocol")
                 continue
             for key in sorted(set(own) & set(protocol) if isinstance(own, dict) else ()):

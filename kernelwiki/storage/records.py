@@ -53,6 +53,31 @@ def _refuse_constant(name: str) -> float:
     raise ValueError(f"{name} is not a number in standard JSON")
 
 
+class _Overflow(ValueError):
+    """A number literal too large for a float (1e999, which Python reads as inf; an integer of 400
+    digits, which no reader can turn into one)."""
+
+    def __init__(self, literal: str):
+        super().__init__(literal)
+        self.literal = literal
+
+
+def finite_float(literal: str) -> float:
+    """json's parse_float that refuses what would be read as an infinity."""
+    value = float(literal)
+    if value in (float("inf"), float("-inf")):
+        raise _Overflow(literal)
+    return value
+
+
+def finite_int(literal: str) -> int:
+    """json's parse_int that refuses an integer no float can hold."""
+    value = int(literal)
+    if abs(value) > 2 ** 1023:
+        raise _Overflow(literal)
+    return value
+
+
 def read_record(path: Path) -> Any:
     """Parse one record file; RecordProblem (with a line) for anything that is not standard JSON."""
     try:
@@ -62,7 +87,11 @@ def read_record(path: Path) -> Any:
     except UnicodeDecodeError as err:
         raise RecordProblem(1, f"not valid UTF-8 (byte {err.start})") from None
     try:
-        return json.loads(text, parse_constant=_refuse_constant)
+        return json.loads(text, parse_constant=_refuse_constant, parse_float=finite_float, parse_int=finite_int)
+    except _Overflow as err:
+        line = text.count("\n", 0, max(text.find(err.literal), 0)) + 1
+        raise RecordProblem(line, f"{err.literal[:40]} is too large for a number (it would be read as infinity); "
+                                  "write the value") from None
     except RecursionError:
         raise RecordProblem(1, "not a JSON run record: nested too deeply") from None
     except ValueError as err:
@@ -186,11 +215,12 @@ class Record:
 
     def fraction_of_ceiling(self, headline: Any) -> float | None:
         """A case headline's fraction of the measured ceiling, only where the record's own `ceilings`
-        name the calibration they came from (its run id, or in older records its path): a record
-        without them, or whose calibration failed, shows no % of ceiling."""
+        name the calibration run of the same invocation they came from (`run_id`, which the runner
+        writes only then): a record without one - whose calibration failed, or an older record whose
+        ceilings were read from another run's record (`record` alone) - shows no % of ceiling."""
         ceilings = self.data.get("ceilings")
         fraction = headline.get("fraction_of_ceiling") if isinstance(headline, dict) else None
-        if not isinstance(ceilings, dict) or not (ceilings.get("run_id") or ceilings.get("record")):
+        if not isinstance(ceilings, dict) or not ceilings.get("run_id"):
             return None
         if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not fraction > 0:
             return None

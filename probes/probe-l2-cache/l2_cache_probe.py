@@ -13,18 +13,24 @@ sets past the L2, does not apply):
   working set itself (warm);
 - persisting-window: a hot set read after a streaming read that evicts it, without and then with
   an access-policy window that marks the hot set persisting (blocks in that order);
-- chase-*: one thread, clock64 differences between dependent loads.
+- chase-*: one thread, clock64 differences between dependent loads;
+- sources-*: the same sweep as read-* under Nsight Compute (ncu_driver.py, cache control and
+  clocks left alone), for how many of the bytes read came from DRAM and the L2's hit rate.
 
 Run through the runner: kernelwiki probe run --probe probe-l2-cache [--compile-only]
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import statistics
+import sys
 from functools import lru_cache
+from pathlib import Path
 
 from kernelwiki.harness import compile as compile_mod
-from kernelwiki.harness import gates
+from kernelwiki.harness import gates, tools
 from kernelwiki.harness.env import clocks
 from kernelwiki.harness.probe import Context, Probe
 from kernelwiki.harness.timing import L2_FLUSH_FACTOR, timed_rounds
@@ -280,7 +286,59 @@ def chase(case: dict, ctx: Context) -> dict:
             "headline": ctx.headline("latency", median, "cycles", baseline=baseline)}
 
 
-KINDS = {"read": sweep, "flush": flush_bias, "persisting": persisting_window, "chase": chase}
+NCU_METRICS = ("dram__bytes_read.sum", "lts__t_sector_hit_rate.pct", "gpu__time_duration.sum")
+_SCALE = {"byte": 1.0, "kbyte": 1e3, "mbyte": 1e6, "gbyte": 1e9, "tbyte": 1e12,
+          "b": 1.0, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
+          "nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3, "second": 1.0,
+          "ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "%": 1.0}
+"""ncu's unit spellings (they differ between versions and with --print-units), to base units."""
+
+
+def ncu_values(output: str) -> dict[str, float | None]:
+    """NCU_METRICS from ncu's --csv output, in bytes, seconds and percent (None where absent or
+    in a unit not known here)."""
+    values: dict[str, float | None] = dict.fromkeys(NCU_METRICS)
+    start = output.find('"ID"')
+    for row in csv.DictReader(io.StringIO(output[start:] if start >= 0 else "")):
+        name, unit, value = row.get("Metric Name"), str(row.get("Metric Unit") or "").lower(), row.get("Metric Value")
+        if name in values and unit in _SCALE and value:
+            try:
+                values[name] = float(value.replace(",", "")) * _SCALE[unit]
+            except ValueError:
+                pass
+    return values
+
+
+def sources(case: dict, ctx: Context) -> dict:
+    """The read-* sweep of one working set under ncu: bytes read from DRAM over the bytes the
+    kernel requested, the L2's sector hit rate, and the DRAM read bandwidth (DRAM bytes over ncu's
+    kernel duration), the one figure that the HBM ceiling bounds."""
+    mib = int(case["params"]["working_set_mib"])
+    driver = Path(__file__).with_name("ncu_driver.py")
+    output = tools.run(["ncu", "--clock-control", "none", "--cache-control", "none", "--kernel-name", "regex:l2_read",
+                        "--launch-skip", "2", "--launch-count", "1", "--csv", "--metrics", ",".join(NCU_METRICS),
+                        sys.executable, str(driver), str(mib), str(ctx.seed)], timeout=300)
+    verdict = tools.driver_result(output)
+    if not verdict.get("driver_ran"):
+        return {"correctness": {"passed": False, "reason": "the driver did not run under ncu"},
+                "metrics": {"tail": verdict.get("tail", "")[-600:]}}
+    values = ncu_values(output)
+    dram, hit, seconds = (values[name] for name in NCU_METRICS)
+    requested = l2_cache.read_threads(_sms()) * l2_cache.per_thread_for(SWEEP_READ_BYTES, l2_cache.read_threads(_sms())) \
+        * l2_cache.VECTOR_BYTES
+    ctx.protocol["sources"] = ("ncu --clock-control none --cache-control none, the third launch of the read sweep "
+                               "(after the checked one and a warm-up), metrics " + ", ".join(NCU_METRICS))
+    if dram is None or hit is None or not seconds:
+        return {"correctness": {"passed": False, "reason": "ncu printed no value for " + ", ".join(
+            n for n, v in values.items() if v is None)}, "metrics": {"tail": output[-600:]}}
+    metrics = {"bytes_requested": requested, "dram_bytes_read": int(dram), "dram_fraction": round(dram / requested, 4),
+               "l2_sector_hit_rate_pct": round(hit, 2), "ncu_duration_ms": round(seconds * 1e3, 4),
+               "requested_tb_s": round(requested / seconds / 1e12, 4)}
+    return {"correctness": verdict["gate"], "metrics": metrics,
+            "headline": ctx.headline("dram-read-bandwidth", dram / seconds / 1e12, "TB/s", peak_key="copy")}
+
+
+KINDS = {"read": sweep, "flush": flush_bias, "persisting": persisting_window, "chase": chase, "sources": sources}
 
 
 def run_case(case: dict, ctx: Context) -> dict:

@@ -261,6 +261,26 @@ def negative_control(ctx: Context) -> dict:
     return {**gates.check(s["y_ours"], ref_ours, GATE), "expert": target, "rows_of_that_expert": int(probe_plan.counts[target])}
 
 
+K_TAIL = 64
+
+
+def k_tail_control(ctx: Context) -> dict:
+    """The last 64 of K (half of the last 128-wide scale block) never read, for every expert: the
+    weights' FP8 copy zeroed there after the reference was taken from it. A bug spread over every
+    row: about 6x the bf16 gate's relative and element tolerances (the off-by-one row reaches the
+    relative test but misses the element test by 50x, as a wrong row does)."""
+    import torch
+
+    params = {"tokens": 512, "experts": 128, "top_k": 8, "n": 3072, "k": 4096, "layout": "contiguous"}
+    s = build(params, ctx)
+    ref_ours, _ = references(s)
+    s["b"][..., -K_TAIL:] = 0
+    gates.poison(s["y_ours"])
+    s["ours"]()
+    torch.cuda.synchronize()
+    return gates.check(s["y_ours"], ref_ours, GATE)
+
+
 def compile_kernel(arch: str) -> compile_mod.Emitted:
     """Our FP8 kernel's two grouped layouts at the tilings small groups take (64- and 128-row tiles)."""
     from artifacts.kernels.fp8_blockscale_gemm import fp8_blockscale_gemm as kernel
@@ -272,4 +292,5 @@ def compile_kernel(arch: str) -> compile_mod.Emitted:
 
 
 if __name__ == "__main__":
-    Probe(__file__).main(run_case=run_case, negative_control=negative_control, compile=compile_kernel)
+    Probe(__file__).main(run_case=run_case, negative_control={"off-by-one-row": negative_control,
+                                                              "k-tail": k_tail_control}, compile=compile_kernel)

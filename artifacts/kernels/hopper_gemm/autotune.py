@@ -22,7 +22,8 @@ Cost
 The file
     {"version": 1, "entries": {bucket: {"tile_m", "tile_n", "cluster_mn", "split_k"}}}, written
     atomically. An entry the kernel does not implement, or a file that is not that shape, is ignored
-    (with a warning) and the bucket is tuned again: nothing in it is run or imported.
+    (with a warning) and the bucket is tuned again: nothing in it is run or imported. tuning_file reads
+    it as untrusted input (no link followed, no FIFO waited on, its size and depth bounded).
 Constraints: the plain epilogue (no bias, activation, residual, e4m3 out) and the cooperative
     schedule; bf16, fp16, tf32 and e4m3 inputs as compile_gemm accepts them.
 """
@@ -30,13 +31,10 @@ Constraints: the plain epilogue (no bias, activation, residual, e4m3 out) and th
 from __future__ import annotations
 
 import functools
-import json
 import math
-import os
-import tempfile
-import warnings
 from pathlib import Path
 
+from . import tuning_file
 from .hopper_gemm import (CLUSTERS, K_TILE_BYTES, KERNEL_SOURCES, MAX_SPLIT_K, TILE_MS, TILE_NS, GemmConfig,
                           choose_config, compile_gemm)
 from .sm90_common import cache_dir, sources_hash
@@ -105,31 +103,9 @@ def cache_path() -> Path:
 
 
 def read_cache(path: Path) -> dict[str, GemmConfig]:
-    """The usable entries of the tuning file (none if it is missing); a malformed file or entry is
-    ignored with a warning naming it."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return {}
-    except (OSError, UnicodeDecodeError) as err:
-        warnings.warn(f"{path}: tuning cache unreadable ({type(err).__name__}: {err}); tuning again")
-        return {}
-    try:
-        data = json.loads(text)
-    except ValueError as err:
-        warnings.warn(f"{path}: tuning cache is not JSON ({err}); tuning again")
-        return {}
-    if not isinstance(data, dict) or data.get("version") != CACHE_VERSION or not isinstance(data.get("entries"), dict):
-        warnings.warn(f"{path}: tuning cache is not version {CACHE_VERSION} of the format; tuning again")
-        return {}
-    out = {}
-    for key, entry in data["entries"].items():
-        config = entry_config(entry)
-        if config is None:
-            warnings.warn(f"{path}: entries[{key!r}]: not a configuration the kernel implements; ignored")
-            continue
-        out[key] = config
-    return out
+    """The usable entries of the tuning file (none if it is missing); a malformed file, or all the
+    malformed entries together, is one warning (tuning_file: read as untrusted input)."""
+    return tuning_file.read(path, CACHE_VERSION, entry_config)
 
 
 def write_cache(path: Path, key: str, config: GemmConfig) -> None:
@@ -137,13 +113,7 @@ def write_cache(path: Path, key: str, config: GemmConfig) -> None:
     be written costs a tuning next time, nothing else."""
     entries = {k: _entry(c) for k, c in read_cache(path).items()}
     entries[key] = _entry(config)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp", encoding="utf-8") as tmp:
-            json.dump({"version": CACHE_VERSION, "entries": entries}, tmp, indent=1, sort_keys=True)
-        os.replace(tmp.name, path)
-    except OSError as err:
-        warnings.warn(f"{path}: cannot store the tuning ({type(err).__name__}: {err})")
+    tuning_file.write(path, CACHE_VERSION, entries)
 
 
 def _entry(config: GemmConfig) -> dict:

@@ -125,3 +125,97 @@ class FP8RowGather:
         for t, bf16 in rope:
             piece.store(bf16.to(cutlass.Float16))
             self.store_piece(kv_base, cute.crd2idx((t, D_NOPE + rope_chunk * PIECE, stage), kv_layout.outer), piece)
+
+
+ROUND_TOKENS = 32                   # tokens one pass of the producer warpgroup covers (8 per warp)
+LANES_PER_TOKEN = 4                 # lanes that share a token's row
+NOPE_LOADS = D_NOPE // (LANES_PER_TOKEN * CHUNK)    # 8 16-byte NoPE loads per lane and token
+ROPE_LOADS = D_ROPE // (LANES_PER_TOKEN * PIECE)    # 2 16-byte RoPE loads per lane and token
+
+
+class ProducerGather:
+    """The gather of a warp-specialized kernel: one warpgroup (128 threads) fills one 64-token stage.
+
+    Thread mapping, per 32-token round (two rounds per tile): warp w takes tokens 8w..8w+7 (+ 32 in the
+    second round), lane l the token 8w + l % 8 and the quarter q = l // 8 of its row: NoPE load i (0..7)
+    is the 16 bytes at 64 i + 16 q (each load instruction reads 64 contiguous bytes of 8 rows), RoPE
+    load j (0, 1) the 16 bytes at 528 + 16 (4 j + q), and every lane the token's four scales (one
+    16-byte load). The 8 lanes of a quarter write the same 16-byte column of 8 consecutive token rows of
+    the 128-byte-swizzled tile: the swizzle puts those rows' columns in 8 different bank groups, so each
+    16-byte shared-memory store is conflict-free.
+
+    load() issues the loads and returns them (nothing waits for them until store() converts them), so
+    a kernel can issue them before it waits for the stage to be free."""
+
+    rounds = BLOCK_T // ROUND_TOKENS
+
+    @cute.jit
+    def token(self, wtid, rnd):
+        """The tile row (0..63) this thread gathers in round `rnd`."""
+        return rnd * ROUND_TOKENS + (wtid // 32) * 8 + wtid % 8
+
+    @cute.jit
+    def load_indices(self, mIdx: cute.Tensor, b, tile, wtid):
+        """The cache rows of this thread's tokens in one tile (one int32 per round)."""
+        return [mIdx[(b, tile * BLOCK_T + self.token(wtid, r))] for r in range(self.rounds)]
+
+    @cute.jit
+    def load(self, mKV: cute.Tensor, rows, wtid):
+        """Issue the 16-byte loads of this thread's share of the rows `rows` (from load_indices)."""
+        n_tokens = mKV.shape[0]
+        base = mKV.iterator.toint()
+        quarter = wtid % 32 // 8
+        out = []
+        for idx in rows:
+            valid = (idx >= 0) & (idx < n_tokens)
+            row = base + cutlass.Int64(select(valid, idx, 0, cutlass.Int32)) * ROW_BYTES
+            nope = []
+            for i in cutlass.range_constexpr(NOPE_LOADS):
+                src = cute.make_tensor(cute.make_ptr(cutlass.Float8E4M3FN, row + i * 64 + quarter * CHUNK,
+                                                     cute.AddressSpace.gmem, assumed_align=16), cute.make_layout(CHUNK))
+                nope.append(src.load())
+            scale = cute.make_tensor(cute.make_ptr(cutlass.Float32, row + SCALE_OFFSET, cute.AddressSpace.gmem,
+                                                   assumed_align=16), cute.make_layout(4)).load()
+            rope = []
+            for j in cutlass.range_constexpr(ROPE_LOADS):
+                src = cute.make_tensor(cute.make_ptr(cutlass.BFloat16, row + ROPE_OFFSET + (4 * j + quarter) * PIECE * 2,
+                                                     cute.AddressSpace.gmem, assumed_align=16), cute.make_layout(PIECE))
+                rope.append(src.load())
+            out.append((valid, nope, scale, rope))
+        return out
+
+    @cute.jit
+    def store(self, loaded, stage, kv_base, wtid):
+        """Dequantize into stage `stage` of the fp16 ring at kv_base (e4m3 -> fp16 times the row's scale for
+        its 128-value tile, bf16 RoPE -> fp16).
+
+        The ring is (BLOCK_T x 576 fp16) per stage in 128-byte-swizzled K-major atoms of 8 rows x 64 dims,
+        tiled rows first (the kernels' kv_layout): element (t, d) of a stage sits at byte
+        (d // 64) * BLOCK_T * 128 + t * 128 + 2 * (d % 64) with the 16-byte column index XOR t % 8. So
+        a thread's pieces differ from one of four per-thread row addresses by immediates only."""
+        quarter = wtid % 32 // 8
+        vals = cute.make_rmem_tensor((CHUNK,), cutlass.Float16)
+        piece = cute.make_rmem_tensor((PIECE,), cutlass.Float16)
+        stage_base = kv_base + stage * (BLOCK_T * D_QK * 2)
+        for r in cutlass.range_constexpr(self.rounds):
+            valid, nope, scale, rope = loaded[r]
+            t = self.token(wtid, r)
+            row = stage_base + t * 128
+            nope_at = [row + (((quarter * 2 + half) ^ (t % 8)) << 4) for half in range(CHUNK // PIECE)]
+            rope_at = [row + (D_NOPE // 64) * BLOCK_T * 128 + (((4 * j + quarter) ^ (t % 8)) << 4)
+                       for j in range(ROPE_LOADS)]
+            scales = [scale[q].to(cutlass.Float16) for q in range(D_NOPE // QUANT_TILE)]
+            for i in cutlass.range_constexpr(NOPE_LOADS):
+                vals.store(nope[i].to(cutlass.Float16) * scales[i // 2])
+                for half in cutlass.range_constexpr(CHUNK // PIECE):
+                    self.put(nope_at[half] + i * BLOCK_T * 128, cute.local_tile(vals, (PIECE,), (half,)))
+            for j in cutlass.range_constexpr(ROPE_LOADS):
+                piece.store(rope[j].to(cutlass.Float16))
+                self.put(rope_at[j], piece)
+
+    @cute.jit
+    def put(self, addr: cutlass.Int32, vals: cute.Tensor):
+        """16 bytes of fp16 at an (already swizzled) shared-memory byte address."""
+        dst = cute.make_tensor(cute.make_ptr(cutlass.Float16, addr, cute.AddressSpace.smem, assumed_align=16),
+                               cute.make_layout(PIECE))
+        dst.store(vals.load())

@@ -12,68 +12,20 @@ import re
 import statistics
 
 from kernelwiki.commands.evidence import claim_source_problem
-from kernelwiki.model.claims import Style, markdown_rows
-from kernelwiki.model.fences import code_mask
+from kernelwiki.model.fences import fill_blocks
 from kernelwiki.probing.specs import ProbeSpec
 from kernelwiki.storage.records import Record, latest
 
-BLOCK = re.compile(r"^<!-- kernelwiki:(begin|end) ([a-z0-9-]+) -->\s*$")
-
-
 def render_blocks(body: str, meta: dict, newline: str, renderers: dict | None = None) -> str:
-    """Replace the inside of each known generated block; everything outside stays as it is, and a
-    marker inside fenced code (an example) is no marker."""
-    renderers = renderers or RENDERERS
-    lines = body.splitlines(keepends=True)
-    markers = [None if code else BLOCK.match(line.rstrip("\r\n")) for line, code in zip(lines, code_mask(lines))]
-    out: list[str] = []
-    index = 0
-    while index < len(lines):
-        marker = markers[index]
-        if marker and marker.group(1) == "begin" and marker.group(2) in renderers:
-            end = _find_end(markers, index + 1, marker.group(2))
-            if end is not None:
-                out.append(lines[index])
-                rendered = renderers[marker.group(2)](meta)
-                out.append(rendered.replace("\n", newline))
-                out.append(lines[end])
-                index = end + 1
-                continue
-        out.append(lines[index])
-        index += 1
-    return "".join(out)
-
-
-def _find_end(markers: list[re.Match | None], start: int, name: str) -> int | None:
-    for index in range(start, len(markers)):
-        marker = markers[index]
-        if marker and marker.group(1) == "end" and marker.group(2) == name:
-            return index
-    return None
-
-
-CLAIMS_STYLE = Style(columns=("claim", "value", "runs", "evidence", "GPU / arch", "conditions", "from"),
-                     record_link=lambda path: "../../" + path)
-"""The `claims` block: each claim followed by the measurements that reproduce it; records linked
-relative to a page two folders down (wiki/<section>/<page>.md)."""
-
-
-def render_claims(meta: dict) -> str:
-    """The `claims` block as a reader sees it: the frontmatter's claims as a Markdown table."""
-    claims = [c for c in meta.get("claims") or [] if isinstance(c, dict)]
-    return "\n".join(["", *markdown_rows(claims, CLAIMS_STYLE), ""]) + "\n"
+    """Replace the inside of each known generated block (kernelwiki.model.fences.fill_blocks)."""
+    return fill_blocks(body, meta, newline, renderers or RENDERERS)
 
 
 def stored_claims(meta: dict) -> str:
     """The `claims` block as a page file holds it: empty. The table only repeats the frontmatter's
     claims (stored, it was a fifth of the wiki's bytes), so it is rendered when the page is read:
-    fill_claims for get and MCP, the site's own claims table on the site."""
+    kernelwiki.commands.get.page_table for get and MCP, the site's own claims table on the site."""
     return "\n"
-
-
-def fill_claims(body: str, meta: dict) -> str:
-    """The body with its claims block rendered from the frontmatter, as readers get the page."""
-    return render_blocks(body, meta, "\n", {"claims": render_claims})
 
 
 RENDERERS = {"claims": stored_claims}

@@ -130,6 +130,8 @@ def measured_claims(spec: ProbeSpec, pairs: list[tuple[Record, dict]], hand_ids:
     if "baseline" in headline and "baseline_value" in headline:
         claim["baseline"] = {"name": headline["baseline"], "value": headline["baseline_value"]}
         claim["ratio"] = headline["ratio"]
+        if within_spread(case, str(headline["baseline"])):
+            claim["within_spread"] = True
     if "fraction_of_peak" in headline:
         claim["fraction_of_peak"] = headline["fraction_of_peak"]
     if record.fraction_of_ceiling(headline) is not None:
@@ -142,7 +144,54 @@ def measured_claims(spec: ProbeSpec, pairs: list[tuple[Record, dict]], hand_ids:
     reproduction = candidate_claim(claim, case, case_spec, hand_ids)
     if reproduction is not None:
         claims.append(reproduction)
+    names = case_spec.get("versus")
+    for name in [names] if isinstance(names, str) else names if isinstance(names, list) else []:
+        versus = versus_claim(claim, case, str(name))
+        if versus is not None:
+            claims.append(versus)
     return claims
+
+
+def _timed(case: dict) -> dict[str, tuple[float, float]]:
+    """Each timed candidate's (p10, p90) in ms, where the case's timing gives both."""
+    out = {}
+    for name, entry in (case.get("timing") or {}).items() if isinstance(case.get("timing"), dict) else ():
+        if isinstance(entry, dict):
+            low, high = entry.get("p10_ms"), entry.get("p90_ms")
+            if all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (low, high)):
+                out[str(name)] = (float(low), float(high))
+    return out
+
+
+def within_spread(case: dict, other: str) -> bool:
+    """Whether ours and `other` overlap in the case's timing, p10 to p90: ours is the one timed
+    candidate that is not among the case's baselines (no verdict where that is not one)."""
+    timed = _timed(case)
+    named = {str(b.get("name")) for b in case.get("baselines") or [] if isinstance(b, dict)} | {other}
+    ours = [name for name in timed if name not in named]
+    if len(ours) != 1 or other not in timed:
+        return False
+    (a_low, a_high), (b_low, b_high) = timed[ours[0]], timed[other]
+    return a_low <= b_high and b_low <= a_high
+
+
+def versus_claim(ours: dict, case: dict, name: str) -> dict | None:
+    """For a candidate a case's probe.yaml names in `versus` (timed beside ours, e.g. our own
+    cooperative schedule beside ping-pong): ours over that candidate, as a claim of its own
+    (ID.vs-NAME), so a page about that comparison states it from a span. None where it did not run."""
+    entry = next((b for b in case.get("baselines") or [] if isinstance(b, dict) and b.get("name") == name), None)
+    if not name or entry is None or not isinstance(entry.get("value"), (int, float)) or isinstance(entry.get("value"), bool) \
+            or not isinstance(entry.get("ratio"), (int, float)):
+        return None
+    slug = re.sub(r"[^a-z0-9]+", "-", str(name).lower()).strip("-")
+    claim = {key: ours[key] for key in ("metric", "value", "unit", "gpu", "arch", "dtype", "shape") if key in ours}
+    claim["conditions"] = f"ours against {name}, same run and inputs"
+    out = {"id": f"{ours['id']}.vs-{slug}", **claim, "evidence": "measured", "record": ours["record"],
+           "case": ours["case"], "baseline": {"name": name, "value": entry["value"]}, "ratio": entry["ratio"]}
+    if within_spread(case, str(name)):
+        out["within_spread"] = True
+    out["measured_at"] = ours["measured_at"]
+    return out
 
 
 def candidate_claim(ours: dict, case: dict, case_spec: dict, hand_ids: set) -> dict | None:

@@ -57,7 +57,8 @@ def implied_meta(meta: dict, vocab: Vocabulary, probes: dict[str, ProbeSpec], re
         else:
             by_arch[arch] = _hand_level(hand_claims, canonical, vocab)
 
-    managed: dict[str, Any] = {"status": page_status(linked, records, claims, list(used.values()), settings, newest)}
+    managed: dict[str, Any] = {"status": page_status(linked, records, claims, list(used.values()), settings, newest,
+                                                     meta.get("goals"))}
     if archs:
         managed["evidence_level"] = by_arch[archs[0]]
         managed["evidence_by_arch"] = by_arch

@@ -9,8 +9,10 @@ import math
 import re
 import statistics
 from datetime import datetime, timedelta
+from typing import Any
 
 from kernelwiki.commands.evidence import LOWER_IS_BETTER_UNITS
+from kernelwiki.harness import gates
 from kernelwiki.probing.specs import ProbeSpec
 from kernelwiki.storage.records import Record, latest
 
@@ -21,9 +23,10 @@ LAUNCH_BOUND_MS = 0.05   # timings below this are launch overhead and jitter, no
 
 
 def page_status(linked: list[ProbeSpec], records: dict[str, list[Record]], claims: list, used: list[Record],
-                settings: dict, newest: str) -> str:
+                settings: dict, newest: str, goals: Any = None) -> str:
     """The page's status from its linked probes' records, the claims refresh wrote and the records
-    they came from (`used`); "now" is `newest`, the newest record in the repository."""
+    they came from (`used`); "now" is `newest`, the newest record in the repository. A page whose
+    stated goal (`goals`, judged by goal_met) is missed, or cannot be judged, is not verified: draft."""
     if not linked:
         return "draft"
     verified = True
@@ -37,7 +40,7 @@ def page_status(linked: list[ProbeSpec], records: dict[str, list[Record]], claim
             newest_run = latest(probe_records, mode="run", arch=arch)
             if newest_run is not None:
                 runs = [r for r in probe_records if r.mode == "run" and arch in r.archs()]
-                if newest_run.status in BAD_RUN or dropped(runs):
+                if bad_run(newest_run) or dropped(runs):
                     return "regressed"
             elif (compiled := latest(probe_records, mode="compile-only", arch=arch)) is not None \
                     and compiled.status == "compile-failed":
@@ -45,7 +48,41 @@ def page_status(linked: list[ProbeSpec], records: dict[str, list[Record]], claim
     if used and _stale(used, settings, newest):
         return "stale"
     cited = all(isinstance(c, dict) and (c.get("source") or c.get("record")) for c in claims)
-    return "verified" if verified and cited else "draft"
+    met = all(goal_met(goal, claims) is True for goal in goals or [] if isinstance(goal, dict))
+    return "verified" if verified and cited and met else "draft"
+
+
+def goal_value(goal: dict, claims: list) -> float | None:
+    """The number a goal is judged by: its claim's value, or for `ID.ratio` the claim's ratio."""
+    target = str(goal.get("claim", ""))
+    by_id = {c.get("id"): c for c in claims if isinstance(c, dict)}
+    claim, field = (by_id.get(target), "value") if target in by_id else (by_id.get(target.removesuffix(".ratio")), "ratio")
+    value = claim.get(field) if isinstance(claim, dict) else None
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def goal_met(goal: dict, claims: list) -> bool | None:
+    """Whether a goal the page states is met by its claim (at_least / at_most), None where the claim
+    holds no number."""
+    value = goal_value(goal, claims)
+    if value is None:
+        return None
+    low, high = goal.get("at_least"), goal.get("at_most")
+    return (not isinstance(low, (int, float)) or value >= low) and (not isinstance(high, (int, float)) or value <= high)
+
+
+def bad_run(record: Record) -> bool:
+    """Whether a run cannot back a verified page: its status is one of BAD_RUN, or - judged again
+    here, for records the runner wrote before it applied the rule - some gate test no negative
+    control fails at gates.CONTROL_NEAR_FACTOR to CONTROL_BLUNT_FACTOR times its tolerance (what
+    the runner now records as control-too-blunt)."""
+    if record.status in BAD_RUN:
+        return True
+    control = record.data.get("negative_control")
+    if not isinstance(control, dict):
+        return False
+    entries = control.get("controls") or [{"name": "control", "correctness": control.get("correctness")}]
+    return bool(gates.control_reach([e for e in entries if isinstance(e, dict)]))
 
 
 def dropped(runs: list[Record]) -> bool:

@@ -32,7 +32,7 @@ from cutlass.cute.nvgpu import OperandMajorMode, warpgroup
 
 from ..cache_format import D_QK, D_V
 from ..gather import BLOCK_T, FP8RowGather, select
-from ..sparse_decode_sm90 import DUMP_DIR, SparseDecodeSm90, _fake_args
+from ..sparse_decode_sm90 import DUMP_DIR, SparseDecodeSm90, _fake_io
 
 THREADS = 128
 BLOCK_H = 64
@@ -170,7 +170,7 @@ def compile_for(arch: str = "sm_90a", batch: int = 4, heads: int = 128, topk: in
     from cutlass.runtime import make_fake_stream
 
     SparseDecodeSm90.can_implement(batch, heads, topk, cache_tokens=cache_tokens)
-    return cute.compile(SparseDecodeSimple(), *_fake_args(batch, heads, topk, cache_tokens, 1),
+    return cute.compile(SparseDecodeSimple(), *_fake_io(batch, heads, topk, cache_tokens),
                         cutlass.Float32(D_QK ** -0.5), make_fake_stream(),
                         options=f"--gpu-arch {arch} --keep-ptx --keep-cubin --dump-dir {DUMP_DIR}")
 
