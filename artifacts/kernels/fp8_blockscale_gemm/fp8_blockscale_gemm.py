@@ -44,7 +44,22 @@ What it does
     `choose_tiling` picks the tile by waves of tiles on the GPU times a cost per tile fitted to H200
     timings (TILE_COST), and a 1x2 cluster (A multicast) from 129 rows on: 256x128 or 128-row tiles
     at large M (256 rows in the normal layout only), tiles with K tiles in flight and no cluster for
-    M <= 128.
+    M <= 128; given K, in the normal layout up to STREAM_MAX_M rows, a streaming model of B's bytes
+    (stream_estimate) picks among 64-row tiles, data-parallel or stream-K, instead.
+    Short A (a_rows 16 or 32, normal layout, 64-row tiles, M <= a_rows; opt-in, not yet run on a
+    GPU): a stage holds a_rows rows of A; the wgmmas still read 64 rows from the stage's start,
+    those past a_rows from whatever follows in shared memory, which only rows past M see (their
+    results are discarded). The bytes saved become stages of B: a decode step's rate is set by the
+    bytes of B each SM has in flight (11 stages instead of 8 at 64 x 128).
+    Stream-K (streamk=True; normal layout, tiles up to 128 x 128 with K tiles in flight, no cluster):
+    the work is (output tile, K tile) units, tile by tile, and CTA b of g takes the units
+    [b * U // g, (b + 1) * U // g), so every SM streams the same share of B whatever the tile count
+    (the decode shapes, where a tile per SM leaves a wave part-empty). A tile split between CTAs is
+    summed in the kernel: each piece's partial goes to its CTA's workspace slot (128-bit stores, in
+    fragment order), a counter per tile counts the pieces (release / acquire at GPU scope), and the
+    CTA that finishes a tile's last piece adds all pieces in K order and stores the tile, so the
+    result is bit-identical run to run whichever CTA finishes last; nothing waits on another CTA.
+    choose_tiling weighs it (and short A) for 64-row tiles up to STREAM_MAX_M rows when given K.
     Shapes and strides are dynamic (compiled once per layout, tiling and variant): with a static
     extent of 1 (M = 1) CuTe drops that mode when it builds the TMA atoms, and A's load and D's
     store became 1-D copies of the wrong box (a crash); with dynamic extents every copy is 3-D.
@@ -65,7 +80,8 @@ Layouts (DeepGEMM's names)
     rows is one K block's scales; its K-block stride must be a multiple of 4 floats (16 bytes),
     which `quantize.per_token_cast` guarantees by padding.
 
-Constraints (can_implement): K a multiple of 128; N a multiple of 8 (TMA rows of D); tile_m in
+Constraints (can_implement): K a multiple of 128; N a multiple of 8 (TMA rows of D); stream-K as
+    above, with (output tiles x K tiles) x CTAs under 2^31; tile_m in
     {64, 128, 256}, tile_n in {16, 32, 64, 128, 192}, tile_n <= 128 for 256 rows; any M >= 1;
     A and B may be views with any 16-byte-multiple row and group strides, sfa any M-major view
     with K-block and group strides that are multiples of 4 floats, all starting on 16-byte
@@ -82,6 +98,8 @@ Run: probe-fp8-blockscale-gemm (kernelwiki probe run --probe probe-fp8-blockscal
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 from pathlib import Path
 
 import cuda.bindings.driver as cuda
@@ -104,6 +122,8 @@ TILE_MS = (64, 128, 256)  # 64: one consumer warpgroup; 256: two 128-row halves 
 TILE_NS = (16, 32, 64, 128, 192)  # a tile meets at most two 128-wide B scale blocks
 MMA_M = 128            # rows of one half: what the consumer warpgroups cover with one round of wgmmas
 MAX_STAGES = 16       # small tiles: more loads in flight for the memory-bound small-M shapes
+A_ROWS = (16, 32)      # short A (decode, M <= a_rows): rows of A a stage holds
+MAX_SHORT_A_STAGES = 32   # short A: the stages of B in flight are what a decode step streams with
 EPI_STAGES = 2        # epilogue buffers at least; more where the mainloop stages leave room
 # Estimated time of one wave of output tiles, for choose_tiling: fitted to scratch timings of every
 # tile of this kernel (K tiles in flight up to 128 wide, turns at 128 x 192, halves and the whole-tile
@@ -122,6 +142,23 @@ MASKED_TILE_COST = {t: c for t, c in TILE_COST.items() if t[0] <= 128}
 CLUSTER_FROM_M = 129   # fewer rows: no cluster (A is a few KB per K tile; 1x1 timed faster for 64x32 and 128x64)
 MMA_AHEAD_MAX_N = 128  # widest tile with K tiles in flight: accumulator + two temporaries = 192 FP32 registers
 TURN_BARRIER = int(NamedBarrier.FIRST_FREE)   # this barrier and the next: the two warpgroups' turns
+STREAMK_SLOTS = 2      # partial sums a stream-K CTA may leave: the tile its range starts in, the one it ends in
+MAX_STREAMK_CTAS = 1024   # stream-K CTAs at most (the kernel's unit arithmetic is 32-bit: units x CTAs < 2^31)
+# The streaming model choose_tiling weighs 64-row tiles with (decode, M <= STREAM_MAX_M): a CTA streams B
+# through its stages, and an SM's rate falls as more SMs stream, STREAM_RATE / (SMs streaming + STREAM_N0
+# x 128 KiB / the CTA's bytes of B in flight); a unit (one K tile of one output tile) costs
+# UNIT_US + its bytes / that rate, at least MMA_UNIT_US per 64 x 128; stream-K streams at
+# STREAMK_EFFICIENCY of that rate and pays STREAMK_PIECE_US where CTAs share tiles. Fitted (log least
+# squares) to H200 timings of every such tiling on 36 decode shapes (requests fp8-1 and fp8-2,
+# 2026-12-02; held_out.FITTED_ON lists them).
+STREAM_RATE = 4.6e6        # bytes per microsecond
+STREAM_N0 = 20
+UNIT_US = 0.1
+MMA_UNIT_US = 0.18
+STREAMK_EFFICIENCY = 0.85
+STREAMK_PIECE_US = 2.5
+STREAM_MAX_M = 64          # more rows: 128-row tiles, chosen by TILE_COST (stream-K timed slower there)
+STREAM_TILE_NS = (32, 64, 128)
 LAYOUTS = ("normal", "contiguous", "masked")
 CLUSTERS = ((1, 1), (2, 1), (1, 2))
 
@@ -132,12 +169,20 @@ class Fp8BlockScaleGemm(Sm90GemmBase):
 
     def __init__(self, layout: str = "normal", tile_n: int = 128, cluster_mn: tuple[int, int] = (2, 1), swizzle: int = 1,
                  tile_m: int = 128, order_warpgroups: bool | None = None, unscaled_k_tile: int = -1,
-                 whole_tile_epilogue: bool | None = None, mma_ahead: bool | None = None):
+                 whole_tile_epilogue: bool | None = None, mma_ahead: bool | None = None, streamk: bool = False,
+                 a_rows: int | None = None):
         self.layout = layout
         self.ab_dtype, self.sf_dtype, self.d_dtype, self.acc_dtype = (
             cutlass.Float8E4M3FN, cutlass.Float32, cutlass.BFloat16, cutlass.Float32)
         self.tile_m, self.tile_n = tile_m, tile_n
         self.tile_mnk = (tile_m, tile_n, BLOCK)
+        # short A (decode): a stage holds a_rows rows of A, not the MMA's 64; the wgmmas still read
+        # 64 rows, the rest from whatever follows in shared memory, and only rows past M (< a_rows)
+        # see it, so their results are discarded. The bytes saved become stages of B in flight.
+        self.a_rows = tile_m if a_rows is None else a_rows
+        if self.a_rows != tile_m and (self.a_rows not in A_ROWS or tile_m != 64 or layout != "normal"):
+            raise ValueError(f"a_rows={a_rows} with layout {layout!r}, tile_m={tile_m}: short A takes a_rows in "
+                             f"{A_ROWS}, the normal layout and tile_m=64")
         # a 256-row tile is two halves of MMA_M rows: the consumers run the halves one after the
         # other through one temporary accumulator, each half promoted into its own accumulator
         self.mma_m = min(tile_m, MMA_M)
@@ -157,6 +202,14 @@ class Fp8BlockScaleGemm(Sm90GemmBase):
         if order_warpgroups is None:
             order_warpgroups = self.halves == 1
         self.order_warpgroups = order_warpgroups and self.warpgroups == 2 and not self.mma_ahead
+        # stream-K: each CTA takes an equal run of the (output tile, K tile) units; a tile shared by several
+        # CTAs is summed by the last to finish its part (_streamk_fixup), from partials in a workspace
+        self.streamk = streamk
+        if streamk and not (layout == "normal" and self.mma_ahead and tuple(cluster_mn) == (1, 1)):
+            raise ValueError(f"streamk: layout {layout!r}, tile {tile_m}x{tile_n}, cluster {tuple(cluster_mn)}; stream-K "
+                             f"runs the normal layout with K tiles in flight (tile_m <= {MMA_M}, tile_n <= "
+                             f"{MMA_AHEAD_MAX_N}) and no cluster")
+        self.smem_words = 1 if streamk else 0   # "this CTA is the last on the tile", for every consumer thread
         # contiguous layout with 256-row tiles: the two halves may belong to different groups
         self.split_groups = layout == "contiguous" and self.halves == 2
         # the negative control: this K tile is accumulated without its scales (sfa * sfb taken as 1)
@@ -171,7 +224,39 @@ class Fp8BlockScaleGemm(Sm90GemmBase):
         if whole_tile_epilogue is None:   # timed at least as fast for 256-row tiles (2026-12-01)
             whole_tile_epilogue = self.halves == 2
         least = max(EPI_STAGES, slices) if whole_tile_epilogue else EPI_STAGES
-        self.stages, self.epi_stages = self.fit_stages(least, slices, MAX_STAGES)
+        self.stages, self.epi_stages = self.fit_stages(least, slices, MAX_STAGES if self.a_rows == tile_m
+                                                       else MAX_SHORT_A_STAGES)
+
+    @contextlib.contextmanager
+    def _loading(self):
+        """tile_mnk as the loads see it while the base's load-side helpers run: A's box and stage are
+        a_rows rows (the D side keeps tile_m)."""
+        full = self.tile_mnk
+        self.tile_mnk = (self.a_rows, *full[1:])
+        try:
+            yield
+        finally:
+            self.tile_mnk = full
+
+    def smem_bytes(self, stages: int, epi_stages: int) -> int:
+        """The base's sizing, with A stages of a_rows rows."""
+        with self._loading():
+            return super().smem_bytes(stages, epi_stages)
+
+    def make_ab_atoms(self, mA: cute.Tensor, mB: cute.Tensor, sA_layout, sB_layout):
+        """The base's TMA atoms, A's box a_rows rows."""
+        with self._loading():
+            return super().make_ab_atoms(mA, mB, sA_layout, sB_layout)
+
+    def make_ab_pipeline(self, storage, tx_bytes: int, tiled_mma: cute.TiledMma):
+        """The base's ring, its transaction bytes checked against A's box of a_rows rows."""
+        with self._loading():
+            return super().make_ab_pipeline(storage, tx_bytes, tiled_mma)
+
+    def partition_ab(self, tma_a, gA_tma, sA, a_mask, tma_b, gB_tma, sB, b_mask, cta_coord):
+        """The base's TMA partitions, A in tiles of a_rows rows (one, as M <= a_rows)."""
+        with self._loading():
+            return super().partition_ab(tma_a, gA_tma, sA, a_mask, tma_b, gB_tma, sB, b_mask, cta_coord)
 
     def stage_extras(self) -> tuple[tuple[int, int], ...]:
         """A stage also holds the tile's A scales of its K block: tile_m FP32, 128-byte aligned."""
@@ -183,7 +268,8 @@ class Fp8BlockScaleGemm(Sm90GemmBase):
 
     @staticmethod
     def can_implement(layout: str, m: int, n: int, k: int, groups: int = 1, tile_n: int = 128,
-                      cluster_mn: tuple[int, int] = (2, 1), tile_m: int = 128) -> None:
+                      cluster_mn: tuple[int, int] = (2, 1), tile_m: int = 128, streamk: bool = False,
+                      a_rows: int | None = None) -> None:
         """Raise ValueError naming the offending value and the supported set."""
         if layout not in LAYOUTS:
             raise ValueError(f"layout {layout!r} unsupported; use one of {LAYOUTS}")
@@ -208,20 +294,47 @@ class Fp8BlockScaleGemm(Sm90GemmBase):
         if layout == "contiguous" and m % MMA_M:
             raise ValueError(f"M={m}: the contiguous layout needs M a multiple of {MMA_M} (each group's rows "
                              f"padded to {MMA_M}, padding rows with group index -1)")
+        if a_rows is not None and a_rows != tile_m:
+            if a_rows not in A_ROWS or tile_m != 64 or layout != "normal":
+                raise ValueError(f"a_rows={a_rows} with layout {layout!r}, tile_m={tile_m}: short A takes a_rows in "
+                                 f"{A_ROWS}, the normal layout and tile_m=64")
+            if m > a_rows:
+                raise ValueError(f"a_rows={a_rows} with M={m}: a stage holds a_rows rows of A, so M <= a_rows")
+        if streamk:
+            if layout != "normal" or tuple(cluster_mn) != (1, 1) or tile_m > MMA_M or tile_n > MMA_AHEAD_MAX_N:
+                raise ValueError(f"streamk with layout {layout!r}, tile {tile_m}x{tile_n}, cluster {tuple(cluster_mn)}: "
+                                 f"stream-K runs the normal layout, tile_m <= {MMA_M}, tile_n <= {MMA_AHEAD_MAX_N}, "
+                                 f"cluster (1, 1)")
+            units = streamk_units(m, n, k, tile_m, tile_n)
+            if units * MAX_STREAMK_CTAS >= 2 ** 31:
+                raise ValueError(f"streamk at {m}x{n}x{k} with {tile_m}x{tile_n} tiles: {units} units of work, past "
+                                 f"the kernel's 32-bit arithmetic ({MAX_STREAMK_CTAS} CTAs); use streamk=False")
 
     @cute.jit
     def __call__(self, mA: cute.Tensor, mSFA: cute.Tensor, mB: cute.Tensor, mSFB: cute.Tensor, mD: cute.Tensor,
-                 mGroup: cute.Tensor, max_active_clusters: cutlass.Constexpr, stream: cuda.CUstream):
+                 mGroup: cute.Tensor, mPartials: cute.Tensor, mCounters: cute.Tensor, ctas: cutlass.Int32,
+                 max_active_clusters: cutlass.Constexpr, stream: cuda.CUstream):
         # mA: (M, K, L) K-major; mSFA: (M, K/128, L) M-major; mB: (N, K, G) K-major;
         # mSFB: (ceil(N/128), K/128, G); mD: (M, N, L) N-major; L = G for masked, else 1.
         # mGroup: m_indices (M,) for contiguous, masked_m (G,) for masked, unused (1,) for normal.
+        # stream-K: mPartials (STREAMK_SLOTS * ctas * tile_m * tile_n,) FP32 and mCounters (output tiles,)
+        # Int32, zero before the first launch (the kernel leaves them zero); ctas: the CTAs that share
+        # the work. Unused (any (1,) tensors, any ctas) without stream-K.
         tiled_mma = self._tiled_mma()
         # A as TMA writes it, (tile_m, 128) per stage, and as the MMAs read it, (mma_m, 128) per half
-        # and stage: the same bytes, since a K-major swizzled tile stacks its 8-row atoms along M
-        sA_layout = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, self.tile_mnk, self.ab_dtype, self.stages)
-        sA_mma_layout = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, (self.mma_m, self.tile_n, BLOCK),
-                                                      self.ab_dtype, self.stages * self.halves)
-        assert cute.cosize(sA_layout) == cute.cosize(sA_mma_layout)
+        # and stage: the same bytes, since a K-major swizzled tile stacks its 8-row atoms along M.
+        # Short A: TMA writes (a_rows, 128) per stage; the MMAs read 64 rows from each stage's start
+        sA_layout = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, (self.a_rows, self.tile_n, BLOCK),
+                                                  self.ab_dtype, self.stages)
+        if cutlass.const_expr(self.a_rows == self.tile_m):
+            sA_mma_layout = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, (self.mma_m, self.tile_n, BLOCK),
+                                                          self.ab_dtype, self.stages * self.halves)
+            assert cute.cosize(sA_layout) == cute.cosize(sA_mma_layout)
+        else:
+            one = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, (self.mma_m, self.tile_n, BLOCK), self.ab_dtype, 1)
+            stage = cute.make_layout(self.stages, stride=self.a_rows * BLOCK)   # a stage every a_rows rows
+            sA_mma_layout = cute.make_composed_layout(one.inner, 0, cute.append(cute.select(one.outer, mode=[0, 1]),
+                                                                               stage))
         sB_layout = sm90_utils.make_smem_layout_b(LayoutEnum.ROW_MAJOR, self.tile_mnk, self.ab_dtype, self.stages)
         sSFA_layout = cute.make_layout((self.tile_m, 1, self.stages))   # the tile's A scales of one K block
         sD_layout = sm90_utils.make_smem_layout_epi(self.d_dtype, LayoutEnum.ROW_MAJOR, self.epi_tile, self.epi_stages)
@@ -230,10 +343,13 @@ class Fp8BlockScaleGemm(Sm90GemmBase):
         tma_sfa, gSFA_tma = load_atom(mSFA, sSFA_layout, (self.tile_m, 1), 1)
         tma_d, gD_tma = self.make_d_atom(mD, sD_layout)
         scheduler_params, grid = self.make_scheduler_params(mD, max_active_clusters)
+        if cutlass.const_expr(self.streamk):
+            grid = (ctas, 1, 1)
         self.shared_storage = self.make_shared_storage(sA_layout, sB_layout, sD_layout,
                                                        (("sSFA", self.sf_dtype, sSFA_layout, 128),))
         self.launch(self.kernel(tiled_mma, tma_a, gA_tma, tma_b, gB_tma, tma_sfa, gSFA_tma, tma_d, gD_tma, mSFB, mGroup,
-                                sA_layout, sA_mma_layout, sB_layout, sSFA_layout, sD_layout, scheduler_params), grid, stream)
+                                mPartials, mCounters, sA_layout, sA_mma_layout, sB_layout, sSFA_layout, sD_layout,
+                                scheduler_params), grid, stream)
 
     def _tiled_mma(self) -> cute.TiledMma:
         """The consumers' wgmma m64nNk32 (e4m3 x e4m3 -> FP32, both operands K-major in shared memory)."""
@@ -244,7 +360,8 @@ class Fp8BlockScaleGemm(Sm90GemmBase):
     @cute.kernel
     def kernel(self, tiled_mma: cute.TiledMma, tma_a: cute.CopyAtom, gA_tma: cute.Tensor, tma_b: cute.CopyAtom,
                gB_tma: cute.Tensor, tma_sfa: cute.CopyAtom, gSFA_tma: cute.Tensor, tma_d: cute.CopyAtom,
-               gD_tma: cute.Tensor, mSFB: cute.Tensor, mGroup: cute.Tensor, sA_layout: cute.ComposedLayout,
+               gD_tma: cute.Tensor, mSFB: cute.Tensor, mGroup: cute.Tensor, mPartials: cute.Tensor,
+               mCounters: cute.Tensor, sA_layout: cute.ComposedLayout,
                sA_mma_layout: cute.ComposedLayout, sB_layout: cute.ComposedLayout, sSFA_layout: cute.Layout, sD_layout: cute.ComposedLayout,
                scheduler_params: utils.PersistentTileSchedulerParams):
         tidx, warp, warpgroup_idx = self.thread_roles((tma_a, tma_b, tma_sfa, tma_d))
@@ -271,13 +388,17 @@ class Fp8BlockScaleGemm(Sm90GemmBase):
                                                cute.group_modes(sSFA, 0, 2), cute.group_modes(gSFA, 0, 2))
         gD = self.tile_d(gD_tma)
         m_rows = gA_tma.shape[0]
+        tiles_mn = (cute.size(gD, mode=[2]), cute.size(gD, mode=[3]))
+        split_inputs = None
+        if cutlass.const_expr(self.streamk):
+            split_inputs = (mPartials, mCounters, storage.words.get_tensor(cute.make_layout(1)))
 
         pipeline.pipeline_init_wait(cluster_shape_mn=self.cluster_mn)
         self.dispatch_roles(warp, warpgroup_idx,
                             (ab_pipeline, scheduler_params, ab_loads, (tma_sfa, tSgSFA, tSsSFA),
-                             (mGroup, m_rows, k_tiles)),
+                             (mGroup, m_rows, k_tiles, tiles_mn)),
                             (ab_pipeline, scheduler_params, mGroup, m_rows, k_tiles, tiled_mma, sA_mma, sB, sSFA, mSFB,
-                             sD, gD, tma_d, tidx, warp))
+                             sD, gD, tma_d, tidx, warp, tiles_mn, split_inputs))
 
     @cute.jit
     def _work(self, mGroup: cute.Tensor, m_rows, tile_m, l):
@@ -296,7 +417,42 @@ class Fp8BlockScaleGemm(Sm90GemmBase):
         return runs, l, l_b
 
     @cute.jit
-    def produce_tile(self, ab_pipeline, state, ab_loads, extra_loads, tile_m, tile_n, l, mGroup, m_rows, k_tiles):
+    def produce(self, ab_pipeline, scheduler_params, ab_loads, extra_loads, tile_args):
+        """The TMA warp: with stream-K, this CTA's run of (output tile, K tile) units, tile by tile;
+        otherwise the base's walk over the scheduler's work tiles."""
+        if cutlass.const_expr(self.streamk):
+            _, _, k_tiles, tiles_mn = tile_args
+            u, u_end, _ = self._streamk_span(k_tiles, tiles_mn)
+            state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
+            while u < u_end:
+                tile, first, count = self._streamk_piece(u, u_end, k_tiles)
+                state = self.load_k_tiles(ab_pipeline, state, ab_loads, extra_loads, tile % tiles_mn[0],
+                                          tile // tiles_mn[0], 0, 0, first, count)
+                u += count
+            ab_pipeline.producer_tail(state)
+        else:
+            Sm90GemmBase.produce(self, ab_pipeline, scheduler_params, ab_loads, extra_loads, tile_args)
+
+    @cute.jit
+    def _streamk_span(self, k_tiles, tiles_mn):
+        """(u, u_end, units): this CTA's units [u, u_end) of all units = output tiles x K tiles, unit
+        tile * k_tiles + k; CTA b of g takes [b * units // g, (b + 1) * units // g)."""
+        units = tiles_mn[0] * tiles_mn[1] * k_tiles
+        b, _, _ = cute.arch.block_idx()
+        g, _, _ = cute.arch.grid_dim()
+        return b * units // g, (b + 1) * units // g, units
+
+    @cute.jit
+    def _streamk_piece(self, u, u_end, k_tiles):
+        """(tile, first K tile, K tile count) of the piece of work that starts at unit u: to the end of
+        its output tile or of the CTA's run, whichever comes first."""
+        tile = u // k_tiles
+        first = u - tile * k_tiles
+        return tile, first, cutlass.min(k_tiles - first, u_end - u)
+
+    @cute.jit
+    def produce_tile(self, ab_pipeline, state, ab_loads, extra_loads, tile_m, tile_n, l, mGroup, m_rows, k_tiles,
+                     tiles_mn):
         """Every K tile of the work tile, from the group(s) its rows belong to; nothing for a skipped tile."""
         if cutlass.const_expr(self.split_groups):
             first, second, _, _ = self._half_groups(mGroup, m_rows, tile_m)
@@ -344,7 +500,7 @@ class Fp8BlockScaleGemm(Sm90GemmBase):
 
     @cute.jit
     def consume(self, ab_pipeline, scheduler_params, mGroup, m_rows, k_tiles, tiled_mma, sA, sB, sSFA, mSFB, sD,
-                 gD, tma_d, tidx, warp):
+                 gD, tma_d, tidx, warp, tiles_mn, split_inputs):
         # sA: (mma_m, 128, stages * halves), half h of stage s at index s * halves + h
         consumer_tidx = tidx - WARPGROUP_THREADS   # the thread's index among the consumer warpgroups
         thr_mma = tiled_mma.get_slice(consumer_tidx)
@@ -370,7 +526,6 @@ class Fp8BlockScaleGemm(Sm90GemmBase):
         r2s, _, slice_shape, _, store_pipeline = epilogue
         tRS_accs = [r2s.retile(acc) for acc in accs]
         rSlice_out = cute.make_rmem_tensor(slice_shape, self.d_dtype)
-        slice_size = cute.size(rSlice_out)
         # Turn-taking: the two consumer warpgroups issue their wgmmas one after the other
         # (barrier 2 = warpgroup 0's turn, 3 = warpgroup 1's), so the tensor core runs one's half
         # K tile while the other waits for its own and promotes, instead of both promoting at once.
@@ -384,60 +539,162 @@ class Fp8BlockScaleGemm(Sm90GemmBase):
             if wg == 1:
                 other_turn.arrive()   # warpgroup 0 goes first
 
-        scheduler = self.make_scheduler(scheduler_params)
-        work = scheduler.initial_work_tile_info()
         state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
-
         slices_done = cutlass.Int32(0)
-        while work.is_valid_tile:
-            tile_m, tile_n, l = work.tile_idx
-            if cutlass.const_expr(self.split_groups):
-                first, second, g0, g1 = self._half_groups(mGroup, m_rows, tile_m)
-                runs, l_a = first >= 0, l
-            else:
-                runs, l_a, l_b = self._work(mGroup, m_rows, tile_m, l)
-            if runs:
-                # The tile's columns [n0, n0 + tile_n) meet at most two B scale blocks: lo up to
-                # local column `split`, hi after it (a 192-wide tile at n0 % 128 == 64 splits at 64).
-                # A cluster may run a tile past N: the reads are clamped.
-                n0 = tile_n * self.tile_n
-                block_lo = cutlass.min(n0 // BLOCK, n_blocks - 1)
-                block_hi = cutlass.min(n0 // BLOCK + 1, n_blocks - 1)
-                split = BLOCK - n0 % BLOCK
-                for h in cutlass.range_constexpr(self.halves):
-                    accs[h].fill(0.0)
-                loop = (ab_pipeline, k_tiles, mmas, tCrA, tCrB, sSFA, mSFB, accs, tmps, row0, block_lo, block_hi, split)
-                stores = (True,) * self.halves
+        store = (epilogue, tRS_accs, rSlice_out, tma_d, sD, gD, warp)
+        if cutlass.const_expr(self.streamk):
+            # this CTA's run of units, piece by piece: a whole output tile is stored at once; a piece of
+            # a shared tile goes through _streamk_fixup, and the CTA that finishes the tile's last piece
+            # stores the sum of all its pieces
+            u, u_end, units = self._streamk_span(k_tiles, tiles_mn)
+            while u < u_end:
+                tile, first, count = self._streamk_piece(u, u_end, k_tiles)
+                tile_m, tile_n = tile % tiles_mn[0], tile // tiles_mn[0]
+                block_lo, block_hi, split = self._scale_blocks(tile_n, n_blocks)
+                accs[0].fill(0.0)
+                state = self._mainloop_ahead(ab_pipeline, count, mmas, tCrA, tCrB, sSFA, mSFB, accs, tmps, row0,
+                                             block_lo, block_hi, split, state, 0, first)
+                last = cutlass.Int32(1)
+                if count < k_tiles:
+                    last = self._streamk_fixup(split_inputs, accs[0], tmps[0], tile, k_tiles, units, consumer_tidx,
+                                               m_rows - tile_m * self.tile_m, epilogue[3])
+                if last != 0:
+                    slices_done = self._store_tile(store, tile_m, tile_n, 0, (True,), slices_done)
+                u += count
+        else:
+            scheduler = self.make_scheduler(scheduler_params)
+            work = scheduler.initial_work_tile_info()
+            while work.is_valid_tile:
+                tile_m, tile_n, l = work.tile_idx
                 if cutlass.const_expr(self.split_groups):
-                    if first >= 0:
-                        state = self._mainloop(*loop, my_turn, other_turn, state, first, g0 == first, g1 == first)
-                    if second >= 0:
-                        state = self._mainloop(*loop, my_turn, other_turn, state, second, False, True)
-                    stores = (g0 >= 0, g1 >= 0)   # padding halves are left as they were
-                elif cutlass.const_expr(self.mma_ahead):
-                    state = self._mainloop_ahead(*loop, state, l_b)
+                    first, second, g0, g1 = self._half_groups(mGroup, m_rows, tile_m)
+                    runs, l_a = first >= 0, l
                 else:
-                    state = self._mainloop(*loop, my_turn, other_turn, state, l_b, True, True)
-
-                # epilogue: each half (mma_m, tile_n) in (mma_m, 32) slices through a ring of epi_stages
-                bSG_sD, bSG_gD = self.partition_d(tma_d, sD, gD, tile_m, tile_n, l_a)
-                slices = self.tile_n // self.epi_tile[1]
-                for h in cutlass.range_constexpr(self.halves):
-                    if stores[h]:
-                        for s in cutlass.range_constexpr(slices):
-                            for v in cutlass.range_constexpr(slice_size):
-                                rSlice_out[v] = tRS_accs[h][s * slice_size + v].to(self.d_dtype)
-                            # the ring advances by stores made: a buffer comes round only after the
-                            # epi_stages - 1 stores store_slice's acquire leaves in flight
-                            self.store_slice(epilogue, rSlice_out, slices_done % self.epi_stages, tma_d, bSG_sD,
-                                             bSG_gD, (h, s), warp)
-                            slices_done += 1
-            scheduler.advance_to_next_work()
-            work = scheduler.get_current_work()
+                    runs, l_a, l_b = self._work(mGroup, m_rows, tile_m, l)
+                if runs:
+                    # The tile's columns [n0, n0 + tile_n) meet at most two B scale blocks: lo up to
+                    # local column `split`, hi after it (a 192-wide tile at n0 % 128 == 64 splits at 64).
+                    # A cluster may run a tile past N: the reads are clamped.
+                    block_lo, block_hi, split = self._scale_blocks(tile_n, n_blocks)
+                    for h in cutlass.range_constexpr(self.halves):
+                        accs[h].fill(0.0)
+                    loop = (ab_pipeline, k_tiles, mmas, tCrA, tCrB, sSFA, mSFB, accs, tmps, row0, block_lo, block_hi,
+                            split)
+                    stores = (True,) * self.halves
+                    if cutlass.const_expr(self.split_groups):
+                        if first >= 0:
+                            state = self._mainloop(*loop, my_turn, other_turn, state, first, g0 == first, g1 == first)
+                        if second >= 0:
+                            state = self._mainloop(*loop, my_turn, other_turn, state, second, False, True)
+                        stores = (g0 >= 0, g1 >= 0)   # padding halves are left as they were
+                    elif cutlass.const_expr(self.mma_ahead):
+                        state = self._mainloop_ahead(*loop, state, l_b, 0)
+                    else:
+                        state = self._mainloop(*loop, my_turn, other_turn, state, l_b, True, True)
+                    slices_done = self._store_tile(store, tile_m, tile_n, l_a, stores, slices_done)
+                scheduler.advance_to_next_work()
+                work = scheduler.get_current_work()
         if cutlass.const_expr(self.order_warpgroups):
             if wg == 0:
                 my_turn.arrive_and_wait()   # take warpgroup 1's last hand-over: every arrival is matched
         store_pipeline.producer_tail()
+
+    @cute.jit
+    def _scale_blocks(self, tile_n, n_blocks):
+        """(block_lo, block_hi, split): the B scale blocks of output tile column tile_n, lo up to local
+        column `split`, hi after it (clamped: a cluster may run a tile past N)."""
+        n0 = tile_n * self.tile_n
+        return cutlass.min(n0 // BLOCK, n_blocks - 1), cutlass.min(n0 // BLOCK + 1, n_blocks - 1), BLOCK - n0 % BLOCK
+
+    @cute.jit
+    def _store_tile(self, store, tile_m, tile_n, l_a, stores, slices_done):
+        """The epilogue of one output tile: each half (stores[h]: whether it is stored) in (mma_m, 32)
+        slices through the ring of epi_stages D buffers. The ring advances by stores made: a buffer
+        comes round only after the epi_stages - 1 stores store_slice's acquire leaves in flight.
+        Returns slices_done advanced by the slices stored."""
+        epilogue, tRS_accs, rSlice_out, tma_d, sD, gD, warp = store
+        bSG_sD, bSG_gD = self.partition_d(tma_d, sD, gD, tile_m, tile_n, l_a)
+        slice_size = cute.size(rSlice_out)
+        for h in cutlass.range_constexpr(self.halves):
+            if stores[h]:
+                for s in cutlass.range_constexpr(self.tile_n // self.epi_tile[1]):
+                    for v in cutlass.range_constexpr(slice_size):
+                        rSlice_out[v] = tRS_accs[h][s * slice_size + v].to(self.d_dtype)
+                    self.store_slice(epilogue, rSlice_out, slices_done % self.epi_stages, tma_d, bSG_sD, bSG_gD,
+                                     (h, s), warp)
+                    slices_done += 1
+        return slices_done
+
+    @cute.jit
+    def _streamk_fixup(self, split_inputs, acc, part, tile, k_tiles, units, consumer_tidx, rows_here,
+                       epilogue_barrier):
+        """A piece of output tile `tile` that other CTAs share (stream-K), deterministic, nothing
+        waiting on another CTA. The tile's pieces belong to CTAs first_cta .. last_cta, in K order.
+        Every piece's CTA stores its partial (acc) to its slot, fences (release, gpu scope) and, once
+        every consumer thread has, one thread adds 1 to the tile's counter (acq_rel); the CTA that
+        arrives last (it says so through shared memory) resets the counter for the next launch and,
+        after an acquire fence, sums the pieces from their slots in K order into acc (part: a
+        temporary): the same additions whichever CTA arrives last. Only the rows of D (rows_here of
+        the tile's) are written and read, in 16-row warp bands. Returns 1 for the last CTA (it
+        stores the tile), else 0."""
+        mPartials, mCounters, flag = split_inputs
+        b, _, _ = cute.arch.block_idx()
+        ctas, _, _ = cute.arch.grid_dim()
+        start = tile * k_tiles
+        first_cta = ((start + 1) * ctas - 1) // units          # the CTA whose run holds unit `start`
+        last_cta = ((start + k_tiles) * ctas - 1) // units     # ... and the tile's last unit
+        band = consumer_tidx // 32 * 16 < rows_here             # this warp's 16 rows hold rows of D
+        if band:
+            self._partial_io(mPartials, self._slot(b, start, units, ctas), acc, consumer_tidx, False)
+        cute.arch.fence_acq_rel_gpu()        # release: this thread's partial before the count
+        epilogue_barrier.arrive_and_wait()   # every consumer thread's partial and fence
+        if consumer_tidx == 0:
+            arrived = cute.arch.atomic_add(mCounters.iterator + tile, cutlass.Int32(1), sem="acq_rel", scope="gpu")
+            last = cutlass.Int32(0)
+            if arrived == last_cta - first_cta:
+                last = cutlass.Int32(1)
+                mCounters[tile] = cutlass.Int32(0)
+            flag[0] = last
+        epilogue_barrier.arrive_and_wait()
+        last = flag[0]   # rewritten only after the next piece's first barrier, which every thread passes after this
+        if last != 0:
+            cute.arch.fence_acq_rel_gpu()    # acquire: the other pieces' partials after their count
+            # every piece from its slot, this CTA's own too (its threads read what they wrote): acc is
+            # free for the sum, and one temporary holds a piece (three tiles of registers spilled)
+            acc.fill(0.0)
+            if band:
+                for other in cutlass.range(first_cta, last_cta + 1, unroll=1):
+                    self._partial_io(mPartials, self._slot(other, start, units, ctas), part, consumer_tidx, True)
+                    for i in cutlass.range_constexpr(cute.size(acc)):
+                        acc[i] = acc[i] + part[i]
+        return last
+
+    @cute.jit
+    def _slot(self, cta, start, units, ctas):
+        """The workspace slot of CTA cta's piece of the tile whose first unit is `start`: 0 when its
+        run begins inside that tile (the first piece of its run), 1 when it began before (the last)."""
+        slot = STREAMK_SLOTS * cta + 1
+        if cta * units // ctas >= start:
+            slot = STREAMK_SLOTS * cta
+        return slot
+
+    @cute.jit
+    def _partial_io(self, mPartials, slot, frag, consumer_tidx, load: cutlass.Constexpr):
+        """One piece's FP32 partial between the registers (frag) and its workspace slot, 128 bits at a
+        time: the slot holds the fragments in thread order, element i of consumer thread t at
+        (i // 4 * threads + t) * 4 + i % 4, so each warp's vector access is one contiguous 512 bytes."""
+        threads = self.warpgroups * WARPGROUP_THREADS
+        vectors = cute.size(frag) // 4
+        offset = cutlass.Int64(slot) * (self.tile_m * self.tile_n) + cutlass.Int64(consumer_tidx * 4)
+        gP = cute.make_tensor(mPartials.iterator + cute.assume(offset, divby=4),
+                              cute.make_layout((4, vectors), stride=(1, threads * 4)))
+        rP = cute.make_tensor(frag.iterator, cute.make_layout((4, vectors), stride=(1, 4)))
+        atom = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), self.acc_dtype, num_bits_per_copy=128)
+        for j in cutlass.range_constexpr(vectors):
+            if cutlass.const_expr(load):
+                cute.copy(atom, gP[(None, j)], rP[(None, j)])
+            else:
+                cute.copy(atom, rP[(None, j)], gP[(None, j)])
 
     @cute.jit
     def _mainloop(self, ab_pipeline, k_tiles, mmas, tCrA, tCrB, sSFA, mSFB, accs, tmps, row0, block_lo, block_hi, split,
@@ -483,7 +740,7 @@ class Fp8BlockScaleGemm(Sm90GemmBase):
 
     @cute.jit
     def _mainloop_ahead(self, ab_pipeline, k_tiles, mmas, tCrA, tCrB, sSFA, mSFB, accs, tmps, row0, block_lo,
-                        block_hi, split, state, l_b):
+                        block_hi, split, state, l_b, k_first):
         """One pass over K with two K tiles in flight (one 128-row half, mma_ahead): K tile k + 1's
         wgmmas go into the other temporary before K tile k's are waited for and promoted, so the
         tensor core always has queued work and a K tile's MMA latency hides behind the previous
@@ -491,7 +748,7 @@ class Fp8BlockScaleGemm(Sm90GemmBase):
         last one or two end the pass without a next issue. Returns the advanced state."""
         ab_pipeline.consumer_wait(state)
         self._mma(mmas, tmps[0], tCrA, tCrB, state.index, state.index)
-        k_tile = cutlass.Int32(0)
+        k_tile = cutlass.Int32(k_first)
         step = (ab_pipeline, k_tiles, mmas, tCrA, tCrB, sSFA, mSFB, accs[0], row0, block_lo, block_hi, split, l_b)
         for _ in cutlass.range((k_tiles - 1) // 2, unroll=1):
             state, k_tile = self._step_ahead(*step, tmps[0], tmps[1], state, k_tile, True)
@@ -575,28 +832,36 @@ class Fp8BlockScaleGemm(Sm90GemmBase):
 def compile_for(arch: str = "sm_90a", layout: str = "normal", groups: int = 1, tile_n: int = 128, cluster_mn=(2, 1),
                 sms: int = 132, tile_m: int = 128, **variant):
     """Compile with fake tensors (no GPU needed), keeping PTX and cubin. Every shape and stride is
-    dynamic, as at run time (`_views`): one compile serves every M, N, K and group count."""
+    dynamic, as at run time (`_views`): one compile serves every M, N, K and group count (and, with
+    streamk=True, every CTA count)."""
     from cutlass.runtime import make_fake_stream
 
-    Fp8BlockScaleGemm.can_implement(layout, MMA_M, 128, BLOCK, groups, tile_n, cluster_mn, tile_m)
+    Fp8BlockScaleGemm.can_implement(layout, variant.get("a_rows") or MMA_M, 128, BLOCK, groups, tile_n, cluster_mn, tile_m,
+                                    variant.get("streamk", False), variant.get("a_rows"))
     e4m3, f32 = cutlass.Float8E4M3FN, cutlass.Float32
     # the types of the run-time views exactly (the kernel is compiled from those at run time)
     tensors = (fake_tensor(e4m3, 1, aligned=False), fake_tensor(f32, 0, aligned=False), fake_tensor(e4m3, 1, aligned=False),
                fake_tensor(f32, 1, aligned=False), fake_tensor(cutlass.BFloat16, 1, aligned=False),
+               fake_tensor(cutlass.Int32, 0, rank=1, aligned=False), fake_tensor(f32, 0, rank=1, aligned=False),
                fake_tensor(cutlass.Int32, 0, rank=1, aligned=False))
     op = Fp8BlockScaleGemm(layout, tile_n, cluster_mn, tile_m=tile_m, **variant)
-    return cute.compile(op, *tensors, sms // (cluster_mn[0] * cluster_mn[1]), make_fake_stream(),
+    return cute.compile(op, *tensors, cutlass.Int32(sms), sms // (cluster_mn[0] * cluster_mn[1]), make_fake_stream(),
                         options=f"--gpu-arch {arch} --keep-ptx --keep-cubin --dump-dir {DUMP_DIR}")
 
 
 def compile_gemm(a, sfa, b, sfb, layout: str = "normal", group_info=None, tile_n: int | None = None,
-                 cluster_mn=None, swizzle: int = 1, tile_m: int | None = None, **variant):
+                 cluster_mn=None, swizzle: int = 1, tile_m: int | None = None, streamk: bool | None = None,
+                 ctas: int | None = None, a_rows: int | None = None, **variant):
     """For torch tensors (see the module docstring for each layout's shapes): (run, d), where run()
     computes d on the current stream, into the same d. group_info: m_indices (contiguous) or
-    masked_m (masked), int32 on the device. tile_m, tile_n and cluster_mn default to `choose_tiling`.
+    masked_m (masked), int32 on the device. tile_m, tile_n, cluster_mn, streamk and a_rows default to
+    `choose_tiling` (streamk and short A only where the whole tiling is the chooser's; otherwise off);
+    ctas: the CTAs that share a stream-K launch (default: one per SM, at most one per unit of work).
     `variant` reaches Fp8BlockScaleGemm (the negative control, the warpgroup turn-taking switch).
     The kernel is compiled once per layout, tiling and variant, with dynamic shapes and strides,
-    and reused for every shape."""
+    and reused for every shape. Stream-K owns a workspace (partials, and counters the kernel leaves
+    at zero): run() must not execute concurrently with itself (two streams, or two graphs replayed
+    at once); keep run alive as long as a CUDA graph captured from it."""
     import torch
 
     a, sfa, b, sfb = canonical(a, -1), canonical(sfa, -2), canonical(b, -1), canonical(sfb, -1)
@@ -605,29 +870,60 @@ def compile_gemm(a, sfa, b, sfb, layout: str = "normal", group_info=None, tile_n
     m, k = a.shape[-2], a.shape[-1]
     n = b.shape[-2]
     sms = torch.cuda.get_device_properties(a.device).multi_processor_count
-    chosen = choose_tiling(layout, m, n, sms, groups)
-    tile_m, tile_n = tile_m or chosen["tile_m"], tile_n or chosen["tile_n"]
-    cluster_mn = tuple(cluster_mn or chosen["cluster_mn"])
-    Fp8BlockScaleGemm.can_implement(layout, m, n, k, groups, tile_n, cluster_mn, tile_m)
+    chosen = choose_tiling(layout, m, n, sms, groups, k=k)
+    tiling = {"tile_m": tile_m or chosen["tile_m"], "tile_n": tile_n or chosen["tile_n"],
+              "cluster_mn": tuple(cluster_mn or chosen["cluster_mn"])}
+    choosers = all(tiling[key] == chosen[key] for key in tiling)
+    if streamk is None:
+        streamk = chosen["streamk"] and choosers
+    if a_rows is None:
+        a_rows = chosen["a_rows"] if choosers else tiling["tile_m"]
+    tile_m, tile_n, cluster_mn = tiling["tile_m"], tiling["tile_n"], tiling["cluster_mn"]
+    Fp8BlockScaleGemm.can_implement(layout, m, n, k, groups, tile_n, cluster_mn, tile_m, streamk, a_rows)
     d = torch.empty(*a.shape[:-1], n, dtype=torch.bfloat16, device=a.device)
     if group_info is None:
         group_info = torch.zeros(1, dtype=torch.int32, device=a.device)
-    views = _views(a, sfa, b, sfb, d, group_info)
+    units = streamk_units(m, n, k, tile_m, tile_n)
+    ctas = min(ctas or sms, units, MAX_STREAMK_CTAS) if streamk else 0
+    if ctas < 0:
+        raise ValueError(f"ctas={ctas}: give a positive CTA count")
+    # stream-K's workspace: a slot per (CTA, first or last piece of its run), a counter per output tile
+    # (zeroed once; the kernel resets each after its tile is summed); stand-ins of one element without
+    workspace = (torch.empty(max(1, STREAMK_SLOTS * ctas * tile_m * tile_n), dtype=torch.float32, device=a.device),
+                 torch.zeros(max(1, units // (k // BLOCK)) if streamk else 1, dtype=torch.int32, device=a.device))
+    views = _views(a, sfa, b, sfb, d, group_info) + [cute_view(t, 0) for t in workspace]
     props = torch.cuda.get_device_properties(a.device)
     clusters = max_active_clusters(cluster_mn)
-    key = ("fp8_blockscale_gemm", layout, tile_m, tile_n, cluster_mn, swizzle, tuple(sorted(variant.items())),
-           clusters, f"sm_{props.major}{props.minor}")
-    op = Fp8BlockScaleGemm(layout, tile_n, cluster_mn, swizzle, tile_m, **variant)
-    kernel = cached_kernel(key, lambda: cute.compile(op, *views, clusters, current_stream()), KERNEL_SOURCES)
-    # the stream is read at every launch, so run() can be captured in a CUDA graph (a side stream)
-    return (lambda: kernel(*views, current_stream())), d
+    key = ("fp8_blockscale_gemm", layout, tile_m, tile_n, cluster_mn, swizzle, streamk, a_rows,
+           tuple(sorted(variant.items())), clusters, f"sm_{props.major}{props.minor}")
+    op = Fp8BlockScaleGemm(layout, tile_n, cluster_mn, swizzle, tile_m, streamk=streamk, a_rows=a_rows, **variant)
+    kernel = cached_kernel(key, lambda: cute.compile(op, *views, cutlass.Int32(max(ctas, 1)), clusters,
+                                                     current_stream()), KERNEL_SOURCES)
+    count = cutlass.Int32(max(ctas, 1))
+
+    def run():
+        """Launch on the stream current now (read at every launch, so run() can be captured in a CUDA
+        graph on a side stream); the workspace lives as long as run."""
+        kernel(*views, count, current_stream())
+    run.workspace = workspace
+    run.tiling = {**tiling, "streamk": streamk, "ctas": ctas, "a_rows": a_rows}
+    return run, d
 
 
-def choose_tiling(layout: str, m: int, n: int, sms: int, groups: int = 1, tile_ms: tuple[int, ...] = TILE_MS) -> dict:
-    """{tile_m, tile_n, cluster_mn} for an M x N output (M: rows per group for masked, all rows
+def streamk_units(m: int, n: int, k: int, tile_m: int, tile_n: int) -> int:
+    """Units of stream-K work of an M x N x K problem: output tiles x K tiles."""
+    return -(-m // tile_m) * -(-n // tile_n) * (k // BLOCK)
+
+
+def choose_tiling(layout: str, m: int, n: int, sms: int, groups: int = 1, tile_ms: tuple[int, ...] = TILE_MS,
+                  k: int | None = None) -> dict:
+    """{tile_m, tile_n, cluster_mn, streamk, a_rows} for an M x N output (M: rows per group for masked, all rows
     otherwise): the tile with the lowest estimated time, waves of tiles on `sms` SMs times the
     layout's tile cost (ties go to the larger tile), and a 1x2 cluster (two N tiles sharing A) from
     CLUSTER_FROM_M rows on, none below, where only tiles with K tiles in flight are weighed.
+    Given K (normal layout, up to STREAM_MAX_M rows, where B's bytes set the time), the streaming
+    model (stream_estimate) picks among 64-row tiles STREAM_TILE_NS wide, data-parallel or stream-K
+    (ties to data-parallel).
     tile_ms: the tile heights to choose from (the probe times the best 128-row tile beside)."""
     cluster = (1, 2) if m >= CLUSTER_FROM_M else (1, 1)
     costs = {"contiguous": CONTIGUOUS_TILE_COST, "masked": MASKED_TILE_COST}.get(layout, TILE_COST)
@@ -645,8 +941,45 @@ def choose_tiling(layout: str, m: int, n: int, sms: int, groups: int = 1, tile_m
     if not tiles:
         raise ValueError(f"tile_ms={tuple(tile_ms)}: no tile of those heights for the {layout} layout with M={m} "
                          f"(offered: {sorted({t[0] for t in costs if not few_rows or t[0] <= MMA_M})})")
-    tile_m, tile_n = min(tiles, key=estimate)
-    return {"tile_m": tile_m, "tile_n": tile_n, "cluster_mn": cluster}
+    best = min(tiles, key=estimate)
+    choice = {"tile_m": best[0], "tile_n": best[1], "cluster_mn": cluster, "streamk": False, "a_rows": best[0]}
+    if k is not None and layout == "normal" and m <= STREAM_MAX_M and k >= BLOCK and 64 in tile_ms:
+        a_rows = 64   # full A stages: what the model was fitted on
+        options = [(tile_n, streamk) for tile_n in STREAM_TILE_NS for streamk in (False, True)]
+        tile_n, streamk = min(options, key=lambda o: (stream_estimate(m, n, k, o[0], o[1], a_rows, sms), o[1]))
+        choice = {"tile_m": 64, "tile_n": tile_n, "cluster_mn": (1, 1), "streamk": streamk, "a_rows": a_rows}
+    return _short_a(choice, layout, m)
+
+
+def stream_estimate(m: int, n: int, k: int, tile_n: int, streamk: bool, a_rows: int, sms: int) -> float:
+    """The streaming model's time (microseconds, without the launch) of a 64-row tiling (see STREAM_RATE)."""
+    k_tiles = k // BLOCK
+    unit_bytes = tile_n * BLOCK
+    in_flight = _stages(tile_n, a_rows, streamk) * unit_bytes
+
+    def unit(streaming: int, efficiency: float = 1.0) -> float:
+        rate = STREAM_RATE / (streaming + STREAM_N0 * 131072 / in_flight)
+        return max(MMA_UNIT_US * tile_n / 128, UNIT_US + unit_bytes / (efficiency * rate))
+
+    tiles = -(-m // 64) * -(-n // tile_n)
+    if not streamk:   # waves of tiles: the last one streams with fewer SMs, each faster
+        return sum(k_tiles * unit(min(sms, tiles - w)) for w in range(0, tiles, sms))
+    units = tiles * k_tiles
+    ctas = min(sms, units)
+    shared = any(b * units // ctas % k_tiles for b in range(1, ctas))
+    return -(-units // ctas) * unit(ctas, STREAMK_EFFICIENCY) + (STREAMK_PIECE_US if shared else 0.0)
+
+
+@functools.lru_cache(maxsize=None)
+def _stages(tile_n: int, a_rows: int, streamk: bool) -> int:
+    return Fp8BlockScaleGemm("normal", tile_n, (1, 1), tile_m=64, streamk=streamk, a_rows=a_rows).stages
+
+
+def _short_a(choice: dict, layout: str, m: int) -> dict:
+    """The choice's A stages: full (a_rows = tile_m). Short A is opt-in (compile_gemm's a_rows): it
+    compiles and is tested on the CPU, and no H200 run has timed or checked it yet."""
+    choice["a_rows"] = choice["tile_m"]
+    return choice
 
 
 def gemm(a, sfa, b, sfb, layout: str = "normal", group_info=None):
