@@ -61,8 +61,9 @@ def _compile_fp8(op):
     e4m3, f32 = cutlass.Float8E4M3FN, cutlass.Float32
     tensors = (fake_tensor(e4m3, 1, aligned=False), fake_tensor(f32, 0, aligned=False), fake_tensor(e4m3, 1, aligned=False),
                fake_tensor(f32, 1, aligned=False), fake_tensor(cutlass.BFloat16, 1, aligned=False),
-               fake_tensor(cutlass.Int32, 0, rank=1, aligned=False))
-    return cute.compile(op, *tensors, 132, make_fake_stream(), options="--gpu-arch sm_90a")
+               fake_tensor(cutlass.Int32, 0, rank=1, aligned=False), fake_tensor(f32, 0, rank=1, aligned=False),
+               fake_tensor(cutlass.Int32, 0, rank=1, aligned=False))   # the stream-K workspace and counters
+    return cute.compile(op, *tensors, cutlass.Int32(132), 132, make_fake_stream(), options="--gpu-arch sm_90a")
 
 
 def test_a_wrong_consumer_count_fails_the_compile():

@@ -32,6 +32,9 @@ JUSTIFIED = {
         "which bench's rotation past the L2 would erase",
     "probe-launch-overhead/launch_overhead_probe.py":
         "the launch is what it measures, by each method side by side",
+    "probe-rowwise-membound/rowwise_ops.py":
+        "time.time measures the parallel precompile's wall seconds and progress (host metrics of the "
+        "compile), not a kernel; every kernel is timed by ctx.bench",
     "probe-nccl-collectives/nccl_collectives.py":
         "NOT under the protocol: one process per GPU, the slowest rank's mean over back-to-back collectives "
         "between two events; bench has no multi-rank mode yet",

@@ -3,6 +3,7 @@ the JSON itself (published next to it)."""
 
 from __future__ import annotations
 
+import html
 import json
 import posixpath
 from typing import Any

@@ -33,6 +33,7 @@ ATTRIBUTES = {
     "td": {"colspan", "rowspan", "align", "style"}, "th": {"colspan", "rowspan", "align", "style"},
     "input": {"type", "name", "checked", "disabled"}, "div": {"data-tabs"},
     "label": {"for", "tabindex"}, "details": {"open"}, "ol": {"start"}, "abbr": set(), "col": {"span"},
+    "span": {"data-baseline"},   # kw-agg: the one baseline an aggregate is over
 }
 INPUT_TYPES = frozenset({"radio", "checkbox"})
 _STYLE = re.compile(r"text-align:\s*(left|right|center);?")
