@@ -393,7 +393,7 @@ def test_tabs_reach_the_evidence_pages_and_records_open_as_pages(page, server):
     shot(page, "record-page")
     page.goto(f"{server}/evidence/probes/")
     # a probe with several runs whose latest passed (most probes keep only the runs their pages use)
-    entry = page.evaluate("""() => { let el = document.getElementById('probe-hopper-gemm-naive').nextElementSibling, text = '';
+    entry = page.evaluate("""() => { let el = document.getElementById('probe-hopper-gemm').nextElementSibling, text = '';
         while (el && el.tagName !== 'H2') { text += el.innerText + '\\n'; el = el.nextElementSibling; } return text; }""")
     assert re.search(r"Backed by \d+ run records", entry) and "Headline" in entry
     assert re.search(r"last [2-5] runs: [\d.]+× \(", entry)  # the ratio history of the headline case

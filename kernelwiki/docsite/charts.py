@@ -33,7 +33,7 @@ from kernelwiki.harness.peaks import peak_for
 from kernelwiki.model.files import UnsafeFile, read_regular, replace_file
 from kernelwiki.model.safe_links import svg_problems
 from kernelwiki.probing.specs import ProbeSpec
-from kernelwiki.storage.records import Record, latest
+from kernelwiki.storage.records import Record
 
 MAX_LINES = 6
 TIME_UNITS = {"us", "µs", "ms", "ns"}
@@ -640,17 +640,24 @@ def _natural(value: object) -> list:
 
 
 def page_charts(page_id: str, probes: dict[str, ProbeSpec], records: dict[str, list[Record]]) -> list[Chart]:
-    """The charts of a page: one per quantity of the cases of its probes' latest runs that concern it,
-    and, folded, each probe's ratios run by run."""
+    """The charts of a page: one per quantity of the cases of its probes that concern it, each case
+    from the newest run that holds it, and, folded, each probe's ratios run by run."""
     points, history = [], []
     for spec in probes.values():
         if page_id not in spec.pages or not records.get(spec.id):
             continue
         cases = {str(c.get("id")) for c in spec.data.get("cases") or []
                  if isinstance(c, dict) and (not c.get("pages") or page_id in c["pages"])}
-        record = latest(records[spec.id], mode="run", with_cases=True)
-        if record is not None:
-            points += _points(record, cases)
+        # each case from the newest run that has it: a run of a few cases (a held-out case alone)
+        # does not hide the others' latest figures
+        left = set(cases)
+        for record in reversed(records[spec.id]):
+            if record.mode != "run" or not left:
+                continue
+            held = {str(c.get("id")) for c in record.data.get("cases") or [] if isinstance(c, dict)} & left
+            if held:
+                points += _points(record, held)
+                left -= held
         chart = history_chart(spec, records[spec.id], cases)
         if chart is not None:
             history.append(chart)

@@ -14,7 +14,7 @@ import statistics
 from kernelwiki.commands.evidence import claim_source_problem
 from kernelwiki.model.fences import fill_blocks
 from kernelwiki.probing.specs import ProbeSpec
-from kernelwiki.storage.records import Record, latest
+from kernelwiki.storage.records import Record
 
 def render_blocks(body: str, meta: dict, newline: str, renderers: dict | None = None) -> str:
     """Replace the inside of each known generated block (kernelwiki.model.fences.fill_blocks)."""
@@ -40,32 +40,38 @@ def render_versus(linked: list[ProbeSpec], records: dict[str, list[Record]], pag
     """`<!-- kernelwiki:begin versus -->`: ours against the kernel each case reproduces
     (`reproduced_by`) and against our own variants (baselines named "ours, ...", "ours with ...",
     "ours without ...", not those timed under another protocol, "... @ ..."): ours / candidate in
-    each of the latest VERSUS_RUNS passing runs made from the same commit on the same GPU as the
-    latest one (one kernel version), oldest first, and their median. Above 1, ours is faster.
+    each of the latest VERSUS_RUNS passing runs that hold the case and were made from the same commit
+    on the same GPU as the newest of them (one kernel version per case: a run of a few cases does not
+    hide the others), oldest first, and their median. Above 1, ours is faster.
     Cases that time a teaching variant as ours (params `variant`) are left out.
     """
     rows = ["", "| probe | case | candidate | ours / candidate per run, oldest first | median |", "|---|---|---|---|---|"]
     for spec in linked:
-        probe_records = records.get(spec.id, [])
-        newest = latest(probe_records, mode="run", status="passed")
-        if newest is None:
-            continue
-        version = _kernel_version(newest)
-        same = [r for r in probe_records if r.mode == "run" and r.status == "passed"
-                and _kernel_version(r) == version][-VERSUS_RUNS:]
-        ratios: dict[tuple[str, str], list[float]] = {}
-        for record in same:
+        passing = [r for r in records.get(spec.id, []) if r.mode == "run" and r.status == "passed"]
+        newest: dict[str, Record] = {}   # case id -> the newest passing run that holds it
+        for record in passing:
             for case in record.data.get("cases") or []:
-                case_spec = spec.case(case.get("id", "")) or {}
-                pages = case_spec.get("pages")
-                if (not evidence(record, case, spec.data) or (pages is not None and page_id not in pages)
-                        or (case.get("params") or {}).get("variant")):
-                    continue
-                for entry in case.get("baselines") or []:
-                    name = str(entry.get("name", ""))
-                    if _ratio(entry) is None or not (name == case_spec.get("reproduced_by") or OUR_VARIANT.match(name)):
+                if isinstance(case, dict):
+                    newest[str(case.get("id", ""))] = record
+        ratios: dict[tuple[str, str], list[float]] = {}
+        for case_id, last in newest.items():
+            version = _kernel_version(last)
+            same = [r for r in passing if _kernel_version(r) == version
+                    and any(isinstance(c, dict) and str(c.get("id", "")) == case_id for c in r.data.get("cases") or [])]
+            for record in same[-VERSUS_RUNS:]:
+                for case in record.data.get("cases") or []:
+                    if not isinstance(case, dict) or str(case.get("id", "")) != case_id:
                         continue
-                    ratios.setdefault((case["id"], name), []).append(_ratio(entry))
+                    case_spec = spec.case(case_id) or {}
+                    pages = case_spec.get("pages")
+                    if (not evidence(record, case, spec.data) or (pages is not None and page_id not in pages)
+                            or (case.get("params") or {}).get("variant")):
+                        continue
+                    for entry in case.get("baselines") or []:
+                        name = str(entry.get("name", ""))
+                        if _ratio(entry) is None or not (name == case_spec.get("reproduced_by") or OUR_VARIANT.match(name)):
+                            continue
+                        ratios.setdefault((case_id, name), []).append(_ratio(entry))
         for (case_id, name), values in sorted(ratios.items()):
             cells = ", ".join(f"{v:.3g}" for v in values)
             rows.append(f"| {spec.id} | {case_id} | {name} | {cells} | {statistics.median(values):.3g} |")
