@@ -27,11 +27,25 @@ def load_probe_script(probe_id: str, module: str):
     loaded = importlib.util.module_from_spec(spec)
     saved = list(sys.path)
     sys.path[:0] = [str(folder)]   # for this import only; restored below
+    # Two probes may each have a helper of the same name (held_out.py): a plain `import held_out` would
+    # return whichever probe's helper this worker imported first, so the helpers of every probe folder
+    # leave sys.modules before and after the import (the loaded module keeps its own references).
+    _forget_probe_helpers(sys.modules)
     try:
         spec.loader.exec_module(loaded)
     finally:
         sys.path[:] = saved
+        _forget_probe_helpers(sys.modules)
     return loaded
+
+
+def _forget_probe_helpers(modules: dict) -> None:
+    """Drop from `modules` every module imported by plain name from a file under probes/."""
+    probes = ROOT / "probes"
+    for name, mod in list(modules.items()):
+        file = getattr(mod, "__file__", None)
+        if file and "." not in name and Path(file).resolve().is_relative_to(probes):
+            del modules[name]
 PROBLEM_LINE = re.compile(r"^(?P<path>[^:]+):(?P<line>\d+): (?P<field>[^:]+): (?P<message>.+)$")
 
 SOURCE_PAGE = """---
