@@ -96,3 +96,40 @@ def test_tune_refuses_forced_settings_and_fused_epilogues_before_reading_a_tenso
 
     with pytest.raises(ValueError, match="tune=True measures the configuration itself"):
         hopper_gemm.compile_gemm(object(), object(), tune=True, **settings)
+
+
+def test_a_tuned_entry_this_problem_cannot_run_is_a_warning_and_a_tuning_run(tmp_path, monkeypatch):
+    """An entry of the kernel's own shape (entry_config takes it) that the problem cannot run - tile_m
+    192 with tile_n 256, which can_implement refuses; swap_ab with an fp32 out; a split wider than K -
+    made gemm(tune=True) raise instead of tuning the bucket again. torch is faked: this runs on a CPU."""
+    import sys
+    import types
+
+    fake_torch = types.SimpleNamespace(cuda=types.SimpleNamespace(
+        get_device_properties=lambda device: types.SimpleNamespace(name="NVIDIA H200", multi_processor_count=132),
+        is_current_stream_capturing=lambda: False))
+    monkeypatch.setitem(sys.modules, "torch", fake_torch)
+    monkeypatch.setenv("KERNELWIKI_KERNEL_CACHE", str(tmp_path))
+    monkeypatch.setattr(autotune, "_TUNED", {})
+    monkeypatch.setattr(autotune, "_kernel_hash", lambda: "h")
+    tensor = types.SimpleNamespace(shape=(256, 4096), dim=lambda: 2, dtype="torch.bfloat16", device="cuda:0")
+    key = autotune.bucket_key("NVIDIA H200", 132, "torch.bfloat16", "torch.bfloat16", "k", "k", 1, 256, 256, 4096) + "|h"
+    planted = GemmConfig(192, 256, (1, 1), 1)
+    autotune.write_cache(autotune.cache_path(), key, planted)
+    timed = GemmConfig(128, 128, (1, 1), 1)
+    with pytest.warns(UserWarning, match=r"cannot run this problem"):
+        chosen = autotune.tuned_config(tensor, types.SimpleNamespace(shape=(256, 4096)), "torch.bfloat16", "k", "k",
+                                       lambda: {timed: 1.0}, usable=lambda config: config != planted)
+    assert chosen == timed and autotune.read_cache(autotune.cache_path())[key] == timed
+    monkeypatch.setattr(autotune, "_TUNED", {})
+    assert autotune.tuned_config(tensor, types.SimpleNamespace(shape=(256, 4096)), "torch.bfloat16", "k", "k",
+                                 lambda: pytest.fail("tuned again"), usable=lambda config: True) == timed
+
+
+def test_compile_gemm_checks_a_tuned_entry_against_the_problem_before_using_it():
+    import inspect
+
+    from artifacts.kernels.hopper_gemm import hopper_gemm
+
+    source = inspect.getsource(hopper_gemm.compile_gemm)
+    assert "usable=" in source.split("autotune.tuned_config(", 1)[1].split("\n    elif", 1)[0]

@@ -1045,3 +1045,220 @@ def test_chart_labels_from_records_are_text_not_tex():
     chart = charts.Chart("lines", "$x^$", "$\\frac{a$", "ratio",
                          {"$\\frac{p$": {"$\\frac{a$": [(64, 1.0), (128, 1.2), (256, 1.3)], "b": [(64, 1.0), (128, 1.1), (256, 1.2)]}})
     assert "frac" in charts._draw(chart)
+
+
+# --- goals, versus, the query index, the tuning file, --section: hostile input ------------------------
+def _with_goals(mini, goals: str, body: str = "# Example hardware\n\nBody text.\n"):
+    text = (mini.root / "wiki/hardware/example.md").read_text()
+    head, _, _ = text.partition("---\n# ")
+    return mini.write("wiki/hardware/example.md", head + goals + "---\n" + body)
+
+
+@pytest.mark.parametrize("goals", ["goals: 5\n", "goals: true\n", "goals: some text\n", "goals: {claim: peak}\n"])
+def test_goals_that_are_no_list_are_a_problem_not_a_traceback(mini, goals):
+    _with_goals(mini, goals)
+    assert any(p["field"] == "goals" for p in mini.problems())
+    for argv in (("audit",), ("refresh", "--check"), ("get", "hw-example")):
+        code, out, err = mini.run(*argv)
+        assert code in (0, 1) and "Traceback" not in out + err, (argv, out, err)
+
+
+def test_many_goals_over_many_sentences_are_audited_in_linear_time(mini):
+    """A page under 1 MiB with 4,000 goals on one claim and 12,000 sentences holding its span took
+    95 s to audit (every goal against every sentence)."""
+    import time
+
+    goals = "goals:\n" + "".join(f"- {{claim: peak, statement: g{i}, at_least: 1}}\n" for i in range(4000))
+    body = "# Example\n\n" + " ".join("The goal is met at <!-- claim:peak -->100 TFLOP/s<!-- /claim -->."
+                                      for _ in range(12000)) + "\n"
+    _with_goals(mini, goals, body)
+    started = time.monotonic()
+    code, out, err = mini.run("audit")
+    assert "Traceback" not in out + err and "goal 'g0'" not in out, out[-500:]
+    assert time.monotonic() - started < 40   # 1.5 s here alone; 95 s before, quadratic
+
+
+def _versus_setup(mini, versus: str, names: list[str], body: str | None = None):
+    from test_refresh import RECORD, setup
+
+    page = setup(mini, body=body or "# Example\n\n<!-- kernelwiki:begin versus -->\n<!-- kernelwiki:end versus -->\n")
+    mini.write("probes/probe-x/probe.yaml", "id: probe-x\ntitle: x\nkind: microbench\npages:\n- hw-example\n"
+               f"archs:\n- sm_90a\nentry: run.py\ncases:\n- id: c1\n  versus: {versus}\n")
+    record = json.loads(json.dumps(RECORD))
+    case = record["cases"][0]
+    case["headline"].update(baseline="cuBLAS", baseline_value=100.0, ratio=1.2)
+    case["baselines"] = [{"name": n, "value": 100.0, "ratio": 1.1} for n in names] + \
+        [{"name": "cuBLAS", "value": 100.0, "ratio": 1.2}]
+    mini.write("artifacts/evidence/probe-x/r1.json", json.dumps(record))
+    return page
+
+
+@pytest.mark.parametrize("versus", ['["ours a", "ours a"]', '["ours a", "Ours  A"]', '["<<>>"]'])
+def test_versus_names_that_make_one_claim_id_twice_or_none_are_refused(mini, versus):
+    """Two names of one case that give the same ID.vs-NAME (or a name without a letter or digit)
+    made refresh write a page validate then refused for its duplicate claim ids."""
+    _versus_setup(mini, versus, json.loads(versus))
+    found = [p for p in mini.problems() if p["path"] == "probes/probe-x/probe.yaml"]
+    assert any("versus" in p["field"] for p in found), messages(found)
+    assert mini.run("refresh")[0] in (0, 1)
+    assert not [p for p in mini.problems() if "duplicate claim id" in p["message"]]
+
+
+def test_candidate_names_from_a_record_stay_text_in_the_runs_and_versus_tables(mini):
+    """A record's baseline names went into the page file's versus table as they were: raw HTML, a
+    script link, a line break that starts new Markdown, a `|` that adds a column, an escape."""
+    names = ["ours <img src=x onerror=alert(1)>", "ours x\n\n# Injected\n[click](javascript:alert(1))",
+             "ours | a | b", "ours \x1b[2Jred"]
+    page = _versus_setup(mini, '"x"', names, body="# Example\n\n<!-- kernelwiki:begin versus -->\n"
+                         "<!-- kernelwiki:end versus -->\n\n<!-- kernelwiki:begin runs -->\n<!-- kernelwiki:end runs -->\n")
+    record = json.loads((mini.root / "artifacts/evidence/probe-x/r1.json").read_text())
+    record["cases"][0]["headline"]["baseline"] = "<b onclick=x>cuBLAS</b>\n# H"
+    mini.write("artifacts/evidence/probe-x/r1.json", json.dumps(record))
+    mini.run("refresh")
+    text = page.read_text(encoding="utf-8")
+    table = text[text.index("begin versus"):text.index("end runs")]
+    assert "<img" not in table and "<b " not in table and "](javascript" not in table and "\x1b" not in table
+    assert "\n# " not in table and all(line.count(" | ") == 4 for line in table.splitlines() if "probe-x | c1" in line
+                                       and "versus" in text[:text.index(line)].rsplit("kernelwiki:", 1)[-1])
+    assert not [p for p in mini.problems() if p["path"] == "wiki/hardware/example.md" and p["field"] == "-"]
+
+
+def _planted_index(mini, mutate):
+    """Build the query index, change what it stores (`mutate(index)`), store it again as the cache."""
+    from kernelwiki.storage import cache, termindex
+    from kernelwiki.storage.repo import Repo
+
+    assert mini.run("query", "example")[0] == 0
+    repo = Repo(mini.root)
+    index = termindex.rebuild(repo)
+    for number in range(index.pages):
+        index.record(number)
+    mutate(index)
+    termindex.save(index, cache.cache_key(repo), termindex.stamps(repo.root))
+    return repo
+
+
+def test_terminal_escapes_planted_in_the_query_index_are_shown_escaped(mini):
+    def plant(index):
+        for record in index._records[0]:
+            record.update(title="\x1b]0;pwned\x07 title\u202e", headline="\x1b[2J headline \x9b31m")
+    _planted_index(mini, plant)
+    for argv in (("query", "example"), ("query", "example", "--json")):
+        code, out, err = mini.run(*argv)
+        assert code == 0 and not re.search("[\x1b\x07\u202e\x9b]", out + err), (argv, out)
+
+
+def test_a_query_index_record_naming_a_file_outside_wiki_is_not_trusted(mini):
+    def plant(index):
+        info = os.stat("/etc/passwd")
+        index._records[0][0].update(rel="/etc/passwd", size=info.st_size, mtime_ns=info.st_mtime_ns,
+                                    ctime_ns=info.st_ctime_ns, title="PLANTED")
+    _planted_index(mini, plant)
+    code, out, err = mini.run("query", "example", "--json")
+    assert code == 0 and "/etc/passwd" not in out and "PLANTED" not in out, out
+
+
+def test_a_body_shard_without_counts_is_a_rebuild_not_a_traceback(mini):
+    def plant(index):
+        for name, shard in index._shards.items():
+            if name[0] in "bB":
+                shard.counts = None
+    _planted_index(mini, plant)
+    code, out, err = mini.run("query", "example")
+    assert code == 0 and "hw-example" in out and "Traceback" not in err
+
+
+def test_a_manifest_claiming_millions_of_pages_is_refused_before_anything_is_allocated(mini):
+    """A 1.6 MB manifest saying 51 million pages made a query without words take 70 s and 9 GB."""
+    from kernelwiki.storage import cache, termindex
+
+    repo = _planted_index(mini, lambda index: None)
+    manifest = mini.root / ".kernelwiki-cache" / cache.QUERY
+    document = json.loads(manifest.read_text())
+    document["data"].update(pages=256 * 200_000, records=[[0, 0]] * 200_000)
+    manifest.write_text(json.dumps(document))
+    assert termindex._stored(repo, cache.cache_key(repo)) is None
+    code, out, err = mini.run("query", "--limit", "1")
+    assert code == 0 and "1 of 2 pages" in err, (out, err)
+
+
+def test_a_query_data_file_larger_than_a_cache_file_may_be_is_not_read(mini, monkeypatch):
+    """The data file is read at the offsets its manifest names, each within the file: a sparse file of
+    any size made a read (and an allocation) of that size."""
+    from kernelwiki.storage import cache, termindex
+
+    repo = _planted_index(mini, lambda index: None)
+    data = mini.root / ".kernelwiki-cache" / termindex.DATA
+    manifest = mini.root / ".kernelwiki-cache" / cache.QUERY
+    document = json.loads(manifest.read_text())
+    huge = 64 << 20
+    os.truncate(data, huge)   # sparse: no disk used
+    document["data"]["size"] = huge
+    document["data"]["shards"] = {name: [where[0], huge - where[0]] for name, where in document["data"]["shards"].items()}
+    manifest.write_text(json.dumps(document))
+    monkeypatch.setattr(cache, "MAX_BYTES", 1 << 20)
+    assert termindex._stored(repo, cache.cache_key(repo)) is None
+
+
+def test_a_linked_cache_directory_is_never_read_through(mini, tmp_path):
+    from kernelwiki.storage import cache
+
+    _planted_index(mini, lambda index: [r.update(title="PLANTED") for r in index._records[0]])
+    outside = tmp_path / "outside-cache"
+    shutil.move(str(mini.root / ".kernelwiki-cache"), outside)
+    (mini.root / ".kernelwiki-cache").symlink_to(outside)
+    code, out, err = mini.run("query", "example")
+    assert code == 0 and "hw-example" in out and "PLANTED" not in out, out
+    from kernelwiki.storage.repo import Repo
+    assert cache.read(Repo(mini.root), cache.QUERY, cache.cache_key(Repo(mini.root))) is None
+
+
+def test_a_section_that_is_not_there_names_the_headings_as_printable_text(mini):
+    mini.write("wiki/hardware/example.md", HW_PAGE_WITH_BODY("# Example\n\n## Bad \x1b]0;pwn\x07 heading \u202e\n\ntext\n"))
+    for argv in (("get", "hw-example", "--section", "zzz"), ("get", "hw-example", "--section", "zzz", "--format", "json")):
+        code, out, err = mini.run(*argv)
+        assert code == 1 and "Bad" in err and not re.search("[\x1b\x07\u202e]", out + err), err
+
+
+def HW_PAGE_WITH_BODY(body: str) -> str:
+    from conftest import HW_PAGE
+
+    return HW_PAGE.split("---\n# ")[0] + "---\n" + body
+
+
+def test_record_strings_reach_the_terminal_escaped_from_probe_show_and_record(mini):
+    """validate takes a record whose strings hold bidi overrides and C1 controls (the record checks
+    are storage.records'); what prints them escapes them, JSON included."""
+    from test_fuzz import run_sub
+    from test_refresh import RECORD, setup
+
+    setup(mini)
+    record = json.loads(json.dumps(RECORD))
+    record["cases"][0]["headline"].update(metric="t\u202eflops\x9b31m", baseline="\x1b[2Jx", baseline_value=1.0, ratio=1.0)
+    record["environment"]["torch"] = "2.11\u202e"
+    record["cases"].append({**record["cases"][0], "id": "c2"})
+    mini.write("artifacts/evidence/probe-x/r1.json", json.dumps(record))
+    for argv in (("probe", "show", "probe-x"), ("probe", "show", "probe-x", "--json"), ("probe", "record", "probe-x"),
+                 ("probe", "record", "probe-x", "--case", "c1"), ("probe", "record", "probe-x", "--json")):
+        code, out, err = run_sub(mini.root, *argv)
+        assert code == 0 and not re.search("[\x1b\u202e\x9b]", out + err), (argv, out)
+    code, out, err = mini.run("get", "hw-example", "--include-code", "--format", "json")
+    assert not re.search("[\x1b\u202e\x9b]", out + err)
+    json.loads(out)
+
+
+@pytest.mark.parametrize("field", ["files", "case", "shape"])
+def test_a_list_of_patterns_is_bounded(mini, field):
+    """20,000 file patterns in one MCP get_page took 33 s (every pattern against every file); a
+    1 MiB line holds 100,000."""
+    from kernelwiki.faces import arguments
+
+    patterns = [f"*x{i}*y*" for i in range(arguments.MAX_PATTERNS + 1)]
+    raw = {"page": "hw-example", "include_code": True, field: patterns}
+    with pytest.raises(arguments.ArgumentError, match=rf"{field}: {len(patterns)} patterns; at most {arguments.MAX_PATTERNS}"):
+        arguments.get(raw)
+    arguments.get({**raw, field: patterns[:-1]})
+    flag = {"files": "--files", "case": "--case", "shape": "--shape"}[field]
+    code, out, err = mini.run("get", "hw-example", "--include-code" if field == "files" else "--claims",
+                              *[x for p in patterns for x in (flag, p)])
+    assert code == 2 and f"{len(patterns)} patterns" in err and "Traceback" not in err, err

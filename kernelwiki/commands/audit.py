@@ -37,7 +37,7 @@ import re
 from dataclasses import dataclass, field
 
 from kernelwiki.commands.evidence import LOWER_IS_BETTER_UNITS
-from kernelwiki.commands.refresh.status import goal_met
+from kernelwiki.commands.refresh.status import goal_met, page_goals
 from kernelwiki.model.pages import read_page
 from kernelwiki.model.problems import Problem, field_path
 from kernelwiki.storage.repo import Repo
@@ -257,7 +257,9 @@ def verdict_problems(rel: str, body: str, first_line: int, claims: dict[str, dic
     """Verdict sentences without a span, spans that contradict their verdict word, and goals not
     said met or missed from a span (see the module's docstring)."""
     out: list[Problem] = []
-    said: dict[int, list[str]] = {}
+    said: dict[str, list[str]] = {}   # span name -> the words of each goal sentence holding it
+    aimed = {name for goal in goals if isinstance(goal, dict) and (target := str(goal.get("claim", "")))
+             for name in _goal_names(target)}
     raw = body.split("\n")
     for index, last, sentence in prose_sentences(body):
         words = _words(sentence)
@@ -267,10 +269,8 @@ def verdict_problems(rel: str, body: str, first_line: int, claims: dict[str, dic
             if not spans or not (GOAL_MET.search(words) or GOAL_MISSED.search(words)):
                 out.append(Problem(rel, line, "prose", "a sentence about a goal says from a claim span whether the "
                                    "goal is met or missed"))
-            for number, goal in enumerate(goals):
-                target = str(goal.get("claim", "")) if isinstance(goal, dict) else ""
-                if target and {target, f"{target}.ratio", target.removesuffix(".ratio")} & set(spans):
-                    said.setdefault(number, []).append(words)
+            for name in set(spans) & aimed:
+                said.setdefault(name, []).append(words)
         verdict = VERDICT.search(words)
         if not verdict:
             continue
@@ -306,17 +306,29 @@ def verdict_problems(rel: str, body: str, first_line: int, claims: dict[str, dic
         if lead and all(c.get("within_spread") for c, _ in ratios):
             out.append(Problem(rel, line, "prose", f"{lead.group(0)!r} over {', '.join(n for _, n in ratios)}, whose "
                                "timings overlap p10 to p90: inside the spread neither is ahead"))
-    for number, goal in enumerate(goals):
+    # Whether some sentence holding a span of a goal's claim says met (and not missed), or missed:
+    # judged once per claim, however many goals name it (goals x sentences took minutes on one page).
+    verdicts: dict[str, tuple[bool, bool]] = {}
+    for goal in goals:
         if not isinstance(goal, dict) or not goal.get("claim"):
             continue
-        met = goal_met(goal, list(claims.values()))
-        sentences = said.get(number, [])
-        right = GOAL_MET if met else GOAL_MISSED
-        if met is None or not any(right.search(w) and not (met and GOAL_MISSED.search(w)) for w in sentences):
+        target = str(goal["claim"])
+        if target not in verdicts:
+            sentences = [w for name in _goal_names(target) for w in said.get(name, [])]
+            verdicts[target] = (any(GOAL_MET.search(w) and not GOAL_MISSED.search(w) for w in sentences),
+                                any(GOAL_MISSED.search(w) for w in sentences))
+        met = goal_met(goal, claims)
+        if met is None or not verdicts[target][0 if met else 1]:
             state = "unjudged (its claim holds no number)" if met is None else ("met" if met else "missed")
             out.append(Problem(rel, first_line, "goals", f"goal {goal.get('statement')!r} is {state}: a sentence "
                                f"with a span of {goal['claim']} must say so"))
     return out
+
+
+def _goal_names(target: str) -> set[str]:
+    """The span names that state a goal on claim `target`: the claim, its ratio, or (for a goal on
+    ID.ratio) the claim itself."""
+    return {target, f"{target}.ratio", target.removesuffix(".ratio")}
 
 
 def audit(repo: Repo) -> Audit:
@@ -344,7 +356,7 @@ def audit(repo: Repo) -> Audit:
         result.problems += unattributed_ratios(page.rel, page.body, first, claims)
         if page.meta.get("type") != "source":
             result.problems += verdict_problems(page.rel, page.body, first, claims,
-                                                [g for g in page.meta.get("goals") or [] if isinstance(g, dict)], result)
+                                                page_goals(page.meta), result)
         own = set().union(*(claim_numbers(c) for c in page.meta.get("claims") or [] if isinstance(c, dict)))
         backed = by_source.get(page.meta.get("id"), set()) if page.meta.get("type") == "source" else own
         audit_frontmatter(page.rel, page.meta, backed, page.line, result)

@@ -16,7 +16,7 @@ from kernelwiki.storage.records import latest, load_records
 from kernelwiki.model.claims import Style, cell, markdown_rows, page_claims, run_count
 from kernelwiki.model.fences import code_mask, fill_blocks
 from kernelwiki.model.files import UnsafeFile, read_regular, stays_below
-from kernelwiki.model.terminal import printable
+from kernelwiki.model.terminal import printable, printable_line
 
 LANGUAGES = {".py": "python", ".cu": "cuda", ".cuh": "cuda", ".cpp": "cpp", ".h": "cpp", ".hpp": "cpp",
              ".yaml": "yaml", ".yml": "yaml", ".json": "json", ".sh": "bash", ".md": "markdown", ".ptx": "ptx"}
@@ -663,7 +663,7 @@ def section(body: str, name: str) -> str:
         out.append("".join(lines[index:end]).rstrip("\n") + "\n")
     if not out:
         raise NoSection(f"no section heading holds {name!r}; the headings: "
-                        + "; ".join(title for _, _, title in headings))
+                        + printable_line("; ".join(title for _, _, title in headings)))
     return "\n".join(out)
 
 

@@ -28,6 +28,7 @@ from kernelwiki.probing.specs import entry_problem, link_problem
 from kernelwiki.model.files import UnsafeFile, replace_file, sha256_file, stays_below
 from kernelwiki.commands.upstream import repo_name
 from kernelwiki.commands.citations import locator_problem
+from kernelwiki.commands.refresh.claims import versus_slug
 from kernelwiki.commands.evidence import (HEADLINE_RULE_FROM, claim_source_problem, headline_exception, headline_problem,
                                           stale_compile_problem)
 from kernelwiki.model.safe_links import link_problems, markup_problems, wiki_file_problems
@@ -473,9 +474,34 @@ def _check_probes(wiki: Wiki, report: Report) -> dict[str, Any]:
             if level is not None and level not in peaks.LEVELS:
                 report.problems.append(Problem(rel, line(("cases", index, "params", "level")), f"cases[{index}].params.level",
                                                f"unknown memory level {str(level)[:40]!r}; known: {', '.join(peaks.LEVELS)}"))
+            report.problems += _versus_problems(rel, line, index, case)
         quoted[rel] = (data, line)
     _check_declared_ceilings(quoted, report)
     return probes
+
+
+def _versus_problems(rel: str, line: Any, index: int, case: Any) -> list[Problem]:
+    """A case's `versus` names: each makes the claim ID.vs-NAME (refresh.claims.versus_slug), so two
+    names that make one id (`ours a`, `Ours  A`), or a name without a letter or digit, would give a
+    page two claims of one id, or one named ID.vs-."""
+    if not isinstance(case, dict) or not isinstance(case.get("versus"), (str, list)):
+        return []
+    listed = isinstance(case["versus"], list)
+    out, seen = [], {}
+    for number, name in enumerate(case["versus"] if listed else [case["versus"]]):
+        if not isinstance(name, str) or not name:
+            continue   # the schema says so
+        path = ("cases", index, "versus", number) if listed else ("cases", index, "versus")
+        slug = versus_slug(name)
+        if not slug:
+            out.append(Problem(rel, line(path), field_path(path), f"{name[:80]!r} has no letter or digit, so its "
+                               "claim would be ID.vs-; name the candidate as its baselines entry is named"))
+        elif slug in seen:
+            out.append(Problem(rel, line(path), field_path(path), f"{name[:80]!r} makes the claim id ID.vs-{slug[:80]}, "
+                               f"as {seen[slug][:80]!r} does; name each candidate once"))
+        else:
+            seen[slug] = name
+    return out
 
 
 def _check_declared_ceilings(probes: dict[str, tuple[dict, Any]], report: Report) -> None:

@@ -31,6 +31,8 @@ MAX_NAME = 300
 MIN_MAX_BYTES = 256
 MAX_WORDS = 64
 """Most words in one query: a question's key words fit; each word costs a search of the vocabulary."""
+MAX_PATTERNS = 64
+"""Most file, case or shape patterns in one request: each is matched against every file or claim."""
 PROBE_ID = re.compile(r"probe-[a-z0-9][a-z0-9-]*")
 
 
@@ -177,7 +179,15 @@ def page_name(value: Any) -> str:
 
 def file_patterns(values: Any) -> list[str]:
     """Shell patterns (fnmatch) choosing code files by path or name: `*.py`, `hopper_gemm.py`."""
-    return [_name("files", value, "a file pattern") for value in _list("files", values)]
+    return [_name("files", value, "a file pattern") for value in _patterns("files", values)]
+
+
+def _patterns(field: str, values: Any) -> list[Any]:
+    listed = _list(field, values)
+    if len(listed) > MAX_PATTERNS:
+        raise ArgumentError(f"{field}: {len(listed)} patterns; at most {MAX_PATTERNS} in one request (a shell "
+                            "pattern such as *.py or bf16-* names many at once)")
+    return listed
 
 
 def probe_id(probes: dict, value: Any) -> str:
@@ -332,4 +342,4 @@ def get(raw: dict) -> GetRequest:
 def claim_patterns(field: str, values: Any) -> list[str]:
     """--case / --shape: text a claim's case (or id) or shape holds, or a shell pattern it matches
     (`bf16-*`, `*x7168`); a single string counts as a list of one (MCP)."""
-    return [_name(field, value, f"a {field} pattern") for value in _list(field, [values] if isinstance(values, str) else values)]
+    return [_name(field, value, f"a {field} pattern") for value in _patterns(field, [values] if isinstance(values, str) else values)]

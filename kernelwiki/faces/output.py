@@ -12,6 +12,8 @@ import json
 import math
 from typing import TYPE_CHECKING, Any
 
+from kernelwiki.model.terminal import CONTROL, printable, printable_line
+
 if TYPE_CHECKING:  # `get --format json` imports this module; it needs none of these at run time
     from kernelwiki.storage.index import Wiki
     from kernelwiki.probing.specs import ProbeSpec
@@ -32,7 +34,14 @@ class NotJson(ValueError):
 def dumps(document: Any) -> str:
     """Indented standard JSON with a final newline; raises NotJson naming the offending field."""
     check(document)
-    return json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False, default=str) + "\n"
+    return escaped_json(json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False, default=str)) + "\n"
+
+
+def escaped_json(text: str) -> str:
+    """JSON text with the control characters JSON leaves raw (DEL, C1, bidi overrides: only inside
+    strings) as \\u escapes, the same values for a reader and nothing a terminal obeys (a run record's
+    strings may hold them; validate checks records' shapes, not their characters)."""
+    return CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def check(document: Any) -> None:
@@ -88,10 +97,10 @@ def query_text(answer: Answer) -> tuple[list[str], list[str]]:
     for hit in answer.hits:
         e, size = hit.entry, answer.sizes[hit.entry.id or ""]
         evidence = e.get("evidence_level") or "-"
-        lines.append(f"{e.id:<40} {str(e.get('type')):<10} {evidence:<16} {str(e.get('status') or '-'):<9} "
-                     f"[{_kb(size['page'])} + {_kb(size['code'])} code] {e.get('title')}")
-        if e.headline:
-            lines.append(f"    {e.headline[:110]}")
+        lines.append(printable_line(f"{e.id:<40} {str(e.get('type')):<10} {evidence:<16} {str(e.get('status') or '-'):<9} "
+                                    f"[{_kb(size['page'])} + {_kb(size['code'])} code] {e.get('title')}"))
+        if e.headline:   # the query index is a cache: its text is shown, never obeyed
+            lines.append(printable_line(f"    {e.headline[:110]}"))
     if answer.truncated:
         notes.append(f"{len(answer.hits)} of {answer.total} pages shown; raise the limit (0: all) for the rest")
     if answer.ignored:
@@ -182,7 +191,7 @@ def probe_show_text(document: dict) -> str:
     latest = document["latest_record"]
     lines.append("latest record: " + (f"{latest['path']}, {latest['status']} ({latest['mode']}) at {latest['started_at']}"
                                       if latest else "none yet"))
-    return "\n".join(lines) + "\n"
+    return printable("\n".join(lines)) + "\n"
 
 
 def record_document(wiki: Wiki, probe_id: str, record: str | None = None, case: str | None = None) -> dict:
@@ -238,4 +247,4 @@ def record_text(document: dict) -> str:
     if not detailed:
         lines.append(f"{len(cases)} cases: ask for one (case) for its timing, correctness and metrics here; "
                      "the structured content has every field of every case")
-    return "\n".join(lines) + "\n"
+    return printable("\n".join(lines)) + "\n"

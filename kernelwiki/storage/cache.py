@@ -48,7 +48,10 @@ def cache_key(repo: Repo) -> str:
 
 def read(repo: Repo, name: str, key: str) -> Any:
     """The `data` of cache file `name` when it is a cache document of this format, version and
-    key; None otherwise (missing, a link, a FIFO, unreadable, not JSON, another key...)."""
+    key; None otherwise (missing, a link, a FIFO, unreadable, not JSON, another key..., or the
+    cache folder itself a link: it could point anywhere, and nothing is read through it)."""
+    if repo.cache.is_symlink():
+        return None
     try:
         raw = read_regular(repo.cache / name, MAX_BYTES)
         with collector_paused():

@@ -106,10 +106,13 @@ class Shard:
                 "counts": _b64(self.counts) if self.counts is not None else None}
 
     @classmethod
-    def from_plain(cls, plain: Any, pages: int) -> "Shard | None":
-        """The shard to_plain wrote, or None when `plain` is not of that shape: bounds ascending and
-        inside the postings, every page number below `pages`, counts as long as the postings."""
+    def from_plain(cls, plain: Any, pages: int, name: str = "") -> "Shard | None":
+        """The shard `name` as to_plain wrote it, or None when `plain` is not of that shape: bounds
+        ascending and inside the postings, every page number below `pages`, counts (a body shard's
+        alone: `b`, `B`) as long as the postings."""
         if type(plain) is not dict or type(plain.get("keys")) is not list:
+            return None
+        if name and (plain.get("counts") is None) == (name[0] in "bB"):
             return None
         try:
             keys = plain["keys"]
@@ -433,7 +436,7 @@ class _Stored:
         where = self.manifest["shards"].get(name)
         if where is None:
             return None
-        shard = Shard.from_plain(self._read(where), pages)
+        shard = Shard.from_plain(self._read(where), pages, name)
         if shard is None:
             raise StaleIndex(f"shard {name!r} is damaged")
         return shard
@@ -454,7 +457,7 @@ def _is_record(record: Any) -> bool:
         return False
     ints = ("size", "mtime_ns", "ctime_ns", "code")
     if not all(type(record[k]) is int for k in ints) or type(record["rel"]) is not str \
-            or type(record["headline"]) is not str:
+            or type(record["headline"]) is not str or not _page_path(record["rel"]):
         return False
     try:
         for key in ("aliases", "tags", "architectures"):
@@ -470,6 +473,19 @@ def _is_record(record: Any) -> bool:
     except (TypeError, AttributeError):
         return False
     return record["id"] is not None
+
+
+def _page_path(rel: str) -> bool:
+    """Whether `rel` can be a page file's path below the checkout (wiki/.../NAME.md): a stored record
+    naming another file (/etc/passwd, wiki/../x) would have a query stat it and show its path."""
+    parts = rel.split("/")
+    return parts[0] == "wiki" and len(parts) > 1 and rel.endswith(".md") and "\0" not in rel \
+        and not any(part in ("", ".", "..") for part in parts)
+
+
+MIN_RECORD_BYTES = 200
+"""No page's record is shorter in the data file (every key, empty values: 209 bytes): a manifest
+cannot claim more pages than its data file could hold, so a query allocates for no page that is not there."""
 
 
 def stamps(root) -> dict[str, list[int]]:
@@ -553,11 +569,13 @@ def _stored(repo: Repo, key: str) -> tuple[int, dict] | None:
     the directories as they are now."""
     manifest = cache.read(repo, cache.QUERY, key)
     if not (type(manifest) is dict and type(manifest.get("token")) is str and type(manifest.get("size")) is int
+            and 0 <= manifest["size"] <= cache.MAX_BYTES
             and type(manifest.get("pages")) is int and manifest["pages"] >= 0 and type(manifest.get("shards")) is dict
             and type(manifest.get("records")) is list and type(manifest.get("misnamed")) is list
             and len(manifest["records"]) == -(-manifest["pages"] // RECORDS_PER_CHUNK)
             and all(type(n) is str and len(n) >= 2 for n in manifest["shards"])
-            and all(type(n) is str for n in manifest["misnamed"])):
+            and all(type(n) is str for n in manifest["misnamed"])
+            and _chunks_fit(manifest["records"], manifest["pages"], manifest["size"])):
         return None
     if not _unchanged(repo.root, manifest.get("stamps")):
         return None
@@ -577,6 +595,17 @@ def _stored(repo: Repo, key: str) -> tuple[int, dict] | None:
         pass
     os.close(fd)
     return None
+
+
+def _chunks_fit(chunks: list, pages: int, size: int) -> bool:
+    """Whether each record chunk is an [offset, length] inside the data file, long enough for the
+    records it must hold (MIN_RECORD_BYTES each)."""
+    for number, where in enumerate(chunks):
+        if not (type(where) is list and len(where) == 2 and all(type(v) is int and v >= 0 for v in where)
+                and where[0] + where[1] <= size
+                and where[1] >= MIN_RECORD_BYTES * min(RECORDS_PER_CHUNK, pages - number * RECORDS_PER_CHUNK)):
+            return False
+    return True
 
 
 def open_index(repo: Repo) -> QueryIndex:

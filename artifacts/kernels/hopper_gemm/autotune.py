@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import functools
 import math
+import warnings
 from pathlib import Path
 from typing import Callable
 
@@ -154,10 +155,13 @@ def time_runs(runs: dict[GemmConfig, list[Callable[[], None]]]) -> dict[GemmConf
 
 
 def tuned_config(a, b, out_dtype, a_major: str, b_major: str,
-                 time_candidates: Callable[[], dict[GemmConfig, float]]) -> GemmConfig:
+                 time_candidates: Callable[[], dict[GemmConfig, float]],
+                 usable: Callable[[GemmConfig], bool] | None = None) -> GemmConfig:
     """The configuration tuning chose for this problem's bucket: from memory, the tuning file, or
     timed now by time_candidates() ({configuration: ms}, hopper_gemm.time_sweep on these tensors;
-    then stored in both)."""
+    then stored in both). An entry of the file that `usable` refuses (one this problem cannot run:
+    the file is untrusted, and a well-formed entry may still be one can_implement refuses here) is
+    a warning, and the bucket is tuned again."""
     import torch
 
     m, k = a.shape[-2:]
@@ -170,6 +174,9 @@ def tuned_config(a, b, out_dtype, a_major: str, b_major: str,
         return _TUNED[key]
     path = cache_path()
     config = read_cache(path).get(key)
+    if config is not None and usable is not None and not usable(config):
+        warnings.warn(f"{path}: entries[{key[:200]!r}]: {config} cannot run this problem; tuning again", stacklevel=2)
+        config = None
     if config is None:
         if torch.cuda.is_current_stream_capturing():
             raise RuntimeError(f"tune=True: bucket {key} is not tuned yet and tuning cannot run under CUDA-graph "

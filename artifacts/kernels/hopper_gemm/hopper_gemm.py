@@ -148,7 +148,8 @@ def compile_gemm(a, b, out_dtype=None, alpha: float = 1.0, tile_n: int | None = 
     props = torch.cuda.get_device_properties(a.device)
     sms = props.multi_processor_count
     if tune:
-        chosen = autotune.tuned_config(a, b, out_dtype, a_major, b_major, lambda: time_sweep(a, b, out_dtype, alpha))
+        chosen = autotune.tuned_config(a, b, out_dtype, a_major, b_major, lambda: time_sweep(a, b, out_dtype, alpha),
+                                       usable=lambda c: _runs(a, b, out_dtype, alpha, c, out))
     elif swap_ab:
         _check_swap_settings(out_dtype, dtypes[out_dtype], spec, schedule)
         chosen = swapped_config(m, n, k, batch, sms, ab_dtype.width)
@@ -225,6 +226,17 @@ def compile_gemm(a, b, out_dtype=None, alpha: float = 1.0, tile_n: int | None = 
     run.config = config
     run.stand_in = stand_in   # the fused epilogue's unused operands point into it
     return run, out
+
+
+def _runs(a, b, out_dtype, alpha: float, config: GemmConfig, out=None) -> bool:
+    """Whether compile_gemm accepts `config` for a @ b.T (what time_sweep asks of each candidate): a
+    tuned entry read from the tuning file, which is untrusted, is used only then."""
+    try:
+        compile_gemm(a, b, out_dtype, alpha, tile_m=config.tile_m, tile_n=config.tile_n, cluster_mn=config.cluster_mn,
+                     split_k=config.split_k, swap_ab=config.swap_ab, out=out)
+    except ValueError:
+        return False
+    return True
 
 
 def kernel_operands(a_view, b_view, out, swap: bool):

@@ -7,14 +7,26 @@ case reproduces and our own variants).
 
 from __future__ import annotations
 
+import html
 import math
 import re
 import statistics
 
 from kernelwiki.commands.evidence import claim_source_problem
 from kernelwiki.model.fences import fill_blocks
+from kernelwiki.model.terminal import printable_line
 from kernelwiki.probing.specs import ProbeSpec
 from kernelwiki.storage.records import Record
+
+_MARKUP = {ord(c): f"&#{ord(c)};" for c in "[]{}|"}
+
+
+def _cell(value: object) -> str:
+    """A name from a run record (a candidate, a baseline) as the text of a Markdown table cell in the
+    page file: one line, control characters as escapes, and no character that Markdown or HTML would
+    read as markup (a tag, a link, an image, a new column or row)."""
+    return html.escape(printable_line(str(value)), quote=False).translate(_MARKUP)
+
 
 def render_blocks(body: str, meta: dict, newline: str, renderers: dict | None = None) -> str:
     """Replace the inside of each known generated block (kernelwiki.model.fences.fill_blocks)."""
@@ -74,7 +86,7 @@ def render_versus(linked: list[ProbeSpec], records: dict[str, list[Record]], pag
                         ratios.setdefault((case_id, name), []).append(_ratio(entry))
         for (case_id, name), values in sorted(ratios.items()):
             cells = ", ".join(f"{v:.3g}" for v in values)
-            rows.append(f"| {spec.id} | {case_id} | {name} | {cells} | {statistics.median(values):.3g} |")
+            rows.append(f"| {spec.id} | {_cell(case_id)} | {_cell(name)} | {cells} | {statistics.median(values):.3g} |")
     if len(rows) == 3:
         rows = ["", "No passing run of a linked probe compares ours with another kernel or a variant of ours yet."]
     rows.append("")
@@ -125,7 +137,7 @@ def render_runs(linked: list[ProbeSpec], records: dict[str, list[Record]], page_
                 ratios.setdefault((case["id"], str(headline.get("baseline", ""))), []).append(_ratio(headline))
         for (case_id, baseline), values in sorted(ratios.items()):
             cells = ", ".join(f"{v:.3g}" for v in values)
-            rows.append(f"| {spec.id} | {case_id} | {baseline} | {cells} | {min(values):.3g} | "
+            rows.append(f"| {spec.id} | {_cell(case_id)} | {_cell(baseline)} | {cells} | {min(values):.3g} | "
                         f"{statistics.median(values):.3g} | {max(values):.3g} |")
     if len(rows) == 3:
         rows = ["", "No passing run of a linked probe carries a ratio to a baseline yet."]

@@ -144,12 +144,25 @@ def measured_claims(spec: ProbeSpec, pairs: list[tuple[Record, dict]], hand_ids:
     reproduction = candidate_claim(claim, case, case_spec, hand_ids)
     if reproduction is not None:
         claims.append(reproduction)
-    names = case_spec.get("versus")
-    for name in [names] if isinstance(names, str) else names if isinstance(names, list) else []:
-        versus = versus_claim(claim, case, str(name))
-        if versus is not None:
+    made = {c["id"] for c in claims}
+    for name in versus_names(case_spec):
+        versus = versus_claim(claim, case, name)
+        if versus is not None and versus["id"] not in made:   # validate names the probe.yaml's duplicate
+            made.add(versus["id"])
             claims.append(versus)
     return claims
+
+
+def versus_names(case_spec: dict) -> list[str]:
+    """The candidates a case's probe.yaml names in `versus` (one name or a list)."""
+    names = case_spec.get("versus")
+    return [str(n) for n in ([names] if isinstance(names, str) else names if isinstance(names, list) else [])]
+
+
+def versus_slug(name: str) -> str:
+    """The NAME of a versus claim's id (ID.vs-NAME): the candidate's letters and digits, lower case,
+    the rest as '-'; empty for a name without a letter or digit (which validate refuses)."""
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
 
 
 def _timed(case: dict) -> dict[str, tuple[float, float]]:
@@ -183,7 +196,9 @@ def versus_claim(ours: dict, case: dict, name: str) -> dict | None:
     if not name or entry is None or not isinstance(entry.get("value"), (int, float)) or isinstance(entry.get("value"), bool) \
             or not isinstance(entry.get("ratio"), (int, float)):
         return None
-    slug = re.sub(r"[^a-z0-9]+", "-", str(name).lower()).strip("-")
+    slug = versus_slug(str(name))
+    if not slug:
+        return None
     claim = {key: ours[key] for key in ("metric", "value", "unit", "gpu", "arch", "dtype", "shape") if key in ours}
     claim["conditions"] = f"ours against {name}, same run and inputs"
     out = {"id": f"{ours['id']}.vs-{slug}", **claim, "evidence": "measured", "record": ours["record"],
