@@ -392,12 +392,24 @@ def test_tabs_reach_the_evidence_pages_and_records_open_as_pages(page, server):
     assert page.locator("a[href$='.json']").count() >= 1
     shot(page, "record-page")
     page.goto(f"{server}/evidence/probes/")
-    # a probe with several runs whose latest passed (most probes keep only the runs their pages use)
-    entry = page.evaluate("""() => { let el = document.getElementById('probe-hopper-gemm').nextElementSibling, text = '';
-        while (el && el.tagName !== 'H2') { text += el.innerText + '\\n'; el = el.nextElementSibling; } return text; }""")
-    assert re.search(r"Backed by \d+ run records", entry) and "Headline" in entry
-    assert re.search(r"last [2-5] runs: [\d.]+× \(", entry)  # the ratio history of the headline case
+    # the probes with several runs whose latest passed, read from the records (most probes keep only the
+    # runs their pages use, and which those are changes with every measurement): one of them shows the
+    # ratio history of its headline case
+    entries = {probe: page.evaluate("""id => { let el = document.getElementById(id).nextElementSibling, text = '';
+        while (el && el.tagName !== 'H2') { text += el.innerText + '\\n'; el = el.nextElementSibling; } return text; }""", probe)
+        for probe in _probes_with_several_passing_runs()}
+    assert entries, "no probe has two run records whose latest passed"
+    assert any(re.search(r"Backed by \d+ run records", entry) and "Headline" in entry
+               and re.search(r"last [2-5] runs: [\d.]+× \(", entry) for entry in entries.values()), entries
     shot(page, "probe-catalogue")
+
+
+def _probes_with_several_passing_runs() -> list[str]:
+    from kernelwiki.storage.records import load_records
+    from kernelwiki.storage.repo import Repo
+
+    return [probe for probe, records in load_records(Repo(ROOT), quiet=True).items()
+            if len([r for r in records if r.mode == "run"]) >= 2 and [r for r in records if r.mode == "run"][-1].status == "passed"]
 
 
 def test_cross_links_see_also_cited_by_and_diagrams(page, server):

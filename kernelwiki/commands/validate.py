@@ -29,11 +29,12 @@ from kernelwiki.model.files import UnsafeFile, replace_file, sha256_file, stays_
 from kernelwiki.commands.upstream import repo_name
 from kernelwiki.commands.citations import locator_problem
 from kernelwiki.commands.refresh.claims import versus_slug
+from kernelwiki.commands.refresh.claims import METRIC_NAME, metric_value
 from kernelwiki.commands.evidence import (HEADLINE_RULE_FROM, claim_source_problem, headline_exception, headline_problem,
                                           stale_compile_problem)
 from kernelwiki.model.safe_links import link_problems, markup_problems, wiki_file_problems
 from kernelwiki.model.schema import check as schema_check
-from kernelwiki.model.spans import body_first_line, span_problems
+from kernelwiki.model.spans import VARIANTS, body_first_line, span_problems
 from kernelwiki.model.vocab import did_you_mean
 
 LEVEL_RANK = {"spec": 0, "source-reported": 1, "compiled": 2, "measured": 3}
@@ -77,6 +78,7 @@ def validate(wiki: Wiki, fix: bool = False) -> Report:
     probes = _check_probes(wiki, report)
     _check_cross_references(wiki, report, probes, records)
     _check_headlines(report, probes, records)
+    _check_metric_values(report, probes, records)
     _check_named_runs(wiki, report, records)
     _check_ceiling_sources(report, records)
     _check_provenance(wiki, report, records)
@@ -377,7 +379,9 @@ def measured_claim_problems(claim: dict, record: dict, page_probes: list, probe:
 
     The record must have passed, have run (not only compiled) on the claim's GPU and architecture,
     come from a probe the page links, and hold the claim's value (and baseline and ratio) for the
-    claim's case. `refresh` writes measured claims exactly so; anything else was typed or is stale.
+    claim's case (for a claim of a figure the probe declares in `metric_claims`, `case_metric`: that
+    figure of the case's metrics). `refresh` writes measured claims exactly so; anything else was typed
+    or is stale.
     """
     out: list[tuple[tuple, str]] = []
     name = f"record {record.get('run_id', '?')}"
@@ -401,6 +405,16 @@ def measured_claim_problems(claim: dict, record: dict, page_probes: list, probe:
     refused = claim_source_problem(record, case, probe if isinstance(probe, dict) else None)
     if refused:
         out.append((("record",), f"case {claim.get('case')!r} of {name} is no evidence: {refused}"))
+    if claim.get("case_metric") is not None:   # a figure of the case's metrics (probe.yaml metric_claims)
+        figure = str(claim["case_metric"])[:64]
+        if figure not in _declared_metrics(probe, claim.get("case")):
+            out.append((("case_metric",), f"{record.get('probe')}'s probe.yaml does not declare {figure!r} in "
+                                          f"metric_claims of case {claim.get('case')!r}; run `kernelwiki refresh`"))
+        metrics = case.get("metrics") if isinstance(case.get("metrics"), dict) else {}
+        if metric_value(case, figure) is None or metrics.get(figure) != claim.get("value"):
+            out.append((("value",), f"{claim.get('value')!r} is not metrics.{figure} of case {claim.get('case')!r} "
+                                    f"in {name} ({str(metrics.get(figure, 'absent'))[:40]!r}); run `kernelwiki refresh`"))
+        return out
     if claim.get("candidate") is not None:   # another kernel timed in the case: its baselines entry
         values = [b.get("value") for b in case.get("baselines") or []
                   if isinstance(b, dict) and b.get("name") == claim.get("candidate")]
@@ -426,6 +440,59 @@ def measured_claim_problems(claim: dict, record: dict, page_probes: list, probe:
         out.append((("ratio",), f"{claim.get('ratio')!r} is not the ratio of case {claim.get('case')!r} in {name} "
                                 f"({headline.get('ratio')!r})"))
     return out
+
+
+def _declared_metrics(probe: Any, case_id: Any) -> dict:
+    """probe.yaml's `metric_claims` of one case ({} where there are none)."""
+    for case in (probe.get("cases") if isinstance(probe, dict) and isinstance(probe.get("cases"), list) else []):
+        if isinstance(case, dict) and case.get("id") == case_id and isinstance(case.get("metric_claims"), dict):
+            return case["metric_claims"]
+    return {}
+
+
+def metric_claims_problems(case: dict) -> list[tuple[tuple, str]]:
+    """What is wrong with a probe case's `metric_claims` names, (field path, message): each becomes
+    part of a claim id and a span name, so it is a lower-case identifier, not one of the span variants
+    (ID.ratio would name two things), and not the claim refresh writes for `reproduced_by`."""
+    declared = case.get("metric_claims")
+    if not isinstance(declared, dict):
+        return []
+    out = []
+    reproduced = re.sub(r"[^a-z0-9]+", "-", str(case.get("reproduced_by") or "").lower()).strip("-")
+    for name in declared:
+        shown = ascii(str(name)[:40])
+        if not isinstance(name, str) or not METRIC_NAME.fullmatch(name):
+            out.append((("metric_claims", _safe_key(name)), f"metric name {shown} is not a lower-case identifier "
+                        "(a-z first, then a-z, 0-9 or _, at most 64): it becomes part of a claim id; not declared"))
+        elif name in VARIANTS:
+            out.append((("metric_claims", name), f"metric name {shown} is a span variant (ID.{name} already names "
+                        "the case claim's " + name + "); choose another name"))
+        elif name == reproduced:
+            out.append((("metric_claims", name), f"metric name {shown} is the claim refresh writes for reproduced_by "
+                        f"{case.get('reproduced_by')!r}; choose another name"))
+    return out
+
+
+def _safe_key(name: Any) -> str:
+    """A key as a field path may print it: what is not a letter, digit, '_' or '-' becomes '?'."""
+    return re.sub(r"[^A-Za-z0-9_-]", "?", str(name)[:64]) or "?"
+
+
+def _check_metric_values(report: Report, probes: dict[str, Any], records: dict[str, Any]) -> None:
+    """A figure a probe.yaml declares a claim (metric_claims) is, in each run record of the probe, a
+    finite number or null (not measured): a string, true/false or anything else would be a claim no
+    span can render, so it is a problem of the record, named by its key."""
+    for rel, data in records.items():
+        if not isinstance(data, dict) or data.get("mode") != "run":
+            continue
+        for index, case in _dicts(data.get("cases")):
+            metrics = case.get("metrics") if isinstance(case.get("metrics"), dict) else {}
+            for name in _declared_metrics(probes.get(data.get("probe")), case.get("id")):
+                if isinstance(name, str) and metrics.get(name) is not None and metric_value(case, name) is None:
+                    report.problems.append(Problem(rel, 1, f"cases[{index}].metrics.{_safe_key(name)}",
+                                                   f"{str(metrics[name])[:40]!r} is not a finite number, but "
+                                                   f"probes/{data.get('probe')}/probe.yaml declares it a claim "
+                                                   "(metric_claims); no claim is made of it"))
 
 
 def _check_probes(wiki: Wiki, report: Report) -> dict[str, Any]:
@@ -470,6 +537,8 @@ def _check_probes(wiki: Wiki, report: Report) -> dict[str, Any]:
             if arch not in wiki.vocab.archs:
                 report.problems.append(Problem(rel, line(("archs", index)), f"archs[{index}]", f"unknown architecture {arch!r}"))
         for index, case in enumerate(data.get("cases") if isinstance(data.get("cases"), list) else []):
+            for path, message in metric_claims_problems(case) if isinstance(case, dict) else ():
+                report.problems.append(Problem(rel, line(("cases", index, *path[:1])), field_path(("cases", index, *path)), message))
             level = (case.get("params") or {}).get("level") if isinstance(case, dict) and isinstance(case.get("params"), dict) else None
             if level is not None and level not in peaks.LEVELS:
                 report.problems.append(Problem(rel, line(("cases", index, "params", "level")), f"cases[{index}].params.level",

@@ -640,24 +640,23 @@ def _natural(value: object) -> list:
 
 
 def page_charts(page_id: str, probes: dict[str, ProbeSpec], records: dict[str, list[Record]]) -> list[Chart]:
-    """The charts of a page: one per quantity of the cases of its probes that concern it, each case
-    from the newest run that holds it, and, folded, each probe's ratios run by run."""
+    """The charts of a page: one per quantity of the cases of its probes that concern it, and, folded,
+    each probe's ratios run by run. Each case is drawn from the newest run in which it passed with a
+    number, chosen per case as its claim is: a newer run of other cases (a `--case` run, a held-out-only
+    run) hides none of the older ones. As the page's strip and the home page do, the charts take the
+    run's cases whatever its control did (a control-too-blunt run is drawn; its claims are not made)."""
     points, history = [], []
     for spec in probes.values():
         if page_id not in spec.pages or not records.get(spec.id):
             continue
-        cases = {str(c.get("id")) for c in spec.data.get("cases") or []
-                 if isinstance(c, dict) and (not c.get("pages") or page_id in c["pages"])}
-        # each case from the newest run that has it: a run of a few cases (a held-out case alone)
-        # does not hide the others' latest figures
-        left = set(cases)
-        for record in reversed(records[spec.id]):
-            if record.mode != "run" or not left:
-                continue
-            held = {str(c.get("id")) for c in record.data.get("cases") or [] if isinstance(c, dict)} & left
-            if held:
-                points += _points(record, held)
-                left -= held
+        order = list(dict.fromkeys(str(c.get("id")) for c in spec.data.get("cases") or []
+                                   if isinstance(c, dict) and (not c.get("pages") or page_id in c["pages"])))
+        cases = set(order)
+        newest: dict[str, Point] = {}
+        for record in records[spec.id]:   # oldest first: a newer run's point replaces an older one
+            if record.mode == "run":
+                newest.update((p.case, p) for p in _points(record, cases))
+        points += [newest[case] for case in order if case in newest]
         chart = history_chart(spec, records[spec.id], cases)
         if chart is not None:
             history.append(chart)

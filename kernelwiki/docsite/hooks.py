@@ -22,6 +22,7 @@ from kernelwiki.commands.upstream import repo_name
 from kernelwiki.model import yamlio
 from kernelwiki.model.claims import page_claims
 from kernelwiki.model.fences import map_prose
+from kernelwiki.model.pages import MAX_PAGE_BYTES
 from kernelwiki.docsite import charts, generated, links, render, sanitize, searchrank, strip, summary
 from kernelwiki.docsite import records as records_page
 
@@ -300,15 +301,28 @@ def _split_title(markdown: str) -> tuple[str, str]:
 
 
 def heading(path: Path) -> str | None:
-    """The page's own H1 (Markdown marks removed), which the navigation shows as its title."""
+    """The page's own H1 (Markdown marks removed), which the navigation shows as its title: the first
+    `# ` line after the frontmatter, read line by line (a kernel page's frontmatter of claims can run
+    past 64 KiB) up to the page size limit."""
     try:
-        with path.open(encoding="utf-8") as handle:
-            text = handle.read(1 << 16)
+        with path.open(encoding="utf-8", errors="replace") as handle:
+            read, in_front = 0, None
+            for line in handle:
+                read += len(line)
+                if read > MAX_PAGE_BYTES:
+                    return None
+                if in_front is None:
+                    in_front = line.rstrip() == "---"
+                    if in_front:
+                        continue
+                elif in_front:
+                    in_front = line.rstrip() != "---"
+                    continue
+                if line.startswith("# "):
+                    return line[2:].rstrip("\r\n").replace("`", "").strip() or None
     except OSError:
         return None
-    body = text.split("\n---", 1)[-1] if text.startswith("---") else text  # after the frontmatter
-    match = re.search(r"^# (.+)$", body, re.M)
-    return match.group(1).replace("`", "").strip() if match else None
+    return None
 
 
 def _own_files_order(directory: Path):

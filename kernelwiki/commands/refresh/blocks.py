@@ -2,7 +2,8 @@
 `<!-- kernelwiki:end NAME -->`, outside fenced code): `claims` (the page's claims table, stored
 empty and rendered from the frontmatter when the page is read), `runs`
 (each case's ratio to its baseline in every passing run) and `versus` (ours against the kernels a
-case reproduces and our own variants).
+case reproduces and our own variants). Both choose each case on its own, from the runs that hold it,
+as the claims do (claims.case_evidence): the newest run of a probe may hold only some of its cases.
 """
 
 from __future__ import annotations
@@ -52,38 +53,28 @@ def render_versus(linked: list[ProbeSpec], records: dict[str, list[Record]], pag
     """`<!-- kernelwiki:begin versus -->`: ours against the kernel each case reproduces
     (`reproduced_by`) and against our own variants (baselines named "ours, ...", "ours with ...",
     "ours without ...", not those timed under another protocol, "... @ ..."): ours / candidate in
-    each of the latest VERSUS_RUNS passing runs that hold the case and were made from the same commit
-    on the same GPU as the newest of them (one kernel version per case: a run of a few cases does not
-    hide the others), oldest first, and their median. Above 1, ours is faster.
-    Cases that time a teaching variant as ours (params `variant`) are left out.
+    each of the latest VERSUS_RUNS passing runs that hold the case, made from the same commit on the
+    same GPU as the newest of them (that case's own kernel version), oldest first, and their median.
+    Above 1, ours is faster. Each case is chosen on its own, as its claim is: a newer run of other
+    cases (a `--case` run, a held-out-only run) leaves its rows where they were, and a case in no
+    passing run has none. Cases that time a teaching variant as ours (params `variant`) are left out.
     """
     rows = ["", "| probe | case | candidate | ours / candidate per run, oldest first | median |", "|---|---|---|---|---|"]
     for spec in linked:
-        passing = [r for r in records.get(spec.id, []) if r.mode == "run" and r.status == "passed"]
-        newest: dict[str, Record] = {}   # case id -> the newest passing run that holds it
-        for record in passing:
-            for case in record.data.get("cases") or []:
-                if isinstance(case, dict):
-                    newest[str(case.get("id", ""))] = record
+        by_case: dict[str, list[tuple[Record, dict]]] = {}
+        for record, case in _page_cases(spec, records, page_id):
+            if not (case.get("params") or {}).get("variant"):
+                by_case.setdefault(case["id"], []).append((record, case))
         ratios: dict[tuple[str, str], list[float]] = {}
-        for case_id, last in newest.items():
-            version = _kernel_version(last)
-            same = [r for r in passing if _kernel_version(r) == version
-                    and any(isinstance(c, dict) and str(c.get("id", "")) == case_id for c in r.data.get("cases") or [])]
-            for record in same[-VERSUS_RUNS:]:
-                for case in record.data.get("cases") or []:
-                    if not isinstance(case, dict) or str(case.get("id", "")) != case_id:
+        for case_id, pairs in by_case.items():
+            version = _kernel_version(pairs[-1][0])
+            case_spec = spec.case(case_id) or {}
+            for record, case in [pair for pair in pairs if _kernel_version(pair[0]) == version][-VERSUS_RUNS:]:
+                for entry in case.get("baselines") or []:
+                    name = str(entry.get("name", "")) if isinstance(entry, dict) else ""
+                    if _ratio(entry) is None or not (name == case_spec.get("reproduced_by") or OUR_VARIANT.match(name)):
                         continue
-                    case_spec = spec.case(case_id) or {}
-                    pages = case_spec.get("pages")
-                    if (not evidence(record, case, spec.data) or (pages is not None and page_id not in pages)
-                            or (case.get("params") or {}).get("variant")):
-                        continue
-                    for entry in case.get("baselines") or []:
-                        name = str(entry.get("name", ""))
-                        if _ratio(entry) is None or not (name == case_spec.get("reproduced_by") or OUR_VARIANT.match(name)):
-                            continue
-                        ratios.setdefault((case_id, name), []).append(_ratio(entry))
+                    ratios.setdefault((case_id, name), []).append(_ratio(entry))
         for (case_id, name), values in sorted(ratios.items()):
             cells = ", ".join(f"{v:.3g}" for v in values)
             rows.append(f"| {spec.id} | {_cell(case_id)} | {_cell(name)} | {cells} | {statistics.median(values):.3g} |")
@@ -91,6 +82,20 @@ def render_versus(linked: list[ProbeSpec], records: dict[str, list[Record]], pag
         rows = ["", "No passing run of a linked probe compares ours with another kernel or a variant of ours yet."]
     rows.append("")
     return "\n".join(rows) + "\n"
+
+
+def _page_cases(spec: ProbeSpec, records: dict[str, list[Record]], page_id: str | None) -> list[tuple[Record, dict]]:
+    """(record, case) for each case of the page in each passing run of the probe, oldest first,
+    where the case may stand in a generated block (`evidence`)."""
+    out = []
+    for record in records.get(spec.id, []):
+        if record.mode != "run" or record.status != "passed":
+            continue
+        for case in record.data.get("cases") or []:
+            pages = (spec.case(case.get("id", "")) or {}).get("pages") if isinstance(case, dict) else None
+            if evidence(record, case, spec.data) and (pages is None or page_id in pages):
+                out.append((record, case))
+    return out
 
 
 def _ratio(entry: dict) -> float | None:
@@ -120,20 +125,16 @@ def render_runs(linked: list[ProbeSpec], records: dict[str, list[Record]], page_
 
     What a sentence like "below 0.9× in every run" would say, written from the records so it cannot
     drift: one row per case of the page (cases that carry a ratio), the ratio of each passing run
-    oldest first, and their min / median / max.
+    that holds the case, oldest first, and their min / median / max. Each case is read from the runs
+    that hold it, so a newer run of fewer cases hides none.
     """
     rows = ["", "| probe | case | baseline | ratio per run, oldest first | min | median | max |",
             "|---|---|---|---|---|---|---|"]
     for spec in linked:
-        runs = [r for r in records.get(spec.id, []) if r.data.get("mode") == "run" and r.data.get("status") == "passed"]
         ratios: dict[tuple[str, str], list[float]] = {}
-        for record in runs:
-            for case in record.data.get("cases") or []:
-                headline = case.get("headline") or {}
-                pages = (spec.case(case.get("id", "")) or {}).get("pages")
-                if not evidence(record, case, spec.data) or _ratio(headline) is None or (
-                        pages is not None and page_id not in pages):
-                    continue
+        for record, case in _page_cases(spec, records, page_id):
+            headline = case.get("headline") or {}
+            if _ratio(headline) is not None:
                 ratios.setdefault((case["id"], str(headline.get("baseline", ""))), []).append(_ratio(headline))
         for (case_id, baseline), values in sorted(ratios.items()):
             cells = ", ".join(f"{v:.3g}" for v in values)

@@ -1,6 +1,8 @@
 """Claims derived from run records: one `measured` claim per passing case and architecture, the
 median of the case's latest runs (case_evidence says which runs count), with the reproduction of
-another kernel's reported value where a case says `reproduced_by`; and one `compiled` claim per architecture a compile-only record found the
+another kernel's reported value where a case says `reproduced_by`, and one claim per figure of the
+case's `metrics` that its probe.yaml declares in `metric_claims` (metric_claims: a held-out set's
+worst shape, a class geomean); and one `compiled` claim per architecture a compile-only record found the
 expected instructions for. The claims carry the record and case they come from.
 """
 
@@ -12,6 +14,7 @@ from typing import Any
 
 from kernelwiki.commands.evidence import case_refusal, control_failed
 from kernelwiki.harness.env import short_gpu_name
+from kernelwiki.model.spans import VARIANTS
 from kernelwiki.model.vocab import Vocabulary
 from kernelwiki.probing.specs import ProbeSpec
 from kernelwiki.storage.records import Record
@@ -77,11 +80,15 @@ def spread(pairs: list[tuple[Record, dict]]) -> dict | None:
         values = [float(case["headline"]["value"]) for _, case in pairs]
     except OverflowError:
         return None   # an integer past float range: the claim's value says it; refresh refuses the page
+    return _spread(values, [record for record, _ in pairs])
+
+
+def _spread(values: list[float], records: list[Record]) -> dict | None:
     if len(values) < 2 or not all(math.isfinite(v) for v in values):
         return None
     out: dict[str, Any] = {"p10": round(_percentile(values, 0.1), 4), "p90": round(_percentile(values, 0.9), 4),
                            "runs": len(values)}
-    gpus = {_gpu_identity(record) for record, _ in pairs}
+    gpus = {_gpu_identity(record) for record in records}
     if len(gpus) > 1:
         out["gpus"] = len(gpus)
     return out
@@ -150,6 +157,8 @@ def measured_claims(spec: ProbeSpec, pairs: list[tuple[Record, dict]], hand_ids:
         if versus is not None and versus["id"] not in made:   # validate names the probe.yaml's duplicate
             made.add(versus["id"])
             claims.append(versus)
+    taken = {c["id"] for c in claims}
+    claims += [c for c in metric_claims(claim, pairs, case_spec) if c["id"] not in taken]
     return claims
 
 
@@ -163,6 +172,67 @@ def versus_slug(name: str) -> str:
     """The NAME of a versus claim's id (ID.vs-NAME): the candidate's letters and digits, lower case,
     the rest as '-'; empty for a name without a letter or digit (which validate refuses)."""
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+METRIC_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
+"""A metric a probe.yaml may declare a claim (schemas/probe.schema.json says the same): a lower-case
+identifier, never a span variant (`ratio`, `baseline`, `peak`, `ceiling`: ID.ratio would then name
+two things)."""
+
+
+def declared_metrics(case_spec: dict) -> dict[str, dict]:
+    """A probe case's `metric_claims` (metric name -> how to state it), safe names only: a spec that
+    fails its schema never reaches refresh, and this keeps a hand-built one from writing odd ids."""
+    declared = case_spec.get("metric_claims") if isinstance(case_spec, dict) else None
+    if not isinstance(declared, dict):
+        return {}
+    return {name: spec if isinstance(spec, dict) else {} for name, spec in declared.items()
+            if isinstance(name, str) and METRIC_NAME.fullmatch(name) and name not in VARIANTS}
+
+
+def metric_value(case: dict, name: str) -> int | float | None:
+    """A case's `metrics[name]` where it is a finite number (not a bool, not an integer past float
+    range), else None: null (not measured), a string or anything else makes no claim."""
+    metrics = case.get("metrics") if isinstance(case.get("metrics"), dict) else {}
+    value = metrics.get(name)
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    try:
+        return value if math.isfinite(float(value)) else None
+    except OverflowError:
+        return None
+
+
+def metric_claims(ours: dict, pairs: list[tuple[Record, dict]], case_spec: dict) -> list[dict]:
+    """The claims of the figures a case's probe.yaml declares in `metric_claims` (e.g. a held-out
+    set's `worst_ratio`): ID.NAME, the median over the same runs as the case's own claim of
+    `metrics[NAME]` (the run that holds it, so validate can check it), with the declared unit,
+    `metric` (default NAME), and `statistic` and `baseline` as its conditions (the case's parameters
+stand in the case's own claim). A run whose figure is
+    null or not a finite number gives none; so does a case in no passing run (case_evidence)."""
+    out = []
+    for name, declared in declared_metrics(case_spec).items():
+        held = [(record, case, value) for record, case in pairs if (value := metric_value(case, name)) is not None]
+        if not held:
+            continue
+        held.sort(key=lambda item: item[2])
+        record, case, value = held[(len(held) - 1) // 2]
+        env = record.data.get("environment") or {}
+        claim: dict[str, Any] = {"id": f"{ours['id']}.{name}", "metric": str(declared.get("metric") or name), "value": value}
+        if declared.get("unit"):
+            claim["unit"] = str(declared["unit"])
+        claim.update(gpu=short_gpu_name(env.get("gpu")), arch=str(record.arch))
+        claim.update({key: ours[key] for key in ("dtype", "shape") if key in ours})
+        words = [str(declared["statistic"])] if declared.get("statistic") else []
+        if declared.get("baseline"):
+            words.append(f"against {declared['baseline']}")
+        if words:
+            claim["conditions"] = ", ".join(words)
+        claim.update(evidence="measured", record=record.path, case=case["id"], case_metric=name)
+        runs = _spread([float(v) for _, _, v in held], [r for r, _, _ in held])
+        if runs:
+            claim["spread"] = runs
+        claim["measured_at"] = record.started
+        out.append(claim)
+    return out
 
 
 def _timed(case: dict) -> dict[str, tuple[float, float]]:
