@@ -443,3 +443,33 @@ def test_the_card_names_a_geomeans_shape_count_not_its_shapeless_value_and_a_pag
 
     strip = claims_strip([cublas, versus], "techniques/p.md", versus["id"])
     assert strip.index("ours-cooperative") < strip.index("cuBLAS")
+
+
+def test_a_geomean_over_shapes_shows_its_worst_shape_in_the_strip_and_the_card():
+    """fp8-blockscale-gemm's strip read "geomean 1.01x vs DeepGEMM over 20 shapes" while one shape ran
+    at 0.717x: a geomean case's summary names its worst ratio and shape where the record has them
+    (metrics.worst_ratio or the headline chooser's <chooser>_worst_ratio, and per_shape), and the
+    card its worst-shape metric claim; a chooser that is not the headline's is never taken."""
+    from kernelwiki.docsite import summary
+
+    held = _against(_case("held-out-bf16", 0.9217, set="held-out"), "strongest of cuBLAS and quack, per shape")
+    held["metrics"] = {"headline_statistic": "geomean over the held-out shapes", "shapes": 24,
+                       "oracle_geomean_ratio": 0.9772, "oracle_worst_ratio": 0.8676,
+                       "choose_config_geomean_ratio": 0.9217, "choose_config_worst_ratio": 0.8155,
+                       "choose_config_class_1_16_geomean_ratio": 0.9217,
+                       "per_shape": "2x28672x4096 L/gate 64x96 2x1 s1 0.868 (oracle 0.9); 192x1536x7168 Q/up 128x64 1x1 s1 0.816"}
+    [row] = summary.set_summaries(SPEC, _record([held]))[0].aggregates
+    assert "worst <b>0.816×</b> <code>192x1536x7168</code>" in row.html() and "0.868" not in row.html()
+    held["metrics"].pop("choose_config_worst_ratio")   # no figure of the headline's chooser: no worst at all
+    [row] = summary.set_summaries(SPEC, _record([held]))[0].aggregates
+    assert "worst" not in row.html()
+    held["metrics"] = {"headline_statistic": "geomean", "worst_ratio": 0.7169, "per_shape": "640x8192x8192 Q/o 128x128 1x2 0.717"}
+    [row] = summary.set_summaries(SPEC, _record([held]))[0].aggregates
+    assert "worst <b>0.717×</b> <code>640x8192x8192</code>" in row.html()
+
+    claim = {"id": "measured.k.held-out-fp8", "value": 185.1, "unit": "TFLOP/s", "evidence": "measured",
+             "record": "artifacts/evidence/p/r.json", "case": "held-out-fp8", "ratio": 1.0133,
+             "baseline": {"name": "DeepGEMM", "value": 182.6}, "conditions": "count=20, headline_statistic=geomean"}
+    worst = {**claim, "id": "measured.k.held-out-fp8.worst_ratio", "value": 0.7169, "unit": "x", "ratio": None}
+    assert "worst shape 0.717×" in render.evidence_card({"claims": [claim, worst]}, "kernels/k.md")
+    assert "worst" not in render.evidence_card({"claims": [claim]}, "kernels/k.md")

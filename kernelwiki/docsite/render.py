@@ -171,9 +171,26 @@ def is_geomean(claim: dict) -> bool:
     return "headline_statistic=geomean" in str(claim.get("conditions") or "")
 
 
-def claim_figure(claim: dict) -> str:
+def worst_of_geomean(claim: dict, claims: list[dict]) -> dict | None:
+    """The metric claim (`ID.worst_ratio`, or `ID.<chooser>_worst_ratio` of the chooser whose
+    `ID.<chooser>_geomean_ratio` is the claim's ratio) that gives a geomean claim's worst shape."""
+    if not is_number(claim.get("ratio")):
+        return None
+    own = {str(c.get("id"))[len(str(claim.get("id"))) + 1:]: c for c in claims
+           if isinstance(c, dict) and str(c.get("id", "")).startswith(f"{claim.get('id')}.") and is_number(c.get("value"))}
+    if "worst_ratio" in own:
+        return own["worst_ratio"]
+    for name, other in own.items():
+        if (name.endswith("_geomean_ratio") and "_class_" not in name
+                and abs(float(other["value"]) - float(claim["ratio"])) <= 5e-4):
+            return own.get(f"{name[:-len('_geomean_ratio')]}_worst_ratio")
+    return None
+
+
+def claim_figure(claim: dict, claims: list[dict] | None = None) -> str:
     """A measured claim as a headline: the value with its shape (or case) and its ratio to its
-    baseline; for a geomean over shapes, the ratio alone and over how many shapes. Escaped HTML."""
+    baseline; for a geomean over shapes, the ratio alone, over how many shapes, and its worst shape's
+    ratio where `claims` (the page's) hold it as a metric claim. Escaped HTML."""
     baseline = claim.get("baseline") if isinstance(claim.get("baseline"), dict) else None
     ratio = (f"{fmt_ratio(claim['ratio'])} {text(baseline.get('name', 'baseline'))}"
              if baseline and is_number(claim.get("ratio")) else "")
@@ -181,7 +198,9 @@ def claim_figure(claim: dict) -> str:
         shapes = re.search(r"(?:^|, )(?:count|shapes)=(\d+)", str(claim.get("conditions") or ""))
         over = f" over {shapes.group(1)} shapes" if shapes else ""
         name = text(baseline.get("name", "baseline"))
-        return (f'<span class="kw-agg" data-baseline="{name}">geomean {fmt_ratio(claim["ratio"])} vs {name}{over} '
+        worst = worst_of_geomean(claim, claims or [])
+        low = f"; worst shape {fmt_ratio(worst['value'])}" if worst else ""
+        return (f'<span class="kw-agg" data-baseline="{name}">geomean {fmt_ratio(claim["ratio"])} vs {name}{over}{low} '
                 f'<span class="kw-note">(case {text(claim.get("case", ""))})</span></span>')
     where = claim.get("shape") or claim.get("case") or ""
     value = f"{fmt(claim['value'])} {text(claim.get('unit', ''))}".strip()
@@ -207,7 +226,7 @@ def evidence_card(meta: dict, src_uri: str) -> str:
     rows = [("Evidence", arch_cells), ("Status", status_cell)]
     if head is not None:
         where = " · ".join(text(x) for x in (head.get("gpu"), head.get("dtype")) if x)
-        rows.append(("Headline", f'<a href="#{claim_anchor(str(head.get("id")))}">{claim_figure(head)}</a> '
+        rows.append(("Headline", f'<a href="#{claim_anchor(str(head.get("id")))}">{claim_figure(head, meta.get("claims") or [])}</a> '
                                  f'<span class="kw-note">{where}</span> '
                                  f'<a href="{text(href(src_uri, record_uri(str(head["record"]))))}">record</a>'))
         rows.append(("Measured on", html.escape(str(meta.get("measured_on") or head.get("gpu") or ""))

@@ -70,7 +70,7 @@ def claims_strip(claims: list[dict], src_uri: str, headline: str | None = None) 
     items = []
     for claim in measured[:MAX_CLAIMS]:
         where = " · ".join(text(x) for x in (claim.get("gpu"), str(claim.get("measured_at") or "")[:10]) if x)
-        items.append(f'<li><a href="#{claim_anchor(str(claim.get("id")))}">{claim_figure(claim)}</a> '
+        items.append(f'<li><a href="#{claim_anchor(str(claim.get("id")))}">{claim_figure(claim, claims)}</a> '
                      f'<code>{html.escape(str(claim.get("id")))}</code> '
                      f'<span class="kw-note">{where} · <a href="{text(href(src_uri, record_uri(str(claim["record"]))))}">'
                      f"record</a></span></li>")

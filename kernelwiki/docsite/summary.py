@@ -36,6 +36,10 @@ class CaseRatio:
     """The case's headline is itself a geomean over shapes (metrics.headline_statistic)."""
     shapes: int | None = None
     """How many shapes such a case's geomean is over (metrics.shapes)."""
+    worst_ratio: float | None = None
+    """A geomean case's lowest per-shape ratio, where its metrics hold it (geomean_of_shapes_worst)."""
+    worst_shape: str = ""
+    """The shape of that lowest ratio, where its per-shape list names it."""
 
     @property
     def label(self) -> str:
@@ -84,7 +88,12 @@ class Aggregate:
         head = f"{open_tag}geomean <b>{fmt_ratio(self.geomean)}</b> vs {text(self.baseline)}"
         if only.aggregate:
             over = f" over {only.shapes} shapes" if only.shapes else ""
-            return f'{head}{over} <span class="kw-note">(the probe\'s own geomean: <code>{text(only.case)}</code>)</span></span>'
+            worst = ""
+            if only.worst_ratio is not None:
+                shape = f" <code>{text(only.worst_shape)}</code>" if only.worst_shape else ""
+                worst = f"; worst <b>{fmt_ratio(only.worst_ratio)}</b>{shape}"
+            return (f'{head}{over}{worst} <span class="kw-note">(the probe\'s own geomean: '
+                    f'<code>{text(only.case)}</code>)</span></span>')
         worst = self.worst
         return (f"{head} over {len(self.cases)} cases; worst <b>{fmt_ratio(worst.ratio)}</b> "
                 f"<code>{text(worst.label)}</code></span>")
@@ -141,14 +150,43 @@ def set_summaries(spec: ProbeSpec, record: Record, cases: set[str] | None = None
         params = case.get("params") if isinstance(case.get("params"), dict) else {}
         metrics = case.get("metrics") if isinstance(case.get("metrics"), dict) else {}
         base_value = head.get("baseline_value")
+        aggregate = str(metrics.get("headline_statistic") or "").startswith("geomean")
+        worst_ratio, worst_shape = geomean_of_shapes_worst(metrics, float(head["ratio"])) if aggregate else (None, "")
         groups.setdefault(str(params.get("set") or ""), []).append(CaseRatio(
             str(case.get("id")), float(head["ratio"]), float(head["value"]), str(head.get("unit")),
             str(head.get("baseline") or "baseline"), float(base_value) if is_number(base_value) else None,
-            str(params.get("shape") or ""), str(metrics.get("headline_statistic") or "").startswith("geomean"),
-            metrics["shapes"] if isinstance(metrics.get("shapes"), int) and not isinstance(metrics["shapes"], bool) else None))
+            str(params.get("shape") or ""), aggregate,
+            metrics["shapes"] if isinstance(metrics.get("shapes"), int) and not isinstance(metrics["shapes"], bool) else None,
+            worst_ratio, worst_shape))
     variant = is_variant(spec)
     return [SetSummary(spec.id, name, variant or bool(_VARIANT.search(name)), tuple(group))
             for name, group in groups.items()]
+
+
+_SHAPE = re.compile(r"\d+(?:x\d+){1,3}")
+_RATIO = re.compile(r"(?<![\w.])\d+\.\d{3}(?![\w.])")
+
+
+def geomean_of_shapes_worst(metrics: dict, geomean: float) -> tuple[float | None, str]:
+    """The lowest per-shape ratio of a case whose headline is a geomean over shapes, and its shape:
+    `worst_ratio`, or `<chooser>_worst_ratio` of the chooser whose `<chooser>_geomean_ratio` is the
+    headline's ratio (a held-out case times several choosers); the shape is the first of
+    `per_shape`'s entries ("SHAPE ... RATIO ...", "; "-separated) whose first ratio is that worst.
+    (None, "") where the metrics hold no such figure: a summary never guesses one."""
+    worst = metrics.get("worst_ratio")
+    if not is_number(worst):
+        worst = next((metrics.get(f"{key[:-len('_geomean_ratio')]}_worst_ratio") for key, value in metrics.items()
+                      if isinstance(key, str) and key.endswith("_geomean_ratio") and "_class_" not in key
+                      and is_number(value) and abs(float(value) - geomean) <= 5e-4), None)
+    if not is_number(worst) or float(worst) <= 0:
+        return None, ""
+    worst = float(worst)
+    entries = str(metrics.get("per_shape") or "").split("; ")
+    for entry in entries:
+        shape, ratio = _SHAPE.match(entry), _RATIO.search(entry)
+        if shape and ratio and abs(float(ratio.group()) - worst) <= 6e-4:
+            return worst, shape.group()
+    return worst, ""
 
 
 def overall(summaries: list[SetSummary]) -> list[Aggregate]:
