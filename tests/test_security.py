@@ -1262,3 +1262,30 @@ def test_a_list_of_patterns_is_bounded(mini, field):
     code, out, err = mini.run("get", "hw-example", "--include-code" if field == "files" else "--claims",
                               *[x for p in patterns for x in (flag, p)])
     assert code == 2 and f"{len(patterns)} patterns" in err and "Traceback" not in err, err
+
+
+def test_a_versus_claim_under_another_protocol_states_ours_under_that_protocol(mini):
+    """fp8's `versus: DeepGEMM @ 8 GB memset` claim paired ours without the memset (1170 TFLOP/s)
+    with the ratio taken under it (1328.77 / 1485.27 = 0.895): the value and the ratio came from
+    two protocols. The claim now states "ours @ P"; without such an entry no claim is made, and a
+    page holding the old pairing is a validate problem."""
+    import yaml
+
+    page = _versus_setup(mini, '"DeepGEMM @ memset"', [])
+    record = json.loads((mini.root / "artifacts/evidence/probe-x/r1.json").read_text())
+    record["cases"][0]["baselines"] += [{"name": "ours @ memset", "value": 90.0, "ratio": None},
+                                        {"name": "DeepGEMM @ memset", "value": 100.0, "ratio": 0.9}]
+    mini.write("artifacts/evidence/probe-x/r1.json", json.dumps(record))
+    mini.run("refresh")
+    claims = {c["id"]: c for c in yaml.safe_load(page.read_text(encoding="utf-8").split("---")[1])["claims"]}
+    versus = claims["measured.x.c1.vs-deepgemm-memset"]
+    assert versus["value"] == 90.0 and versus["ratio"] == 0.9 and versus["conditions"].startswith("ours @ memset against")
+    assert not mini.problems()
+    text = page.read_text(encoding="utf-8")
+    mini.write("wiki/hardware/example.md", text.replace("value: 90.0", "value: 123.4", 1))   # the old pairing
+    assert any("under memset" in p["message"] for p in mini.problems()), messages(mini.problems())
+    record["cases"][0]["baselines"] = [b for b in record["cases"][0]["baselines"] if b["name"] != "ours @ memset"]
+    mini.write("artifacts/evidence/probe-x/r1.json", json.dumps(record))
+    mini.write("wiki/hardware/example.md", text)
+    mini.run("refresh")
+    assert "vs-deepgemm-memset" not in page.read_text(encoding="utf-8").split("---")[1]

@@ -28,8 +28,7 @@ from kernelwiki.probing.specs import entry_problem, link_problem
 from kernelwiki.model.files import UnsafeFile, replace_file, sha256_file, stays_below
 from kernelwiki.commands.upstream import repo_name
 from kernelwiki.commands.citations import locator_problem
-from kernelwiki.commands.refresh.claims import versus_slug
-from kernelwiki.commands.refresh.claims import METRIC_NAME, metric_value
+from kernelwiki.commands.refresh.claims import METRIC_NAME, metric_value, protocol_of, versus_ours_value, versus_slug
 from kernelwiki.commands.evidence import (HEADLINE_RULE_FROM, claim_source_problem, headline_exception, headline_problem,
                                           stale_compile_problem)
 from kernelwiki.model.safe_links import link_problems, markup_problems, wiki_file_problems
@@ -422,11 +421,15 @@ def measured_claim_problems(claim: dict, record: dict, page_probes: list, probe:
             out.append((("value",), f"{claim.get('value')!r} is not {claim.get('candidate')!r}'s value in case "
                                     f"{claim.get('case')!r} of {name} ({values or 'absent'}); run `kernelwiki refresh`"))
         return out
-    if headline.get("value") != claim.get("value"):
-        out.append((("value",), f"{claim.get('value')!r} is not the value of case {claim.get('case')!r} in {name} "
-                                f"({headline.get('value')!r}); run `kernelwiki refresh`"))
     baseline = claim.get("baseline") if isinstance(claim.get("baseline"), dict) else None
-    if baseline is not None and baseline.get("name") != headline.get("baseline"):
+    versus = baseline is not None and baseline.get("name") != headline.get("baseline")
+    # a versus claim timed under another protocol ("X @ P") states ours under that protocol
+    own = versus_ours_value(case, str(baseline.get("name"))) if versus else headline.get("value")
+    if own != claim.get("value"):
+        out.append((("value",), f"{claim.get('value')!r} is not the value of case {claim.get('case')!r} in {name} "
+                                f"({own!r}{' under ' + protocol_of(str(baseline.get('name'))) if versus and protocol_of(str(baseline.get('name'))) else ''}); "
+                                "run `kernelwiki refresh`"))
+    if versus:
         # a versus claim (probe.yaml `versus`): ours over another candidate of the case's baselines
         entry = next((b for b in case.get("baselines") or [] if isinstance(b, dict) and b.get("name") == baseline.get("name")), None)
         if entry is None or entry.get("value") != baseline.get("value") or entry.get("ratio") != claim.get("ratio"):

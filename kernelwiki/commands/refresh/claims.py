@@ -258,6 +258,26 @@ def within_spread(case: dict, other: str) -> bool:
     return a_low <= b_high and b_low <= a_high
 
 
+def protocol_of(name: str) -> str:
+    """The timing protocol a baseline's name says it was timed under ("DeepGEMM @ 8 GB memset" ->
+    "8 GB memset"); "" for a candidate timed under the case's own protocol."""
+    return name.split(" @ ", 1)[1].strip() if " @ " in name else ""
+
+
+def versus_ours_value(case: dict, name: str) -> int | float | None:
+    """Ours in the same protocol as candidate `name`: the case's headline value, or for a candidate
+    timed under another protocol ("X @ P") the case's "ours @ P" entry, whose value the entry's
+    ratio was taken against; None where the case has no such figure (then no claim is made: a ratio
+    under one protocol never stands beside a value under another)."""
+    protocol = protocol_of(name)
+    if not protocol:
+        value = (case.get("headline") or {}).get("value")
+    else:
+        value = next((b.get("value") for b in case.get("baselines") or []
+                      if isinstance(b, dict) and b.get("name") == f"ours @ {protocol}"), None)
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
 def versus_claim(ours: dict, case: dict, name: str) -> dict | None:
     """For a candidate a case's probe.yaml names in `versus` (timed beside ours, e.g. our own
     cooperative schedule beside ping-pong): ours over that candidate, as a claim of its own
@@ -269,9 +289,15 @@ def versus_claim(ours: dict, case: dict, name: str) -> dict | None:
     slug = versus_slug(str(name))
     if not slug:
         return None
-    claim = {key: ours[key] for key in ("metric", "value", "unit", "gpu", "arch", "dtype", "shape") if key in ours}
-    claim["conditions"] = f"ours against {name}, same run and inputs"
-    out = {"id": f"{ours['id']}.vs-{slug}", **claim, "evidence": "measured", "record": ours["record"],
+    value = versus_ours_value(case, str(name))
+    if value is None:
+        return None
+    claim = {key: ours[key] for key in ("metric", "unit", "gpu", "arch", "dtype", "shape") if key in ours}
+    protocol = protocol_of(str(name))
+    mine = f"ours @ {protocol}" if protocol else "ours"
+    claim["conditions"] = f"{mine} against {name}, same run and inputs"
+    out = {"id": f"{ours['id']}.vs-{slug}", "metric": claim.pop("metric", None), "value": value, **claim,
+           "evidence": "measured", "record": ours["record"],
            "case": ours["case"], "baseline": {"name": name, "value": entry["value"]}, "ratio": entry["ratio"]}
     if within_spread(case, str(name)):
         out["within_spread"] = True
