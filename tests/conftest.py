@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from kernelwiki.faces.cli import main
+from kernelwiki.storage import record_file
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -99,6 +100,21 @@ def run_cli(argv: list[str], root: Path) -> tuple[int, str, str]:
     with redirect_stdout(out), redirect_stderr(err):
         code = main([argv[0], "--root", str(root), *argv[1:]])
     return code, out.getvalue(), err.getvalue()
+
+
+def record_files(directory: Path) -> list[Path]:
+    """The run record files (`.json` and `.json.gz`) in one probe's evidence folder, in name order."""
+    return sorted(p for suffix in record_file.SUFFIXES for p in directory.glob(f"*{suffix}"))
+
+
+def record_text(path: Path) -> str:
+    """A record file's JSON text, whichever its form (the one reader every command uses)."""
+    return record_file.read_text(path)
+
+
+def write_record_text(path: Path, text: str) -> None:
+    """Write a record file's JSON text in the form its name says (`.json.gz`: compressed)."""
+    path.write_bytes(record_file.encode(text) if record_file.is_gzip(path) else text.encode("utf-8"))
 
 
 class MiniRepo:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import HW_PAGE, ROOT, messages
+from conftest import HW_PAGE, ROOT, messages, record_files, record_text
 
 PROBE_YAML = ("id: probe-x\ntitle: x\nkind: microbench\npages:\n- hw-example\narchs:\n- sm_90a\nentry: run.py\n"
               "cases:\n- id: c1\n- id: c2\n")
@@ -93,7 +93,8 @@ def test_weak_headlines_in_the_tree(capsys):
     """What the cut-off leaves in the committed records (printed for the issue's closing note)."""
     from kernelwiki.commands.evidence import HEADLINE_RULE_FROM, weak_headlines
 
-    records = {p.relative_to(ROOT).as_posix(): json.loads(p.read_text()) for p in (ROOT / "artifacts/evidence").glob("*/*.json")}
+    records = {p.relative_to(ROOT).as_posix(): json.loads(record_text(p))
+               for folder in (ROOT / "artifacts/evidence").iterdir() for p in record_files(folder)}
     probes = {p.parent.name: yaml.safe_load(p.read_text()) for p in (ROOT / "probes").glob("*/probe.yaml")}
     weak = weak_headlines(records, probes)
     for rel, case, why in weak:

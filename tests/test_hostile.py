@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import HW_PAGE, PROBLEM_LINE, MiniRepo, messages
+from conftest import HW_PAGE, PROBLEM_LINE, MiniRepo, messages, record_files, record_text
 
 RECORD = {
     "schema_version": 1, "probe": "probe-x", "run_id": "20261129T100000Z-h200-run", "mode": "run",
@@ -291,7 +291,8 @@ def test_fast_schema_check_agrees_with_jsonschema_on_the_real_files():
 
     schemas = ROOT / "schemas"
     documents = [("page", read_page(p, p.name).meta) for p in sorted((ROOT / "wiki").rglob("*.md"))]
-    documents += [("record", json.loads(p.read_text())) for p in sorted((ROOT / "artifacts/evidence").glob("*/*.json"))]
+    documents += [("record", json.loads(record_text(p)))
+                  for folder in sorted((ROOT / "artifacts/evidence").iterdir()) for p in record_files(folder)]
     documents += [("probe", yamlio.load(p.read_text())[0]) for p in sorted((ROOT / "probes").glob("*/probe.yaml"))]
     broken = dict(documents[0][1], claims=[{"id": "x", "value": [1]}], status="done")
     documents += [("page", broken), ("record", {"cases": "lots"}), ("probe", {"id": 3})]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, MiniRepo
+from conftest import ROOT, MiniRepo, record_files, record_text
 from kernelwiki.storage.repo import Repo
 from kernelwiki.probing.runner import runner_lock
 from test_runner import FAKE_GPU, _run, add_probe, records
@@ -131,7 +131,7 @@ def test_one_bad_result_is_that_probes_record_and_the_run_goes_on(mini, gpu, cod
     assert records(mini, good)[0]["status"] == "passed"
     assert "refreshed wiki/hardware/example.md" in err
     assert "\x1b" not in err and "\x07" not in err
-    text = (mini.root / "artifacts/evidence" / bad).glob("*.json").__next__().read_text()
+    text = record_text(record_files(mini.root / "artifacts/evidence" / bad)[0])
     assert "NaN" not in text
 
 
@@ -155,7 +155,7 @@ def test_records_are_world_readable(mini, gpu):
         _run(mini, "--probe", ok)
     finally:
         os.umask(old)
-    [path] = (mini.root / "artifacts/evidence" / ok).glob("*.json")
+    [path] = record_files(mini.root / "artifacts/evidence" / ok)
     assert stat.S_IMODE(path.stat().st_mode) == 0o644
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from jsonschema import Draft202012Validator
 
-from conftest import ROOT
+from conftest import ROOT, record_text
 
 from kernelwiki.storage.record_form import expand
 
@@ -318,7 +318,7 @@ def test_get_record_returns_the_whole_record(client):
     case = summary["cases"][0]["id"]
     result = client.call("get_record", probe="probe-tma-copy", case=case)
     document = result["structuredContent"]
-    record = expand(json.loads((ROOT / document["path"]).read_text(encoding="utf-8")))   # as readers see it
+    record = expand(json.loads(record_text(ROOT / document["path"])))   # as readers see it
     assert document["path"] == summary["path"] and document["record"]["protocol"] == record["protocol"]
     assert document["record"]["environment"] == record["environment"]
     assert "sm_clock_mhz_before" in document["record"]["environment"]

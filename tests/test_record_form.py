@@ -11,7 +11,8 @@ from conftest import ROOT, messages
 from test_timing_bench import FakeDevice, kernel
 
 from kernelwiki.harness import timing
-from kernelwiki.probing.runner import _compact, _write_record
+from kernelwiki.probing.runner import _write_record
+from kernelwiki.storage.record_file import read_text, record_text
 from kernelwiki.storage.record_form import compact, expand, round_floats
 from kernelwiki.storage.records import load_records, probe_ids, scan
 from kernelwiki.storage.repo import Repo
@@ -89,7 +90,7 @@ def test_the_runner_writes_the_compact_form_and_readers_get_it_whole(mini):
     repo = Repo(mini.root)
     record, case = _record(_bench_case()), _bench_case()
     _write_record(repo, "probe-x", record)
-    on_disk = json.loads((mini.root / "artifacts/evidence/probe-x/run1.json").read_text())
+    on_disk = json.loads(read_text(mini.root / "artifacts/evidence/probe-x/run1.json.gz"))
     assert "timing_shared" in on_disk["cases"][0]
     [read] = load_records(repo)["probe-x"]
     assert _dump(read.data["cases"][0]["timing"]) == _dump(round_floats(case["timing"]))
@@ -147,7 +148,7 @@ def test_the_committed_records_are_in_the_compact_form():
     would carry every digit and every repeated protocol again."""
     repo = Repo(ROOT)
     for record in scan(repo, probe_ids(repo)):
-        text = record.path.read_text(encoding="utf-8")
-        assert text == _compact(compact(record.data)) + "\n", (
+        text = read_text(record.path)
+        assert text == record_text(compact(record.data)), (
             f"{record.rel} is not in the compact form: rewrite it with "
-            "kernelwiki.probing.runner._compact(kernelwiki.storage.record_form.compact(data))")
+            "kernelwiki.storage.record_file.record_text(kernelwiki.storage.record_form.compact(data))")

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from conftest import MiniRepo
+from conftest import MiniRepo, record_files, record_text, write_record_text
 from kernelwiki.storage.repo import Repo
 from kernelwiki.probing.runner import runner_lock
 
@@ -101,7 +101,7 @@ def _run(mini: MiniRepo, *args: str) -> tuple[int, str, str]:
 
 
 def records(mini: MiniRepo, probe_id: str) -> list[dict]:
-    return [json.loads(p.read_text()) for p in sorted((mini.root / "artifacts/evidence" / probe_id).glob("*.json"))]
+    return [json.loads(record_text(p)) for p in record_files(mini.root / "artifacts/evidence" / probe_id)]
 
 
 def test_passing_probe_writes_a_valid_record_and_refreshes_the_page(mini, gpu):
@@ -231,10 +231,10 @@ def test_a_drop_of_more_than_ten_percent_regresses(mini, gpu):
 def test_toolchain_other_than_the_pins_is_stale(mini, gpu):
     probe_id = add_probe(mini, "ok", "passing")
     _run(mini, "--probe", probe_id)
-    path = next((mini.root / "artifacts/evidence" / probe_id).glob("*.json"))
-    record = json.loads(path.read_text())
+    path = record_files(mini.root / "artifacts/evidence" / probe_id)[0]
+    record = json.loads(record_text(path))
     record["environment"]["torch"] = "2.9.1"
-    path.write_text(json.dumps(record))
+    write_record_text(path, json.dumps(record))
     (mini.root / "pyproject.toml").write_text('[tool.kernelwiki]\npins = { torch = "2.11" }\n')
     assert mini.run("refresh", "--check")[0] == 1
     mini.run("refresh")

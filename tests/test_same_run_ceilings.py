@@ -94,7 +94,7 @@ def test_a_probe_run_alone_gets_the_ceilings_of_a_calibration_run_first_in_the_s
     [record] = records(mini, quoting)
     # the committed record's 555 must not reach it: the ceilings are this invocation's, named by its run id
     assert record["ceilings"]["run_id"] == fresh[0]["run_id"] != old["run_id"]
-    assert record["ceilings"]["bf16"] == 800.0 and record["ceilings"]["record"].endswith(fresh[0]["run_id"] + ".json")
+    assert record["ceilings"]["bf16"] == 800.0 and record["ceilings"]["record"].endswith(fresh[0]["run_id"] + ".json.gz")
     assert record["ceilings"]["protocol"] == fresh[0]["protocol"]["method"] == "bench"
     assert record["cases"][0]["headline"]["fraction_of_ceiling"] == 0.5
     page = (mini.root / "wiki/hardware/example.md").read_text()
@@ -224,7 +224,7 @@ def test_a_ceiling_key_that_is_no_name_is_refused_and_overwrites_nothing(mini, g
     assert "Traceback" not in err, err
     [calibrated], [record] = records(mini, "probe-calib"), records(mini, quoting)
     assert record["ceilings"]["run_id"] == calibrated["run_id"] and record["ceilings"]["bf16"] is None
-    assert str(record["ceilings"]["record"]).endswith(calibrated["run_id"] + ".json")
+    assert str(record["ceilings"]["record"]).endswith(calibrated["run_id"] + ".json.gz")
     found = [p for p in mini.problems() if p["field"] == "cases[0].params.ceiling"]
     assert found and found[0]["path"] == "probes/probe-calib/probe.yaml", found
 

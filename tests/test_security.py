@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, MiniRepo, messages
+from conftest import ROOT, MiniRepo, messages, record_files, record_text, write_record_text
 from kernelwiki.model.safe_links import url_scheme
 from test_runner import FAKE_GPU, _run, add_probe, records
 
@@ -827,10 +827,10 @@ def test_a_number_too_large_for_a_float_is_a_problem_in_a_record(mini, gpu, lite
     probe_id = add_probe(mini, "ok", "passing")
     code, _, err = _run(mini, "--probe", probe_id, "--no-refresh")
     assert code == 0, err
-    [path] = (mini.root / "artifacts/evidence" / probe_id).glob("*.json")
-    text = path.read_text()
+    [path] = record_files(mini.root / "artifacts/evidence" / probe_id)
+    text = record_text(path)
     value = re.search(r'"headline":\{[^}]*?"value":([0-9.e+-]+)', text)
-    path.write_text(text[:value.start(1)] + literal + text[value.end(1):])
+    write_record_text(path, text[:value.start(1)] + literal + text[value.end(1):])
     rel = path.relative_to(mini.root).as_posix()
     problems = [p for p in mini.problems() if p["path"] == rel]
     assert problems and "too large for a number" in problems[0]["message"] and problems[0]["line"] != "1", problems

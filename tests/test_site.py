@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, record_files, record_text
 
 CHROMIUM = "/usr/bin/chromium"
 SCREENSHOTS = ROOT / "test-artifacts" / "screenshots"
@@ -60,8 +60,14 @@ def test_tags_outside_the_vocabulary_fail_the_build(tmp_path):
 
 
 def test_every_record_is_published(site):
-    for record in (ROOT / "artifacts/evidence").glob("*/*.json"):
-        assert (site / "records" / record.parent.name / record.name).is_file()
+    from kernelwiki.storage.record_file import read_text, run_id_of
+
+    folders = [p for p in (ROOT / "artifacts/evidence").iterdir() if p.is_dir()]
+    published = [(record, site / "records" / folder.name / f"{run_id_of(record.name)}.json")
+                 for folder in folders for record in record_files(folder)]
+    assert published
+    for record, json_file in published:   # the text inflated, where the .json stood
+        assert json_file.read_text(encoding="utf-8") == read_text(record)
 
 
 class _Links(HTMLParser):
@@ -558,9 +564,11 @@ def test_record_pages_print_seeds_units_and_other_runs(site):
     import json
 
     # a probe with several runs kept (most probes keep only the runs their pages use)
-    newest = max((ROOT / "artifacts/evidence/probe-calibration").glob("*-run*.json"))
-    seed = json.loads(newest.read_text())["seed"]
-    text = _plain((site / "records/probe-calibration" / newest.stem / "index.html").read_text())
+    from kernelwiki.storage.record_file import run_id_of
+
+    newest = max(p for p in record_files(ROOT / "artifacts/evidence/probe-calibration") if "-run" in p.name)
+    seed = json.loads(record_text(newest))["seed"]
+    text = _plain((site / "records/probe-calibration" / run_id_of(newest.name) / "index.html").read_text())
     assert seed > 1e6 and str(seed) in text and f"{seed:.3g}" not in text   # the seed in full, never 1.35e+09
     assert re.search(r"copy\s*\|?\s*4\.28\d*\s*TB/s", text.replace("|", " ")) or "TB/s" in text
     assert "Other runs of this probe" in text

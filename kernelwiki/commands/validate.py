@@ -23,6 +23,7 @@ from kernelwiki.model.pages import Page, line_of, read_page_bytes, render_page
 from kernelwiki.model.yamlio import LineMap
 from kernelwiki.model.problems import Problem, field_path
 from kernelwiki.model.terminal import CONTROL
+from kernelwiki.storage.record_file import run_id_of, without_suffix
 from kernelwiki.storage.records import order_key, probe_ids, scan
 from kernelwiki.probing.specs import entry_problem, link_problem
 from kernelwiki.model.files import UnsafeFile, replace_file, sha256_file, stays_below
@@ -274,7 +275,7 @@ def _check_cross_references(wiki: Wiki, report: Report, probes: dict[str, Any], 
             record = claim.get("record")
             if isinstance(record, str):
                 if record not in records:
-                    add(("claims", index, "record"), f"no run record {record}")
+                    add(("claims", index, "record"), f"no run record {record}{_other_form(record, records)}")
                 elif records[record] is not None and claim.get("case") is not None:
                     cases = {c.get("id") for c in records[record].get("cases", []) if isinstance(c, dict)}
                     if claim["case"] not in cases:
@@ -337,7 +338,7 @@ def _check_named_runs(wiki: Wiki, report: Report, records: dict[str, Any]) -> No
     latest: dict[str, str] = {}   # probe -> its newest passing run
     for rel, data in records.items():
         data = data if isinstance(data, dict) else {}
-        run = Path(rel).name.split("-", 1)[0].removesuffix(".json")
+        run = (run_id_of(rel) or "").split("-", 1)[0]
         by_run[run].append(data)
         if data.get("mode") == "run" and data.get("status") == "passed":
             probe = str(data.get("probe"))
@@ -348,7 +349,7 @@ def _check_named_runs(wiki: Wiki, report: Report, records: dict[str, Any]) -> No
         page = wiki.page(entry.rel)
         if page.meta is None:
             continue
-        cited = {Path(c["record"]).name.split("-", 1)[0] for _, c in _dicts(page.meta.get("claims"))
+        cited = {(run_id_of(c["record"]) or "").split("-", 1)[0] for _, c in _dicts(page.meta.get("claims"))
                  if isinstance(c.get("record"), str)}
         if "Z" not in page.body or not RUN_ID.search(page.body):   # a run id ends in Z
             continue
@@ -623,8 +624,15 @@ def _check_ceiling_sources(report: Report, records: dict[str, Any]) -> None:
         # an older record's `record` alone named another run's, whose fractions nothing quotes.
         source = ceilings.get("record") if isinstance(ceilings, dict) and ceilings.get("run_id") else None
         if isinstance(source, str) and source not in records:
-            report.problems.append(Problem(rel, 1, "ceilings.record", f"no run record {source}: the calibration "
-                                           "run its ceilings and fractions of the ceiling come from must stay"))
+            report.problems.append(Problem(rel, 1, "ceilings.record", f"no run record {source}{_other_form(source, records)}: "
+                                           "the calibration run its ceilings and fractions of the ceiling come from must stay"))
+
+
+def _other_form(reference: str, records: dict[str, Any]) -> str:
+    """The hint for a reference to a record that exists under its other name (`.json` once
+    compressed): references name the file as it is, and the converter rewrites them."""
+    other = next((rel for rel in records if without_suffix(rel) == without_suffix(reference)), None)
+    return f" (the run is {other}; `kernelwiki records compress` rewrites the references)" if other else ""
 
 
 def _check_provenance(wiki: Wiki, report: Report, records: dict[str, Any]) -> None:

@@ -16,6 +16,7 @@ from mkdocs.structure.files import File, Files
 
 from kernelwiki.storage.index import Wiki
 from kernelwiki.probing.specs import load_probes
+from kernelwiki.storage.record_file import RecordFileError, read_text
 from kernelwiki.storage.records import load_records
 from kernelwiki.storage.repo import Repo
 from kernelwiki.commands.upstream import repo_name
@@ -182,8 +183,8 @@ def on_files(files: Files, config) -> Files:
             pages[render.record_uri(record.path)] = records_page.record_page(record, _state["page_uris"], backs,
                                                                              probe_records, by_path,
                                                                              citing.get(record.path, []))
-            uri = "records/" + record.path.removeprefix("artifacts/evidence/")
-            files.append(File.generated(config, uri, abs_src_path=str(_state["repo"].root / record.path)))
+            files.append(File.generated(config, render.record_json_uri(record.path),
+                                        content=_record_json(_state["repo"], record.path)))
     _state["charts"] = {page_id: charts.page_charts(page_id, probes, records) for page_id in ids}
     drawn = charts.draw_all([c for page_charts in _state["charts"].values() for c in page_charts],
                             _state["repo"].cache / "charts")
@@ -191,6 +192,17 @@ def on_files(files: Files, config) -> Files:
     for uri, content in pages.items():
         files.append(File.generated(config, uri, content=content))
     return files
+
+
+def _record_json(repo: Repo, rel: str) -> str:
+    """A record's JSON text as the site publishes it, read as every reader reads it (bounded, never
+    through a link): the text load_records parsed, unless the file changed since."""
+    from mkdocs.exceptions import PluginError
+
+    try:
+        return read_text(repo.root / rel)
+    except RecordFileError as err:
+        raise PluginError(f"{rel}: {err} (run `kernelwiki validate`)") from None
 
 
 def on_page_markdown(markdown: str, page, config, files) -> str:

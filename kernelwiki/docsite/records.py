@@ -8,9 +8,11 @@ import json
 import posixpath
 from typing import Any
 
+from kernelwiki.storage.record_file import is_gzip
 from kernelwiki.storage.records import Record
 from kernelwiki.model.claims import runs_text
-from kernelwiki.docsite.render import badge, cell, code, fmt, fmt_ratio, is_number, record_uri, rel_link, text
+from kernelwiki.docsite.render import (badge, cell, code, fmt, fmt_ratio, is_number, record_json_uri, record_uri, rel_link,
+                                       text)
 
 
 def _value(value: Any) -> str:
@@ -117,7 +119,7 @@ def record_page(record: Record, page_uris: dict[str, str], pages_of_probe: list[
     uri = record_uri(record.path)
     probe = str(data.get("probe") or record.path.split("/")[-2])
     env = data.get("environment") or {}
-    json_name = posixpath.basename(record.path)
+    json_name = posixpath.basename(record_json_uri(record.path))   # the site publishes the text inflated
     backs = ", ".join(f"[{p}]({rel_link(uri, page_uris[p])})" for p in pages_of_probe if p in page_uris)
     out = [
         # A JSON string is a YAML string: a run id like `x: [y` cannot break the frontmatter.
@@ -128,7 +130,8 @@ def record_page(record: Record, page_uris: dict[str, str], pages_of_probe: list[
         f"{fmt(data.get('wall_s')) if is_number(data.get('wall_s')) else '?'} s on "
         f"{text(env.get('gpu') or 'no GPU')}." + (f" Backs {backs}." if backs else "")
         + (f" Seed {code(_value(data['seed']))}." if data.get("seed") is not None else ""),
-        f"\nThe record as the runner wrote it: [{json_name}]({json_name}).\n",
+        f"\nThe record as the runner wrote it: [{json_name}]({json_name})"
+        + (f" (the text of {text(posixpath.basename(record.path))}, inflated).\n" if is_gzip(record.path) else ".\n"),
     ]
     if data.get("reason"):
         out.append(f"!!! note \"Why\"\n    {text(data['reason'])}\n")

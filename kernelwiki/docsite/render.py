@@ -15,6 +15,7 @@ from typing import Any
 
 from kernelwiki.model.claims import ClaimRow, claim_rows, page_claims, runs_text
 from kernelwiki.model.spans import find_spans
+from kernelwiki.storage.record_file import without_suffix
 from kernelwiki.docsite.sanitize import code_block
 
 LEVEL_TEXT = {
@@ -103,8 +104,16 @@ def href(from_uri: str, to_uri: str, anchor: str = "") -> str:
 
 
 def record_uri(record_path: str) -> str:
-    """The docs URI of the HTML page of a run record ('artifacts/evidence/p/r.json' -> 'records/p/r.md')."""
-    return "records/" + record_path.removeprefix("artifacts/evidence/").removesuffix(".json") + ".md"
+    """The docs URI of the HTML page of a run record ('artifacts/evidence/p/r.json.gz' or '.json' ->
+    'records/p/r.md')."""
+    return "records/" + without_suffix(record_path.removeprefix("artifacts/evidence/")) + ".md"
+
+
+def record_json_uri(record_path: str) -> str:
+    """Where the site publishes a run record's JSON text, inflated whatever the form of its file
+    ('artifacts/evidence/p/r.json.gz' -> 'records/p/r.json'): a browser shows it, and the address
+    stays the one the record had before it was compressed."""
+    return "records/" + without_suffix(record_path.removeprefix("artifacts/evidence/")) + ".json"
 
 
 def claim_anchor(claim_id: str) -> str:

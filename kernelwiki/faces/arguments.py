@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kernelwiki.model.vocab import composed, did_you_mean
+from kernelwiki.storage.record_file import run_id_of
 
 if TYPE_CHECKING:
     from kernelwiki.commands.get import Options
@@ -203,13 +204,14 @@ def case_id(value: Any) -> str | None:
 
 
 def record_name(value: Any) -> str | None:
-    """A run record as claims cite it (artifacts/evidence/<probe>/<run>.json) or its file name."""
+    """A run record as claims cite it (artifacts/evidence/<probe>/<run>.json.gz, or .json) or its file
+    name; either suffix names the run whichever form its file has."""
     if value is None:
         return None
     value = _name("record", value, "a record path or file name")
-    if ".." in value.split("/") or not value.endswith(".json"):
-        raise ArgumentError(f"record: {value!r} is not a record path (artifacts/evidence/<probe>/<run>.json) "
-                            "or file name (<run>.json)")
+    if ".." in value.split("/") or run_id_of(value) is None:
+        raise ArgumentError(f"record: {value!r} is not a record path (artifacts/evidence/<probe>/<run>.json.gz) "
+                            "or file name (<run>.json.gz or <run>.json)")
     return value
 
 

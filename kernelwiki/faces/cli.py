@@ -1,4 +1,4 @@
-"""The `kernelwiki` command: validate, get, query, refresh, site, probe, mcp."""
+"""The `kernelwiki` command: validate, get, query, refresh, site, probe, records, mcp."""
 
 from __future__ import annotations
 
@@ -90,13 +90,24 @@ def build_parser() -> argparse.ArgumentParser:
     p = probe.add_parser("record", parents=[common],
                          help="one run record whole: protocol, timings, clocks, correctness, environment")
     p.add_argument("probe_id")
-    p.add_argument("--record", help="artifacts/evidence/<probe>/<run>.json or <run>.json (default: the newest)")
+    p.add_argument("--record", help="artifacts/evidence/<probe>/<run>.json.gz or <run>.json.gz (.json also names "
+                                    "the run; default: the newest)")
     p.add_argument("--case", help="only this case")
     p.add_argument("--json", action="store_true", help="machine-readable output (schemas/output/record.v1)")
     p.set_defaults(func=cmd_probe_record)
     p = probe.add_parser("run", parents=[common], help="run probes and write run records")
     add_run_arguments(p)
     p.set_defaults(func=cmd_probe_run)
+
+    records = sub.add_parser("records", help="run record files").add_subparsers(dest="records_command")
+    p = records.add_parser(
+        "compress", parents=[common], help="convert every .json run record to .json.gz and rewrite the references",
+        description="Convert every artifacts/evidence/<probe>/<run>.json to <run>.json.gz (the form the runner "
+                    "writes; the text inflated is the same) and rewrite every reference to it: the claims' record "
+                    "paths in wiki/ frontmatter, and the ceilings.record path inside other records (where their "
+                    "ceilings were read: a path, not evidence; no measured value changes). Idempotent; prints what "
+                    "it did; refuses symbolic links and paths outside the repository.")
+    p.set_defaults(func=cmd_records_compress)
 
     p = sub.add_parser("mcp", parents=[common], help="serve the lookups to coding agents over MCP (stdio)")
     p.set_defaults(func=cmd_mcp)
@@ -450,6 +461,29 @@ def cmd_probe_record(args) -> int:
         return _print_json(document)
     sys.stdout.write(record_text(document))
     return 0
+
+
+def cmd_records_compress(args) -> int:
+    from kernelwiki.commands.compress import compress_records
+    from kernelwiki.probing.runner import RunnerBusy, runner_lock
+
+    repo = _repo(args)
+    try:
+        with runner_lock(repo):   # a runner writing records meanwhile would be missed
+            result = compress_records(repo)
+    except RunnerBusy as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    for line in result.done:
+        print(line)
+    for line in result.refused:
+        print(line)
+    if result.done:
+        print(f"{result.compressed} record(s) compressed ({result.bytes_before:,} -> {result.bytes_after:,} bytes), "
+              f"{result.references} reference(s) rewritten", file=sys.stderr)
+    elif not result.refused:
+        print("nothing to do: every run record is .json.gz and every reference names it", file=sys.stderr)
+    return 1 if result.refused else 0
 
 
 def cmd_mcp(args) -> int:

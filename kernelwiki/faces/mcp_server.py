@@ -227,7 +227,8 @@ TOOLS: dict[str, ToolSpec] = {
         "(a path or file name, as claims cite it); with case, only that case. Answers the record.v1 document as "
         "structured content and a plain-text summary.",
         _object({"probe": {"type": "string", "description": "probe id, e.g. probe-hopper-gemm"},
-                 "record": {"type": "string", "description": "artifacts/evidence/<probe>/<run>.json or <run>.json"},
+                 "record": {"type": "string", "description": "artifacts/evidence/<probe>/<run>.json.gz or "
+                                                             "<run>.json.gz (.json also names the run)"},
                  "case": {"type": "string", "description": "case id"}}, ("probe",)),
         output.RECORD, _get_record),
     "probe_show": ToolSpec(

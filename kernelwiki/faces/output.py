@@ -197,12 +197,14 @@ def probe_show_text(document: dict) -> str:
 def record_document(wiki: Wiki, probe_id: str, record: str | None = None, case: str | None = None) -> dict:
     """One run record whole (the newest valid one unless `record` names it); with `case`, that case only.
     LookupError names what is missing and what there is."""
+    from kernelwiki.storage.record_file import without_suffix
     from kernelwiki.storage.records import order_key, probe_ids
     from kernelwiki.storage.records import scan as scan_records
 
     found = [r for r in scan_records(wiki.repo, probe_ids(wiki.repo), probe=probe_id) if r.ok]
     if record is not None:
-        chosen = [r for r in found if r.rel == record or r.rel.rsplit("/", 1)[-1] == record]
+        wanted = without_suffix(record)   # a run named as .json finds it compressed, and the other way
+        chosen = [r for r in found if wanted in (without_suffix(r.rel), without_suffix(r.rel.rsplit("/", 1)[-1]))]
         if not chosen:
             names = ", ".join(sorted(r.rel.rsplit("/", 1)[-1] for r in found)[-5:]) or "none"
             raise LookupError(f"probe {probe_id!r} has no valid record {record!r} (newest: {names})")

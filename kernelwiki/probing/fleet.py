@@ -38,6 +38,7 @@ from kernelwiki.probing import processes
 from kernelwiki.probing.gpus import batch_id
 from kernelwiki.probing.runner import Options, Outcome, _iso, _run_one, _write_record
 from kernelwiki.probing.specs import ProbeSpec, load_probes
+from kernelwiki.storage import record_file
 from kernelwiki.storage.records import check_record
 from kernelwiki.storage.repo import Repo
 
@@ -255,9 +256,9 @@ def _problems(repo: Repo, probe_id: str, known: set[str], record: Any) -> list[s
     if not isinstance(record, dict) or not SAFE_RUN_ID.fullmatch(str(record.get("run_id", ""))):
         return ["run_id: missing or not a plain file name"]
     base, candidate, n = record["run_id"], record["run_id"], 2
-    while (repo.evidence / probe_id / f"{candidate}.json").exists():
+    while record_file.taken(repo.evidence / probe_id, candidate):
         candidate, n = f"{base}-{n}", n + 1
     record["run_id"] = candidate
-    path = repo.evidence / probe_id / f"{candidate}.json"
+    path = repo.evidence / probe_id / f"{candidate}{record_file.GZIP}"
     found = check_record(repo, repo.rel(path), path, record, known, datetime.now(timezone.utc))
     return [f"{p.field}: {p.message}" for p in found]

@@ -27,6 +27,7 @@ from kernelwiki.harness.peaks import CEILINGS_ENV, ceilings_unavailable
 from kernelwiki.probing import processes
 from kernelwiki.probing.runner import Options, Outcome, _run_one, _write_record, ceilings_after
 from kernelwiki.probing.specs import ProbeSpec
+from kernelwiki.storage import record_file
 from kernelwiki.storage.repo import Repo
 
 
@@ -223,6 +224,6 @@ def _unique_run_id(repo: Repo, probe_id: str, run_id: str, visible: str) -> str:
     """The runner's run id with the GPU(s) appended, numbered on if a file of that name exists."""
     base = f"{run_id}-gpu{visible.replace(',', '-')}"
     candidate, n = base, 2
-    while (repo.evidence / probe_id / f"{candidate}.json").exists():
+    while record_file.taken(repo.evidence / probe_id, candidate):
         candidate, n = f"{base}-{n}", n + 1
     return candidate

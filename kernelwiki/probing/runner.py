@@ -29,7 +29,7 @@ from kernelwiki.harness import env as env_mod
 from kernelwiki.harness import gates
 from kernelwiki.harness.peaks import CEILINGS_ENV, ceilings_from_record, ceilings_unavailable
 from kernelwiki.probing.specs import ProbeSpec
-from kernelwiki.storage import record_form
+from kernelwiki.storage import record_file, record_form
 from kernelwiki.storage.repo import Repo
 from kernelwiki.model.files import read_regular, replace_file
 from kernelwiki.model.terminal import printable
@@ -357,32 +357,22 @@ def _run_id(repo: Repo, probe_id: str, started: datetime, gpu: str | None, mode:
     gpu_part = re.sub(r"[^a-z0-9]+", "-", env_mod.short_gpu_name(gpu).lower()).strip("-") or "gpu"
     base = f"{started:%Y%m%dT%H%M%SZ}-{gpu_part}-{mode}"  # a file name, whatever the GPU is called
     candidate, n = base, 2
-    while (repo.evidence / probe_id / f"{candidate}.json").exists():
+    while record_file.taken(repo.evidence / probe_id, candidate):
         candidate, n = f"{base}-{n}", n + 1
     return candidate
 
 
 def _write_record(repo: Repo, probe_id: str, record: dict) -> str:
-    """Atomically, as standard JSON, mode 0644 (less the umask), never through a symbolic link."""
+    """Atomically, as <run_id>.json.gz (storage.record_file: the same record gives the same bytes),
+    mode 0644 (less the umask), never through a symbolic link."""
     directory = repo.evidence / probe_id
     repo.inside(directory)  # OutsideRepo if artifacts/evidence or the probe's directory links elsewhere
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{record['run_id']}.json"
-    # Compact, one case per line: records are never edited, and a large kernel probe's record at
-    # indent=1 was 160 kB (the repository travels to the GPU machine whole, under 4 MiB).
-    text = _compact(record_form.compact(record)) + "\n"
-    replace_file(path, text.encode("utf-8"))
+    path = directory / f"{record['run_id']}{record_file.GZIP}"
+    # Compact, one case per line, compressed: records are never edited, and the repository travels
+    # to the GPU machine whole, under 4 MiB.
+    replace_file(path, record_file.encode(record_file.record_text(record_form.compact(record))))
     return repo.rel(path)
-
-
-def _compact(record: dict) -> str:
-    """Standard JSON without indentation, each case on a line of its own."""
-    def dump(value) -> str:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    head = {k: v for k, v in record.items() if k != "cases"}
-    cases = record.get("cases") or []
-    body = ",\n".join(dump(case) for case in cases)
-    return dump(head)[:-1] + (',"cases":[\n' + body + "\n]}" if cases else ',"cases":[]}')
 
 
 def summary_table(outcomes: list[Outcome]) -> str:

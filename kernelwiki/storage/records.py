@@ -11,19 +11,18 @@ import glob
 import json
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Callable, Hashable, Iterable
 
 from kernelwiki.model.problems import Problem
 from kernelwiki.storage.repo import Repo
-from kernelwiki.model.files import UnsafeFile, read_regular
 from kernelwiki.model.schema import check as schema_check
+from kernelwiki.storage.record_file import SUFFIXES, RecordFileError, is_gzip, read_text, run_id_of, without_suffix
 from kernelwiki.storage.record_form import expand, shared_problems
 
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
-MAX_RECORD_BYTES = 4 << 20   # records stay small (the largest real one is ~30 kB)
 CLOCK_SKEW = timedelta(minutes=10)
 SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 """A probe directory or run id: what the runner writes, and what a problem line can name."""
@@ -79,13 +78,18 @@ def finite_int(literal: str) -> int:
 
 
 def read_record(path: Path) -> Any:
-    """Parse one record file; RecordProblem (with a line) for anything that is not standard JSON."""
+    """Parse one record file (`.json` or `.json.gz`, storage.record_file); RecordProblem (with a
+    line of the JSON text) for anything that is not standard JSON in a readable file."""
     try:
-        text = read_regular(path, MAX_RECORD_BYTES).decode("utf-8")
-    except UnsafeFile as err:
-        raise RecordProblem(1, f"{err}; not read") from None
-    except UnicodeDecodeError as err:
-        raise RecordProblem(1, f"not valid UTF-8 (byte {err.start})") from None
+        text = read_text(path)
+    except RecordFileError as err:
+        raise RecordProblem(1, str(err)) from None
+    return parse_record(text)
+
+
+def parse_record(text: str) -> Any:
+    """A record's JSON text parsed as standard JSON (no NaN, no infinity, no number too large for a
+    float); RecordProblem with the line of the text that is wrong."""
     try:
         return json.loads(text, parse_constant=_refuse_constant, parse_float=finite_float, parse_int=finite_int)
     except _Overflow as err:
@@ -103,8 +107,9 @@ def read_record(path: Path) -> Any:
 def order_key(started_at: Any, rel: str) -> tuple:
     """Oldest first: by started_at, then by the run-id counter (…-run, …-run-2, …-run-3 started
     within one second, in that order)."""
-    match = RUN_ID.match(Path(rel).stem)
-    base, n = (match.group("base"), int(match.group("n") or 1)) if match else (Path(rel).stem, 0)
+    run = run_id_of(rel) or rel
+    match = RUN_ID.match(run)
+    base, n = (match.group("base"), int(match.group("n") or 1)) if match else (run, 0)
     return (str(started_at), base, n, rel)
 
 
@@ -130,8 +135,8 @@ def check_record(repo: Repo, rel: str, path: Path, data: Any, probes: set[str], 
         add("probe", f"must equal the directory name {path.parent.name!r}")
     if path.parent.name not in probes:
         add("probe", f"no probe probes/{path.parent.name}/probe.yaml; a record belongs to a probe")
-    if data.get("run_id") != path.stem:
-        add("run_id", f"must equal the file name {path.stem!r}")
+    if data.get("run_id") != run_id_of(path.name):
+        add("run_id", f"must equal the file name {run_id_of(path.name)!r}")
     started = parse_time(data.get("started_at"))
     for key in ("started_at", "finished_at"):
         if key in data and parse_time(data[key]) is None:
@@ -154,15 +159,16 @@ def check_record(repo: Repo, rel: str, path: Path, data: Any, probes: set[str], 
 
 
 def scan(repo: Repo, probes: set[str], now: datetime | None = None, probe: str = "*") -> list[RecordFile]:
-    """Every artifacts/evidence/<probe>/<run>.json (of one probe, if given) with its problems, in path
-    order; the data of a record without problems is expanded (storage.record_form)."""
+    """Every artifacts/evidence/<probe>/<run>.json and <run>.json.gz (of one probe, if given) with its
+    problems, in path order; the data of a record without problems is expanded (storage.record_form)."""
     now = now or datetime.now(timezone.utc)
     out: list[RecordFile] = []
     if not repo.evidence.is_dir() or repo.evidence.is_symlink():
         return out
-    for path in sorted(repo.evidence.glob(f"{glob.escape(probe) if probe != '*' else '*'}/*.json")):
+    folders = glob.escape(probe) if probe != "*" else "*"
+    for path in sorted(p for suffix in SUFFIXES for p in repo.evidence.glob(f"{folders}/*{suffix}")):
         rel = repo.rel(path)
-        if not SAFE_NAME.fullmatch(path.parent.name) or not SAFE_NAME.fullmatch(path.stem):
+        if not SAFE_NAME.fullmatch(path.parent.name) or not SAFE_NAME.fullmatch(run_id_of(path.name) or ""):
             # Named by the folder, since this name cannot stand in a `path:line:` problem line.
             where = repo.rel(path.parent) if SAFE_NAME.fullmatch(path.parent.name) else repo.rel(repo.evidence)
             out.append(RecordFile(where, path, None, (Problem(where, 1, "-", f"{path.relative_to(repo.evidence).as_posix()!r} "
@@ -179,6 +185,21 @@ def scan(repo: Repo, probes: set[str], now: datetime | None = None, probe: str =
         problems = tuple(check_record(repo, rel, path, data, probes, now))
         # Readers get each timing entry whole (storage.record_form); a record with problems is refused anyway.
         out.append(RecordFile(rel, path, data if problems else expand(data), problems))
+    return _one_file_per_run(out)
+
+
+def _one_file_per_run(records: list[RecordFile]) -> list[RecordFile]:
+    """`records` with a problem on each `.json` whose run is also a `.json.gz` beside it: one run is one
+    record, and readers take the compressed one."""
+    compressed = {without_suffix(r.rel): r.rel for r in records if is_gzip(r.path)}
+    out = []
+    for record in records:
+        twin = compressed.get(without_suffix(record.rel)) if not is_gzip(record.path) else None
+        if twin:
+            why = Problem(record.rel, 1, "-", f"the same run as {twin}; keep one file per run (`kernelwiki records "
+                                               "compress` removes the .json when both hold the same record)")
+            record = replace(record, problems=(*record.problems, why))
+        out.append(record)
     return out
 
 
@@ -194,7 +215,7 @@ class Record:
     """A run record that validate accepts, as refresh, get and the site read it."""
 
     path: str
-    """Repository-relative path of the JSON file."""
+    """Repository-relative path of the record file (`.json.gz`, or `.json` from before compression)."""
     data: dict
 
     @property

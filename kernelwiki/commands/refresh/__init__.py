@@ -136,7 +136,7 @@ def written_page_problem(data: bytes, rel: str, repo: Repo) -> str | None:
         why = "; ".join(p.message for p in problems[:3]) if problems else None
     if why is None:
         return None
-    records = sorted({m.decode() for m in re.findall(rb"record: (artifacts/\S+\.json)", data)})
+    records = sorted({m.decode() for m in re.findall(rb"record: (artifacts/\S+\.json(?:\.gz)?)", data)})
     return (f"{rel}:1: -: not refreshed: {why}; from {', '.join(records[:5]) or 'its records'}"
             f"{' and others' if len(records) > 5 else ''}")
 
