@@ -126,7 +126,9 @@ def measured_claims(spec: ProbeSpec, pairs: list[tuple[Record, dict]], hand_ids:
     if params.get("shape"):
         claim["shape"] = str(params.pop("shape"))
     params.pop("ceiling", None)
-    params.update({k: v for k, v in (case.get("metrics") or {}).items() if v is not None})
+    declared = declared_metrics(case_spec)   # claims of their own (metric_claims): not repeated here
+    params.update({k: v for k, v in (case.get("metrics") or {}).items()
+                   if v is not None and k not in declared and len(_short(v)) <= MAX_CONDITION_CHARS})
     if params:
         claim["conditions"] = ", ".join(f"{k}={_short(v)}" for k, v in params.items())
     claim.update(evidence="measured", record=record.path, case=case["id"])
@@ -328,6 +330,11 @@ def candidate_claim(ours: dict, case: dict, case_spec: dict, hand_ids: set) -> d
         out.update(reproduces=case_spec["claim"], comparable=True)
     out["measured_at"] = ours["measured_at"]
     return out
+
+
+MAX_CONDITION_CHARS = 160
+"""A case metric longer than this as text (a held-out set's per-shape list) stays in the record, out
+of the claim's conditions: every get answer and claims table carries the conditions."""
 
 
 def _short(value: Any) -> str:
