@@ -246,9 +246,9 @@ def test_precompile_covers_every_case_once_compile_jobs_last(probe, spec):
 
 SASS_CASES = [(op, cutlass.BFloat16, n, None) for op in (*norm.OPS, "softmax") for n in (1024, 2928, 131072)] \
     + [(op, cutlass.Float32, 262144, None) for op in (*norm.OPS, "softmax")] \
-    + [(op, cutlass.BFloat16, 7168, 1) for op in (*norm.OPS, "softmax")]
+    + [(op, cutlass.BFloat16, 7168, 1) for op in (*norm.OPS, "softmax")] + [("layernorm", cutlass.BFloat16, 4096, 1)]
 """Several rows per CTA, column predicates, clusters of 8 and 16, fp32's 64 KiB stages (128 KiB with the
-residual), and the latency plan of a one-row launch."""
+residual), and the latency plan of a one-row launch (for LayerNorm also at 1 x 4096, the decode case)."""
 
 
 def _compiled(op, dtype, n, m):
@@ -302,8 +302,26 @@ def test_the_residual_variant_stores_two_rows_and_softmax_one_ex2_per_element_an
     add, plain = sass["add_rmsnorm", 1024], sass["rmsnorm", 1024]
     assert add[1].count("STG.E.128") == rowwise_common.UNROLL + add[0].plan.vecs_per_thread
     assert plain[1].count("STG.E.128") == plain[0].plan.vecs_per_thread
-    # the weight loaded once per vector, up front; the bias in the last pass
+    # the weight loaded once per vector, and the bias
     assert plain[1].count("LDG.E.128") == plain[0].plan.vecs_per_thread
     assert sass["layernorm", 1024][1].count("LDG.E.128") == 2 * sass["layernorm", 1024][0].plan.vecs_per_thread
     # two passes (sum, quotients) x UNROLL vectors of 8 per loop body
     assert sass["softmax", 1024][1].count("MUFU.EX2") == 2 * rowwise_common.UNROLL * 8
+
+
+def test_layernorm_loads_its_weight_and_bias_ahead_of_the_stores(sass):
+    """ptxas keeps a load behind every earlier store that may alias it: the bias loaded vector by vector
+    in the last pass was one LDG between each two STGs, one L2 round trip per vector. Now the bias is
+    held from the start (under 4 vectors per thread), or the weight and bias of the next group are loaded
+    before the current group's stores."""
+    assert sass["layernorm-Float32-None", 262144][0].bias_group == 8
+    for key in (("layernorm-Float32-None", 262144), ("layernorm", 131072), ("layernorm-BFloat16-1", 4096)):
+        kernel, text = sass[key]
+        vectors = kernel.plan.vecs_per_thread
+        group = kernel.bias_group or vectors
+        assert not re.search(r"\b(STL|LDL)\b", text), key
+        flow = "".join("S" if op == "STG" else "L" for op in re.findall(r"\b(LDG|STG)\.E\.128\b", text))
+        assert flow.count("L") == 2 * vectors and flow.count("S") == vectors, key    # the weight, the bias once
+        first, *between, last = flow.split("S")
+        assert len(first) >= 2 * min(2 * group, vectors), (key, flow)                # two groups before any store
+        assert {len(loads) for loads in between} <= {0, 2 * group} and not last, (key, flow)

@@ -74,9 +74,18 @@ class NormForward:
 
     @property
     def held_vectors(self) -> int:
-        """Vectors a thread keeps in registers per vector of its row: the weight's (the bias is loaded
-        in the last pass, where ptxas hoists as many of its loads as the registers allow)."""
+        """Vectors a thread keeps in registers per vector of its row, as the plan's register estimate
+        counts them: the weight's. A bias adds none: with fewer than 4 vectors per thread (the latency
+        plans) it is held from the start too, 4 registers a vector more than the estimate, which those
+        kernels have room for; with more, the last pass holds the weight and bias of two groups of
+        `bias_group` vectors at a time: 16 registers per vector of a group, at most the whole weight's."""
         return int(self.weight)
+
+    @property
+    def bias_group(self) -> int:
+        """Vectors per group in which the last pass loads the weight and bias (0: no bias, or both
+        loaded before the wait)."""
+        return self.plan.vecs_per_thread // 4 if self.bias else 0
 
     @property
     def ctas_per_sm(self) -> int:
@@ -153,10 +162,15 @@ class NormForward:
         cute.arch.cp_async_commit_group()
         # The weight and bias into registers now, while the rows load: the last pass then waits on
         # nothing but shared memory (loaded there, the L2's latency came once per vector pair and
-        # held the CTA's stage idle: ~0.95 of the copy for RMSNorm against ~0.97 for softmax).
+        # held the CTA's stage idle: ~0.95 of the copy for RMSNorm against ~0.97 for softmax). Where
+        # both do not fit the registers (bias_group), the last pass loads them a group at a time.
+        grouped = self.bias_group > 0
         tXrW = cute.make_rmem_tensor_like(tXgW)
-        if const_expr(self.weight):
+        tXrB = cute.make_rmem_tensor_like(tXgB)
+        if const_expr(self.weight and not grouped):
             cute.copy(copy_out, tXgW, tXrW, pred=tXpX)
+        if const_expr(self.bias and not grouped):
+            cute.copy(copy_out, tXgB, tXrB, pred=tXpX)
         cute.arch.cp_async_wait_group(0)
 
         tXsR = thr_in.partition_D(sR) if const_expr(self.residual) else None
@@ -165,7 +179,6 @@ class NormForward:
         frag = cute.make_rmem_tensor_like(tXsX[None, None, 0])
         frag_r = cute.make_rmem_tensor_like(tXsX[None, None, 0])
         frag_o = cute.make_rmem_tensor_like(tXsX[None, None, 0])
-        frag_b = cute.make_rmem_tensor_like(tXsX[None, None, 0])
         count = Float32(plan.cta_cols * plan.cluster_n) if const_expr(self.broken == "tile_mean") else Float32(n)
 
         # pass 1: sum of x (LayerNorm) or of x^2 (RMSNorm); the residual variant forms and stores h here
@@ -204,23 +217,43 @@ class NormForward:
         rstd = cute.math.rsqrt(var, fastmath=True) if const_expr(self.broken == "eps_dropped") \
             else cute.math.rsqrt(var + eps, fastmath=True)
 
-        # last pass: normalize, weight, bias, store (unrolled: the weights are registers)
-        for v in cutlass.range_constexpr(plan.vecs_per_thread):
+        # last pass: normalize, weight, bias, store (unrolled: the weights are registers). Grouped,
+        # the weight and bias of the next group are loaded before this group's stores: ptxas keeps
+        # a load behind every earlier store that may alias it, so the bias loaded vector by vector
+        # here cost one serialized L2 round trip per vector (an LDG between each two STGs in the SASS).
+        group = self.bias_group if const_expr(grouped) else plan.vecs_per_thread
+        starts = [*range(0, plan.vecs_per_thread, group), plan.vecs_per_thread]
+        if const_expr(grouped):
+            self.load_group(tXgW, tXgB, tXrW, tXrB, tXpX, in_rows, starts[0], starts[1])
+        for g in cutlass.range_constexpr(len(starts) - 1):
+            if const_expr(grouped and g + 2 < len(starts)):
+                self.load_group(tXgW, tXgB, tXrW, tXrB, tXpX, in_rows, starts[g + 1], starts[g + 2])
+            for v in cutlass.range_constexpr(starts[g], starts[g + 1]):
+                inside = True if const_expr(self.exact) else tXpX[0, 0, v]
+                if in_rows and inside:
+                    cute.autovec_copy(tXsX[None, None, v], frag)
+                    x = frag.load().to(Float32)
+                    if const_expr(self.residual):
+                        cute.autovec_copy(tXsR[None, None, v], frag_r)
+                        x = (x + frag_r.load().to(Float32)).to(self.dtype).to(Float32)
+                    y = (x - mean) * rstd if const_expr(self.layer) else x * rstd
+                    if const_expr(self.weight):
+                        y = y * tXrW[None, None, v].load().to(Float32)
+                    if const_expr(self.bias):
+                        y = y + tXrB[None, None, v].load().to(Float32)
+                    frag_o.store(y.to(self.dtype))
+                    cute.autovec_copy(frag_o, tXgO[None, None, v])
+
+    @cute.jit
+    def load_group(self, tXgW: cute.Tensor, tXgB: cute.Tensor, tXrW: cute.Tensor, tXrB: cute.Tensor, tXpX,
+                   in_rows, start: cutlass.Constexpr[int], stop: cutlass.Constexpr[int]):
+        """The weight and bias of the thread's vectors start ... stop-1 into registers (as the last
+        pass uses them: rows past M and vectors past N skipped)."""
+        for v in cutlass.range_constexpr(start, stop):
             inside = True if const_expr(self.exact) else tXpX[0, 0, v]
             if in_rows and inside:
-                cute.autovec_copy(tXsX[None, None, v], frag)
-                x = frag.load().to(Float32)
-                if const_expr(self.residual):
-                    cute.autovec_copy(tXsR[None, None, v], frag_r)
-                    x = (x + frag_r.load().to(Float32)).to(self.dtype).to(Float32)
-                y = (x - mean) * rstd if const_expr(self.layer) else x * rstd
-                if const_expr(self.weight):
-                    y = y * tXrW[None, None, v].load().to(Float32)
-                if const_expr(self.bias):
-                    cute.autovec_copy(tXgB[None, None, v], frag_b)
-                    y = y + frag_b.load().to(Float32)
-                frag_o.store(y.to(self.dtype))
-                cute.autovec_copy(frag_o, tXgO[None, None, v])
+                cute.autovec_copy(tXgW[None, None, v], tXrW[None, None, v])
+                cute.autovec_copy(tXgB[None, None, v], tXrB[None, None, v])
 
 
 # --- host side -------------------------------------------------------------------------------------------
