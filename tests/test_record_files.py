@@ -285,3 +285,27 @@ def test_the_site_publishes_the_inflated_json_where_the_json_stood(mini, gpu):
     assert record_json_uri(rel) == "records/probe-x/r1.json" and record_uri(rel) == "records/probe-x/r1.md"
     text = record_page(Record(rel, {"run_id": "r1", "probe": "probe-x"}), {}, [])
     assert "[r1.json](r1.json) (the text of r1.json.gz, inflated)" in text
+
+
+def test_control_characters_in_a_record_are_a_problem_and_the_runner_writes_them_escaped(mini, gpu):
+    """A record's strings reach terminals, get answers and the site: an escape sequence in a probe's
+    error text (a tool's colour codes) or a planted bidirectional override is refused by validate,
+    named by its field; the runner writes such characters as escapes, so its own records pass."""
+    _, quoting = _measured(mini)
+    [path] = record_files(mini.root / EVIDENCE / quoting)
+    record = json.loads(record_file.read_text(path))
+    record["cases"][0]["reason"] = "ptxas \x1b[31merror\x1b[0m"
+    record["cases"][0]["params"]["\u202eevil"] = "x"
+    path.write_bytes(record_file.encode(json.dumps(record)))
+    found = [p for p in mini.problems() if p["path"].endswith(path.name)]
+    assert any(p["field"] == "cases[0].reason" and "U+001B" in p["message"] for p in found), messages(found)
+    assert any("(its name)" in p["field"] and "U+202E" in p["message"] for p in found), messages(found)
+    path.write_bytes(record_file.encode(record_file.record_text(record)))   # as the runner writes it
+    assert not [p for p in mini.problems() if p["path"].endswith(path.name)]
+    assert "ptxas \\x1b[31merror" in json.loads(record_file.read_text(path))["cases"][0]["reason"]
+    deep: object = "\x07"
+    for _ in range(5000):   # nested far past Python's recursion limit: walked without recursion
+        deep = [deep]
+    from kernelwiki.storage.records import control_characters
+
+    assert control_characters(deep) == [("[0]" * 5000, "\x07")]

@@ -16,8 +16,10 @@ import os
 import struct
 import zlib
 from pathlib import Path
+from typing import Any
 
 from kernelwiki.model.files import UnsafeFile, read_regular
+from kernelwiki.model.terminal import printable
 
 JSON = ".json"
 GZIP = ".json.gz"
@@ -106,11 +108,25 @@ def gzip_bytes(data: bytes) -> bytes:
     return GZIP_HEADER + body + struct.pack("<II", zlib.crc32(data), len(data) & 0xFFFFFFFF)
 
 
+def plain_strings(value: Any) -> Any:
+    """`value` with every string (keys too) as plain text: each control character (terminal.CONTROL:
+    C0 but tab and newline, DEL, C1, bidirectional overrides) written as its escape (\\x1b). A
+    probe's error text can carry a tool's colour codes; a record holds none (validate refuses them)."""
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, dict):
+        return {plain_strings(k): plain_strings(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain_strings(v) for v in value]
+    return value
+
+
 def record_text(record: dict) -> str:
     """A record's text as the runner writes it: standard JSON without indentation, each case on a
-    line of its own, a final newline (diffs of the text stay readable: `zcat` shows it)."""
+    line of its own, a final newline (diffs of the text stay readable: `zcat` shows it); strings
+    as plain text (plain_strings)."""
     def dump(value) -> str:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        return json.dumps(plain_strings(value), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     head = {k: v for k, v in record.items() if k != "cases"}
     cases = record.get("cases") or []
     body = ",\n".join(dump(case) for case in cases)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Hashable, Iterable
 
 from kernelwiki.model.problems import Problem
+from kernelwiki.model.terminal import CONTROL, printable
 from kernelwiki.storage.repo import Repo
 from kernelwiki.model.schema import check as schema_check
 from kernelwiki.storage.record_file import SUFFIXES, RecordFileError, is_gzip, read_text, run_id_of, without_suffix
@@ -122,6 +123,34 @@ def parse_time(value: Any) -> datetime | None:
         return None
 
 
+MAX_CONTROL_PROBLEMS = 5
+"""At most this many strings with control characters named per record (the first ones found)."""
+
+
+def control_characters(data: Any) -> list[tuple[str, str]]:
+    """(field path, first control character) of the record's strings, keys included, that hold one
+    (terminal.CONTROL), at most MAX_CONTROL_PROBLEMS; walked without recursion (a record nested
+    hundreds of levels deep arrives by pull request too)."""
+    found: list[tuple[str, str]] = []
+    stack: list[tuple[str, Any]] = [("", data)]
+    while stack and len(found) < MAX_CONTROL_PROBLEMS:
+        where, value = stack.pop()
+        if isinstance(value, str):
+            hit = CONTROL.search(value)
+            if hit:
+                found.append((where or "-", hit.group()))
+        elif isinstance(value, dict):
+            for key, item in reversed(list(value.items())):
+                name = str(key)
+                hit = CONTROL.search(name)
+                if hit:
+                    found.append((f"{where}.{printable(name)[:40]}".lstrip(".") + " (its name)", hit.group()))
+                stack.append((f"{where}.{printable(name)[:40]}".lstrip("."), item))
+        elif isinstance(value, list):
+            stack += [(f"{where}[{i}]", item) for i, item in reversed(list(enumerate(value)))]
+    return found[:MAX_CONTROL_PROBLEMS]
+
+
 def check_record(repo: Repo, rel: str, path: Path, data: Any, probes: set[str], now: datetime) -> list[Problem]:
     """What validate reports about one parsed record, beyond JSON syntax."""
     problems = schema_check(repo.schemas, "record", data, rel, lambda p: 1)
@@ -146,6 +175,9 @@ def check_record(repo: Repo, rel: str, path: Path, data: Any, probes: set[str], 
     finished = parse_time(data.get("finished_at"))
     if started and finished and finished < started:
         add("finished_at", "is before started_at")
+    for where, char in control_characters(data):
+        add(where, f"holds the control character U+{ord(char):04X}: a record's strings are plain text (the "
+                   "runner writes control characters as escapes such as \\x1b); escape it or drop it")
     seen: set[str] = set()
     for index, case in enumerate(data.get("cases") if isinstance(data.get("cases"), list) else []):
         case_id = case.get("id") if isinstance(case, dict) else None
