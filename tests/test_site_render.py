@@ -473,3 +473,21 @@ def test_a_geomean_over_shapes_shows_its_worst_shape_in_the_strip_and_the_card()
     worst = {**claim, "id": "measured.k.held-out-fp8.worst_ratio", "value": 0.7169, "unit": "x", "ratio": None}
     assert "worst shape 0.717×" in render.evidence_card({"claims": [claim, worst]}, "kernels/k.md")
     assert "worst" not in render.evidence_card({"claims": [claim]}, "kernels/k.md")
+
+
+def test_a_record_backed_claims_date_is_read_from_its_records_name_not_stored_in_the_page():
+    """refresh no longer writes measured_at into the page (600 claims, ~21 kB: the record's name is the
+    run id, which starts with the run's UTC start time); every reader gets it back through
+    page_claims, and a hand-written measured_at is kept."""
+    from kernelwiki.model.claims import page_claims, record_time
+
+    rec = "artifacts/evidence/probe-x/20261202T094125Z-h200-run.json.gz"
+    assert record_time(rec) == "2026-12-02T09:41:25Z" and record_time("artifacts/evidence/p/r1.json") is None
+    assert record_time("artifacts/evidence/p/20261202T094125Z-h200-run-2.json") == "2026-12-02T09:41:25Z"
+    [derived, kept, none] = page_claims({"claims": [{"id": "a", "record": rec},
+                                                    {"id": "b", "record": rec, "measured_at": "2026-01-01T00:00:00Z"},
+                                                    {"id": "c", "source": "src-x"}]})
+    assert derived["measured_at"] == "2026-12-02T09:41:25Z" and kept["measured_at"] == "2026-01-01T00:00:00Z"
+    assert "measured_at" not in none
+    assert "2026-12-02" in render.evidence_card({"claims": [{"id": "m.x", "value": 1.0, "unit": "TB/s",
+                                                             "evidence": "measured", "record": rec}]}, "k/p.md")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 
+from kernelwiki.model.claims import page_claims
 from kernelwiki.storage.index import Entry
 from kernelwiki.probing.specs import ProbeSpec
 from kernelwiki.storage.records import Record, latest_by
@@ -115,9 +116,7 @@ def dashboard(entries: list[Entry]) -> str:
                 str(sum(1 for c in claims if c.get("evidence") == level) or "") for level in levels) + " |")
     rows = ["| page | claim | level | value | GPU | arch | date | cites |", "|---|---|---|---|---|---|---|---|"]
     for entry in entries:
-        for claim in entry.get("claims") or []:
-            if not isinstance(claim, dict):
-                continue
+        for claim in page_claims(entry.meta or {}):
             cites = claim.get("source") or ""
             if claim.get("record"):
                 cites = f"[record]({rel_link(uri, record_uri(claim['record']))})"

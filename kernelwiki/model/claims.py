@@ -9,6 +9,7 @@ rows as HTML (kernelwiki.docsite.render).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -16,9 +17,24 @@ RECORD_LEVELS = ("measured", "compiled")
 """Evidence levels of the claims `refresh` writes from run records (the others are written by hand)."""
 
 
+RUN_TIME = re.compile(r"(?:^|/)(\d{4})(\d\d)(\d\d)T(\d\d)(\d\d)(\d\d)Z-[^/]*$")
+"""A run record's file name starts with the UTC time its run started (the run id)."""
+
+
+def record_time(record: object) -> str | None:
+    """The UTC start time (2026-12-02T09:41:25Z) of the run a claim's `record` path names, or None."""
+    match = RUN_TIME.search(str(record)) if isinstance(record, str) else None
+    return "{}-{}-{}T{}:{}:{}Z".format(*match.groups()) if match else None
+
+
 def page_claims(meta: dict) -> list[dict]:
-    """The page's claims in our format (copies), legacy performance_claims read as source-reported ones."""
+    """The page's claims in our format (copies), legacy performance_claims read as source-reported ones.
+    A record-backed claim's `measured_at` is its record's start time, read from the record's name
+    (refresh does not write it into the page: the name already says it)."""
     claims = [dict(c) for c in meta.get("claims") or [] if isinstance(c, dict)]
+    for claim in claims:
+        if "measured_at" not in claim and (when := record_time(claim.get("record"))):
+            claim["measured_at"] = when
     for index, legacy in enumerate(meta.get("performance_claims") or []):
         if isinstance(legacy, dict):
             claim = {k: v for k, v in legacy.items() if k != "source_id"}

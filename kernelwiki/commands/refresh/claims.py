@@ -148,7 +148,6 @@ def measured_claims(spec: ProbeSpec, pairs: list[tuple[Record, dict]], hand_ids:
     runs = spread(pairs)
     if runs:
         claim["spread"] = runs
-    claim["measured_at"] = record.started
     claims = [claim]
     reproduction = candidate_claim(claim, case, case_spec, hand_ids)
     if reproduction is not None:
@@ -232,7 +231,6 @@ stand in the case's own claim). A run whose figure is
         runs = _spread([float(v) for _, _, v in held], [r for r, _, _ in held])
         if runs:
             claim["spread"] = runs
-        claim["measured_at"] = record.started
         out.append(claim)
     return out
 
@@ -303,7 +301,6 @@ def versus_claim(ours: dict, case: dict, name: str) -> dict | None:
            "case": ours["case"], "baseline": {"name": name, "value": entry["value"]}, "ratio": entry["ratio"]}
     if within_spread(case, str(name)):
         out["within_spread"] = True
-    out["measured_at"] = ours["measured_at"]
     return out
 
 
@@ -328,7 +325,6 @@ def candidate_claim(ours: dict, case: dict, case_spec: dict, hand_ids: set) -> d
            "record": ours["record"], "case": ours["case"]}
     if case_spec.get("claim") in hand_ids:   # on the page that holds the reported claim: its reproduction
         out.update(reproduces=case_spec["claim"], comparable=True)
-    out["measured_at"] = ours["measured_at"]
     return out
 
 
@@ -344,5 +340,4 @@ def _short(value: Any) -> str:
 def compiled_claim(spec: ProbeSpec, record: Record, arch: str) -> dict:
     found = (record.data.get("instructions") or {}).get(arch, {}).get("found", [])
     return {"id": f"compiled.{spec.id.removeprefix('probe-')}.{arch}", "metric": "instructions-found",
-            "value": ", ".join(found), "arch": arch, "evidence": "compiled", "record": record.path,
-            "measured_at": record.started}
+            "value": ", ".join(found), "arch": arch, "evidence": "compiled", "record": record.path}
