@@ -235,6 +235,44 @@ def test_compress_leaves_a_broken_json_gz_as_it_is_and_converts_the_rest(mini, g
     assert not list((mini.root / EVIDENCE).glob(f"*/*{record_file.JSON}"))
 
 
+@pytest.mark.parametrize("blocker", ["folder", "link", "damaged"])
+def test_compress_never_replaces_what_holds_the_json_gz_name_nor_points_references_at_it(mini, gpu, tmp_path, blocker):
+    """A `.json.gz` of the run that is no readable record (a folder, a link, a damaged file) was replaced
+    by the converted `.json` (a folder: a traceback), and a refused `.json`'s references were pointed
+    at it anyway: the `.json` stays, with a line naming the `.json.gz`, and so does every reference."""
+    _, quoting = _measured(mini)
+    _as_before_compression(mini)
+    [plain] = record_files(mini.root / EVIDENCE / quoting)
+    target = plain.with_name(plain.name + ".gz")
+    if blocker == "folder":
+        target.mkdir()
+    elif blocker == "link":
+        (tmp_path / "elsewhere").write_bytes(b"kept")
+        target.symlink_to(tmp_path / "elsewhere")
+    else:
+        target.write_bytes(b"a damaged record, kept")
+    page = mini.root / "wiki/hardware/example.md"
+    code, out, err = _cli(mini, "records", "compress")
+    rel = plain.relative_to(mini.root).as_posix()
+    assert code == 1 and "Traceback" not in err, out + err
+    assert f"{rel}:1: -: {rel}.gz is there but is no record that reads" in out and "not converted" in out
+    assert plain.exists() and f"record: {rel}\n" in page.read_text()
+    assert target.is_dir() if blocker == "folder" else (target.is_symlink() if blocker == "link"
+                                                         else target.read_bytes() == b"a damaged record, kept")
+    assert blocker != "link" or (tmp_path / "elsewhere").read_bytes() == b"kept"
+
+
+def test_compress_keeps_the_references_of_a_run_whose_two_files_differ(mini, gpu):
+    _, quoting = _measured(mini)
+    _as_before_compression(mini)
+    [plain] = record_files(mini.root / EVIDENCE / quoting)
+    plain.with_name(plain.name + ".gz").write_bytes(record_file.encode(plain.read_text().replace('"passed"', '"failed"', 1)))
+    code, out, _ = _cli(mini, "records", "compress")
+    rel = plain.relative_to(mini.root).as_posix()
+    assert code == 1 and "holds another record of the same run" in out
+    assert f"record: {rel}\n" in (mini.root / "wiki/hardware/example.md").read_text()
+
+
 def test_compress_refuses_a_reference_it_cannot_rewrite_on_its_line(mini, gpu):
     _measured(mini)
     _as_before_compression(mini)
