@@ -20,7 +20,8 @@ from kernelwiki.model.problems import Problem
 from kernelwiki.model.terminal import CONTROL, printable
 from kernelwiki.storage.repo import Repo
 from kernelwiki.model.schema import check as schema_check
-from kernelwiki.storage.record_file import SUFFIXES, RecordFileError, is_gzip, read_text, run_id_of, without_suffix
+from kernelwiki.storage.record_file import (MAX_DEPTH, SUFFIXES, RecordFileError, is_gzip, nesting, read_text, run_id_of,
+                                             without_suffix)
 from kernelwiki.storage.record_form import expand, shared_problems
 
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
@@ -90,9 +91,9 @@ def read_record(path: Path) -> Any:
 
 def parse_record(text: str) -> Any:
     """A record's JSON text parsed as standard JSON (no NaN, no infinity, no number too large for a
-    float); RecordProblem with the line of the text that is wrong."""
+    float) nested at most MAX_DEPTH levels; RecordProblem with the line of the text that is wrong."""
     try:
-        return json.loads(text, parse_constant=_refuse_constant, parse_float=finite_float, parse_int=finite_int)
+        data = json.loads(text, parse_constant=_refuse_constant, parse_float=finite_float, parse_int=finite_int)
     except _Overflow as err:
         line = text.count("\n", 0, max(text.find(err.literal), 0)) + 1
         raise RecordProblem(line, f"{err.literal[:40]} is too large for a number (it would be read as infinity); "
@@ -103,6 +104,10 @@ def parse_record(text: str) -> Any:
         line = getattr(err, "lineno", None) or 1
         message = getattr(err, "msg", None) or str(err)
         raise RecordProblem(line, f"not a JSON run record: {message}") from None
+    if nesting(data) > MAX_DEPTH:
+        raise RecordProblem(1, f"nested more than {MAX_DEPTH} levels deep: what reads a record walks it level by "
+                               "level (the runner's are 7 deep); not read")
+    return data
 
 
 def order_key(started_at: Any, rel: str) -> tuple:
