@@ -165,3 +165,20 @@ def test_a_failed_or_partial_record_yields_no_metric_claim(mini, change):
     _setup(mini, [record])
     mini.run("refresh")
     assert not any(c.get("case_metric") for c in _claims(mini).values())
+
+
+@pytest.mark.parametrize("other_case, names", [
+    ("c1.worst_ratio", "cases[0].metric_claims.worst_ratio"),   # a case id holds dots
+    ("c1.vs-cublas", "cases[0].versus"),
+    ("c1.deepgemm", "cases[0].reproduced_by"),
+])
+def test_a_claim_id_two_cases_make_is_refused_in_the_probe_yaml(mini, other_case, names):
+    """Case `c1`'s metric claim `worst_ratio` and a case `c1.worst_ratio` both make
+    measured.x.c1.worst_ratio: refresh wrote the page two claims of one id, and validate named only
+    the page; the probe.yaml's second case is named, with the first."""
+    probe = PROBE.replace("- id: c1\n", "- id: c1\n  versus: cuBLAS\n  reproduced_by: DeepGEMM\n").replace(
+        "- id: c2\n", f"- id: {other_case}\n")
+    _setup(mini, probe=probe)
+    found = messages(mini.problems())
+    assert (f"probes/probe-x/probe.yaml:17: cases[1].id: makes the claim id measured.x.{other_case}, as {names} "
+            "does; rename the case or the name") in found, found

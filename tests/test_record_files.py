@@ -235,6 +235,44 @@ def test_compress_leaves_a_broken_json_gz_as_it_is_and_converts_the_rest(mini, g
     assert not list((mini.root / EVIDENCE).glob(f"*/*{record_file.JSON}"))
 
 
+@pytest.mark.parametrize("blocker", ["folder", "link", "damaged"])
+def test_compress_never_replaces_what_holds_the_json_gz_name_nor_points_references_at_it(mini, gpu, tmp_path, blocker):
+    """A `.json.gz` of the run that is no readable record (a folder, a link, a damaged file) was replaced
+    by the converted `.json` (a folder: a traceback), and a refused `.json`'s references were pointed
+    at it anyway: the `.json` stays, with a line naming the `.json.gz`, and so does every reference."""
+    _, quoting = _measured(mini)
+    _as_before_compression(mini)
+    [plain] = record_files(mini.root / EVIDENCE / quoting)
+    target = plain.with_name(plain.name + ".gz")
+    if blocker == "folder":
+        target.mkdir()
+    elif blocker == "link":
+        (tmp_path / "elsewhere").write_bytes(b"kept")
+        target.symlink_to(tmp_path / "elsewhere")
+    else:
+        target.write_bytes(b"a damaged record, kept")
+    page = mini.root / "wiki/hardware/example.md"
+    code, out, err = _cli(mini, "records", "compress")
+    rel = plain.relative_to(mini.root).as_posix()
+    assert code == 1 and "Traceback" not in err, out + err
+    assert f"{rel}:1: -: {rel}.gz is there but is no record that reads" in out and "not converted" in out
+    assert plain.exists() and f"record: {rel}\n" in page.read_text()
+    assert target.is_dir() if blocker == "folder" else (target.is_symlink() if blocker == "link"
+                                                         else target.read_bytes() == b"a damaged record, kept")
+    assert blocker != "link" or (tmp_path / "elsewhere").read_bytes() == b"kept"
+
+
+def test_compress_keeps_the_references_of_a_run_whose_two_files_differ(mini, gpu):
+    _, quoting = _measured(mini)
+    _as_before_compression(mini)
+    [plain] = record_files(mini.root / EVIDENCE / quoting)
+    plain.with_name(plain.name + ".gz").write_bytes(record_file.encode(plain.read_text().replace('"passed"', '"failed"', 1)))
+    code, out, _ = _cli(mini, "records", "compress")
+    rel = plain.relative_to(mini.root).as_posix()
+    assert code == 1 and "holds another record of the same run" in out
+    assert f"record: {rel}\n" in (mini.root / "wiki/hardware/example.md").read_text()
+
+
 def test_compress_refuses_a_reference_it_cannot_rewrite_on_its_line(mini, gpu):
     _measured(mini)
     _as_before_compression(mini)
@@ -309,3 +347,42 @@ def test_control_characters_in_a_record_are_a_problem_and_the_runner_writes_them
     from kernelwiki.storage.records import control_characters
 
     assert control_characters(deep) == [("[0]" * 5000, "\x07")]
+
+
+def test_control_characters_of_a_deep_record_of_many_keys_take_no_more_memory_than_the_record():
+    """Each value's field path was spelled out before its string was looked at: 100,000 keys 900 levels
+    down (1 MB of JSON) took 3.5 GB and 8 s, and 60 levels down (the most a record may nest is 72)
+    250 MB; a path is spelled out only for a string that holds one."""
+    import tracemalloc
+
+    from kernelwiki.storage.records import control_characters, parse_record
+
+    deep = ('{"' + "k" * 40 + '":') * 60
+    text = deep + "{" + ",".join(f'"a{i}":0' for i in range(100000)) + ',"z":"\\u001b[2J"}' + "}" * 60
+    data = parse_record(text)
+    tracemalloc.start()
+    try:
+        found = control_characters(data)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 << 20, f"{peak:,} bytes"
+    [(where, char)] = found
+    assert where == ".".join(["k" * 40] * 60 + ["z"]) and char == "\x1b"
+    assert control_characters({"cases": [{"p": ["ok", {"\x9bx": 1}]}]}) == [("cases[0].p[1].\\x9bx (its name)", "\x9b")]
+
+
+def test_a_record_nested_past_the_limit_is_a_problem_not_a_traceback_in_compress(mini, gpu):
+    """A record nested 500 levels deep passed validate, and `records compress` (rewriting its
+    ceilings.record) died of a RecursionError: a record is read at most MAX_DEPTH levels deep."""
+    _, quoting = _measured(mini)
+    _as_before_compression(mini)
+    [plain] = record_files(mini.root / EVIDENCE / quoting)
+    record = json.loads(plain.read_text())
+    record["cases"][0]["params"]["deep"] = "@@"
+    plain.write_text(json.dumps(record).replace('"@@"', "[" * 500 + "]" * 500))
+    rel = plain.relative_to(mini.root).as_posix()
+    said = f"{rel}:1: -: nested more than {record_file.MAX_DEPTH} levels deep"
+    assert said in _problems_of(mini, rel)
+    code, out, err = _cli(mini, "records", "compress")
+    assert code == 1 and said in out and "not converted" in out and plain.exists(), out + err

@@ -12,8 +12,9 @@ keeps its name (it never had another).
 Idempotent: a second run finds nothing to do. A run left half done (a `.json.gz` written, its
 `.json` not yet removed, or a `.json.gz` made by hand with `gzip -n`) is finished: the `.json` is
 removed once the `.json.gz` holds the same text, before or after its references are rewritten.
-Symbolic links, unreadable records and a run whose two files differ are refused with a line each
-and left as they are; what can be converted still is.
+Symbolic links, unreadable records, a run whose two files differ and a `.json` whose `.json.gz`
+name holds something unreadable (a folder, a link, a damaged file: never replaced) are refused with
+a line each and left as they are, references to them too; what can be converted still is.
 """
 
 from __future__ import annotations
@@ -59,14 +60,17 @@ def compress_records(repo: Repo) -> Result:
     result = Result()
     plain, packed = _read_records(repo, result)
     renamed = {f"{without_suffix(r.rel)}{JSON}": f"{without_suffix(r.rel)}{GZIP}" for r in [*plain, *packed]}
+    kept = {r.rel for r in plain if _refusal(repo, r, _with_references(r, renamed), packed, result)}
+    renamed = {old: new for old, new in renamed.items() if old not in kept}   # what stays .json keeps its name
     for record in plain:
-        _convert(repo, record, _with_references(record, renamed), packed, result)
+        if record.rel not in kept:
+            _convert(repo, record, _with_references(record, renamed), packed, result)
     for record in packed:
         text = _with_references(record, renamed)
         if text != record.text:
             replace_file(repo.root / record.rel, encode(text))
             result.references += 1
-            result.done.append(f"{record.rel}: ceilings.record now names {record.data['ceilings']['record']}")
+            result.done.append(f"{record.rel}: ceilings.record now names {renamed[record.data['ceilings']['record']]}")
     for rel, _ in scan_pages(repo.root)[0]:
         _rewrite_page(repo, rel, renamed, result)
     return result
@@ -103,21 +107,33 @@ def _with_references(record: _Record, renamed: dict[str, str]) -> str:
     source = ceilings.get("record") if isinstance(ceilings, dict) else None
     if not isinstance(source, str) or source not in renamed:
         return record.text
-    record.data = copy.deepcopy(record.data)
-    record.data["ceilings"]["record"] = renamed[source]
-    return record_text(record.data)
+    data = copy.deepcopy(record.data)
+    data["ceilings"]["record"] = renamed[source]
+    return record_text(data)
+
+
+def _refusal(repo: Repo, record: _Record, text: str, packed: list[_Record], result: Result) -> bool:
+    """Whether `<run>.json` must stay as it is (a refused line says why): its `.json.gz` is there
+    but holds another record of the run, or is no record that reads (a folder, a link, a damaged
+    file: its own line says why), which converting would replace."""
+    target = f"{without_suffix(record.rel)}{GZIP}"
+    twin = next((p for p in packed if p.rel == target), None)
+    if twin is not None and twin.text not in (record.text, text):   # the same record, references rewritten or not
+        why = "holds another record of the same run; keep the right one and remove the other by hand"
+    elif twin is None and os.path.lexists(repo.root / target):
+        why = "is there but is no record that reads (see its line); move it away or remove it"
+    else:
+        return False
+    result.refused.append(f"{record.rel}:1: -: {target} {why}; not converted")
+    return True
 
 
 def _convert(repo: Repo, record: _Record, text: str, packed: list[_Record], result: Result) -> None:
     """Write `<run>.json.gz` holding `text`, then remove `<run>.json`; with a `.json.gz` of the run
-    there already, only remove the `.json` when both hold the same record (its references are
-    rewritten with the other compressed records')."""
+    there already (_refusal found it holds the same record), only remove the `.json` (its
+    references are rewritten with the other compressed records')."""
     target = f"{without_suffix(record.rel)}{GZIP}"
     twin = next((p for p in packed if p.rel == target), None)
-    if twin is not None and twin.text not in (record.text, text):   # the same record, references rewritten or not
-        result.refused.append(f"{record.rel}:1: -: {target} holds another record of the same run; keep the right "
-                              "one and remove the other by hand; not converted")
-        return
     source, path = repo.root / record.rel, repo.root / target
     before = len(record.text.encode("utf-8"))
     if twin is None:

@@ -29,7 +29,8 @@ from kernelwiki.probing.specs import entry_problem, link_problem
 from kernelwiki.model.files import UnsafeFile, replace_file, sha256_file, stays_below
 from kernelwiki.commands.upstream import repo_name
 from kernelwiki.commands.citations import locator_problem
-from kernelwiki.commands.refresh.claims import METRIC_NAME, metric_value, protocol_of, versus_ours_value, versus_slug
+from kernelwiki.commands.refresh.claims import (METRIC_NAME, declared_metrics, metric_value, protocol_of, versus_ours_value,
+                                               versus_slug)
 from kernelwiki.commands.evidence import (HEADLINE_RULE_FROM, claim_source_problem, headline_exception, headline_problem,
                                           stale_compile_problem)
 from kernelwiki.model.safe_links import link_problems, markup_problems, wiki_file_problems
@@ -548,6 +549,7 @@ def _check_probes(wiki: Wiki, report: Report) -> dict[str, Any]:
                 report.problems.append(Problem(rel, line(("cases", index, "params", "level")), f"cases[{index}].params.level",
                                                f"unknown memory level {str(level)[:40]!r}; known: {', '.join(peaks.LEVELS)}"))
             report.problems += _versus_problems(rel, line, index, case)
+        report.problems += _claim_id_problems(rel, line, data)
         quoted[rel] = (data, line)
     _check_declared_ceilings(quoted, report)
     return probes
@@ -574,6 +576,40 @@ def _versus_problems(rel: str, line: Any, index: int, case: Any) -> list[Problem
                                f"as {seen[slug][:80]!r} does; name each candidate once"))
         else:
             seen[slug] = name
+    return out
+
+
+def _claim_id_problems(rel: str, line: Any, probe: dict) -> list[Problem]:
+    """The claim ids a probe's cases make, each measured.<probe>.CASE followed by what _case_claims
+    names: a case id may hold dots, so case `c1.worst_ratio` and case `c1`'s metric claim
+    `worst_ratio` (or `c1.vs-x` and c1's versus `x`) are one id, and refresh would write two claims
+    of it; the second case that makes an id is named (one case's own names have checks of their own)."""
+    prefix = f"measured.{str(probe.get('id')).removeprefix('probe-')}."
+    made: dict[str, tuple[int, str]] = {}
+    out = []
+    for index, case in enumerate(probe.get("cases") if isinstance(probe.get("cases"), list) else []):
+        if not isinstance(case, dict) or not isinstance(case.get("id"), str):
+            continue
+        for path, suffix in _case_claims(case):
+            claim_id, where = case["id"] + suffix, field_path(("cases", index, *path))
+            if claim_id in made and made[claim_id][0] != index:
+                out.append(Problem(rel, line(("cases", index, *path)), where, f"makes the claim id "
+                                   f"{prefix}{claim_id[:120]}, as {made[claim_id][1]} does; rename the case or the name"))
+            made.setdefault(claim_id, (index, where))
+    return out
+
+
+def _case_claims(case: dict) -> list[tuple[tuple, str]]:
+    """(field path, what follows the case id in the claim id) of each claim a probe case can make
+    (refresh.claims): its own, its reproduction of `reproduced_by`, its versus and metric claims."""
+    out: list[tuple[tuple, str]] = [(("id",), "")]
+    if isinstance(case.get("reproduced_by"), str) and versus_slug(case["reproduced_by"]):
+        out.append((("reproduced_by",), f".{versus_slug(case['reproduced_by'])}"))
+    versus = case.get("versus")
+    for number, name in enumerate(versus if isinstance(versus, list) else [versus]):
+        if isinstance(name, str) and versus_slug(name):
+            out.append((("versus", number) if isinstance(versus, list) else ("versus",), f".vs-{versus_slug(name)}"))
+    out += [(("metric_claims", name), f".{name}") for name in declared_metrics(case)]
     return out
 
 

@@ -228,21 +228,9 @@ def _read_result(path: Path) -> tuple[dict | None, str]:
         return None, f"the probe wrote a result that is not JSON ({str(err)[:200]})"
     if not isinstance(data, dict):
         return None, f"the probe's result is a JSON {type(data).__name__}, not an object"
-    if nesting(data) > MAX_RESULT_DEPTH:
+    if record_file.nesting(data) > MAX_RESULT_DEPTH:
         return None, f"the probe's result nests more than {MAX_RESULT_DEPTH} levels deep; a record is flatter"
     return data, ""
-
-
-def nesting(value: Any) -> int:
-    """How deep lists and objects nest in `value` (a scalar: 0), counted without recursing."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
-        if children is not None:
-            deepest = max(deepest, depth)
-            stack.extend((child, depth + 1) for child in children)
-    return deepest
 
 
 def _execute(argv: list[str], repo: Repo, timeout: float, extra_env: dict[str, str],

@@ -28,6 +28,10 @@ SUFFIXES = (GZIP, JSON)
 MAX_TEXT_BYTES = 4 << 20
 """The largest record text read, plain or inflated (the largest real one is ~30 kB): one limit for
 both forms, so that compressing a record never changes whether it is read."""
+MAX_DEPTH = 72
+"""The deepest a record's lists and objects nest (the real ones: 7): what walks a record recurses
+(its text, the schema, the site), so a deeper one is refused as it is read; the runner refuses a
+probe result nested past runner.MAX_RESULT_DEPTH (64), which its record wraps in a few levels."""
 COMPRESS_LEVEL = 9
 GZIP_HEADER = b"\x1f\x8b\x08\x00" + b"\x00\x00\x00\x00" + b"\x02\xff"
 """RFC 1952: magic, deflate, no flags (no file name), mtime 0, XFL 2 (level 9), OS 255 (unknown);
@@ -106,6 +110,18 @@ def gzip_bytes(data: bytes) -> bytes:
     deflate = zlib.compressobj(COMPRESS_LEVEL, zlib.DEFLATED, -zlib.MAX_WBITS)
     body = deflate.compress(data) + deflate.flush()
     return GZIP_HEADER + body + struct.pack("<II", zlib.crc32(data), len(data) & 0xFFFFFFFF)
+
+
+def nesting(value: Any) -> int:
+    """How deep lists and objects nest in `value` (a scalar: 0), counted without recursing."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is not None:
+            deepest = max(deepest, depth)
+            stack.extend((child, depth + 1) for child in children)
+    return deepest
 
 
 def plain_strings(value: Any) -> Any:

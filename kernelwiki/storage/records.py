@@ -20,7 +20,8 @@ from kernelwiki.model.problems import Problem
 from kernelwiki.model.terminal import CONTROL, printable
 from kernelwiki.storage.repo import Repo
 from kernelwiki.model.schema import check as schema_check
-from kernelwiki.storage.record_file import SUFFIXES, RecordFileError, is_gzip, read_text, run_id_of, without_suffix
+from kernelwiki.storage.record_file import (MAX_DEPTH, SUFFIXES, RecordFileError, is_gzip, nesting, read_text, run_id_of,
+                                             without_suffix)
 from kernelwiki.storage.record_form import expand, shared_problems
 
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
@@ -90,9 +91,9 @@ def read_record(path: Path) -> Any:
 
 def parse_record(text: str) -> Any:
     """A record's JSON text parsed as standard JSON (no NaN, no infinity, no number too large for a
-    float); RecordProblem with the line of the text that is wrong."""
+    float) nested at most MAX_DEPTH levels; RecordProblem with the line of the text that is wrong."""
     try:
-        return json.loads(text, parse_constant=_refuse_constant, parse_float=finite_float, parse_int=finite_int)
+        data = json.loads(text, parse_constant=_refuse_constant, parse_float=finite_float, parse_int=finite_int)
     except _Overflow as err:
         line = text.count("\n", 0, max(text.find(err.literal), 0)) + 1
         raise RecordProblem(line, f"{err.literal[:40]} is too large for a number (it would be read as infinity); "
@@ -103,6 +104,10 @@ def parse_record(text: str) -> Any:
         line = getattr(err, "lineno", None) or 1
         message = getattr(err, "msg", None) or str(err)
         raise RecordProblem(line, f"not a JSON run record: {message}") from None
+    if nesting(data) > MAX_DEPTH:
+        raise RecordProblem(1, f"nested more than {MAX_DEPTH} levels deep: what reads a record walks it level by "
+                               "level (the runner's are 7 deep); not read")
+    return data
 
 
 def order_key(started_at: Any, rel: str) -> tuple:
@@ -127,28 +132,42 @@ MAX_CONTROL_PROBLEMS = 5
 """At most this many strings with control characters named per record (the first ones found)."""
 
 
+_Place = tuple | None
+"""Where a value sits in a record: (its parent's place, its key or index); None for the record itself."""
+
+
 def control_characters(data: Any) -> list[tuple[str, str]]:
     """(field path, first control character) of the record's strings, keys included, that hold one
     (terminal.CONTROL), at most MAX_CONTROL_PROBLEMS; walked without recursion (a record nested
-    hundreds of levels deep arrives by pull request too)."""
+    hundreds of levels deep arrives by pull request too), each value's place kept as a link to its
+    parent's and spelled out only for a string that holds one (spelling every place out made a
+    1 MB record of many keys deep down take gigabytes)."""
     found: list[tuple[str, str]] = []
-    stack: list[tuple[str, Any]] = [("", data)]
+    stack: list[tuple[_Place, Any]] = [(None, data)]
     while stack and len(found) < MAX_CONTROL_PROBLEMS:
-        where, value = stack.pop()
+        place, value = stack.pop()
         if isinstance(value, str):
             hit = CONTROL.search(value)
             if hit:
-                found.append((where or "-", hit.group()))
+                found.append((_field(place), hit.group()))
         elif isinstance(value, dict):
             for key, item in reversed(list(value.items())):
-                name = str(key)
-                hit = CONTROL.search(name)
+                hit = CONTROL.search(str(key))
                 if hit:
-                    found.append((f"{where}.{printable(name)[:40]}".lstrip(".") + " (its name)", hit.group()))
-                stack.append((f"{where}.{printable(name)[:40]}".lstrip("."), item))
+                    found.append((_field((place, str(key))) + " (its name)", hit.group()))
+                stack.append(((place, str(key)), item))
         elif isinstance(value, list):
-            stack += [(f"{where}[{i}]", item) for i, item in reversed(list(enumerate(value)))]
+            stack += [((place, i), item) for i, item in reversed(list(enumerate(value)))]
     return found[:MAX_CONTROL_PROBLEMS]
+
+
+def _field(place: _Place) -> str:
+    """A place as a field path: `cases[0].params.name` (each key printable, at most 40 characters)."""
+    parts: list[str] = []
+    while place is not None:
+        place, step = place
+        parts.append(f"[{step}]" if isinstance(step, int) else f".{printable(step)[:40]}")
+    return "".join(reversed(parts)).lstrip(".") or "-"
 
 
 def check_record(repo: Repo, rel: str, path: Path, data: Any, probes: set[str], now: datetime) -> list[Problem]:
