@@ -19,9 +19,8 @@ from kernelwiki.probing.specs import load_probes
 from kernelwiki.storage.repo import Repo
 
 OUTPUT = ROOT / "schemas" / "output"
-NAMES = ("get.v1", "get.v2", "query.v1", "query.v2", "query.v3", "probe-list.v1", "probe-show.v1", "latest-record.v1",
-         "validate.v1", "record.v1")
-"""get.v1 and query.v1 stay for readers of older output; the CLI and MCP write get.v2 and query.v3 (query.v2 stays too)."""
+NAMES = ("get.v2", "query.v3", "probe-list.v1", "probe-show.v1", "latest-record.v1", "validate.v1", "record.v1")
+"""The schemas of what the CLI and MCP write; superseded ones (get.v1, query.v1, query.v2) are in git history."""
 
 
 @lru_cache(maxsize=None)
@@ -67,7 +66,7 @@ def test_schemas_are_valid_and_share_their_definitions():
         if "record_summary" in schema.get("$defs", {}):
             record_defs.append(schema["$defs"]["record_summary"])
     # Each file stands alone (MCP clients get it inline), so the shared part is repeated: keep it equal.
-    assert len(record_defs) == 5 and all(d == record_defs[0] for d in record_defs)
+    assert len(record_defs) == 4 and all(d == record_defs[0] for d in record_defs)
 
 
 @pytest.mark.parametrize("page_id", page_ids())

@@ -71,7 +71,7 @@ def matches(value: Any, pattern: str) -> bool:
 
 @dataclass
 class Result:
-    """One page as the get.v1 JSON document, plus what the Markdown rendering needs."""
+    """One page as the get.v2 JSON document, plus what the Markdown rendering needs."""
 
     document: dict[str, Any]
     frontmatter_text: str
@@ -368,6 +368,7 @@ def latest_record(wiki: Wiki, probe_id: str) -> dict | None:
 
 
 # --- what --include-code sends by default ---------------------------------------------------------
+LISTED_CHARS = 100   # about the line that lists a file not sent
 WITHHELD = "not sent: {size:,} bytes{role}; ask for it by name with files (--files NAME)"
 """The note of a file --include-code lists instead of sending (its text stays out of the answer)."""
 
@@ -411,14 +412,14 @@ def _within_budget(result: Result) -> None:
                 withhold(item, "probe code")
     files = bundle["files"]
     bundle["files"] = [item for item in files if all(item is not other for _, other in own)]
-    room = DEFAULT_CHARS - len(result.markdown())
+    room = DEFAULT_CHARS - len(result.markdown()) - LISTED_CHARS * len(own)   # as if every own file were listed
     bundle["files"] = files
     sent = []
     for _, item in sorted(own, key=lambda pair: pair[0]):
         block = len(_code_block(item)) + 1
         role = roles.get(str(item["path"])[len(directory) + 1:], "")
-        if block <= room - 100:   # 100: the line that would list it
-            room -= block
+        if block - LISTED_CHARS <= room:   # a file sent is not listed
+            room -= block - LISTED_CHARS
             sent.append((item, role))
         else:
             withhold(item, role)
